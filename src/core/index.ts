@@ -1,0 +1,4 @@
+export * from './errors.js';
+export * from './units.js';
+export * from './events.js';
+export * from './device.js';

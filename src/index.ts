@@ -1,0 +1,3 @@
+// memscope's framework-free API. Framework adapters live in subpath exports
+// (memscope/tfjs, memscope/torch) so this entry never imports a framework.
+export * from './core/index.js';

@@ -1,0 +1,13 @@
+import { defineConfig } from 'vitest/config';
+
+export default defineConfig({
+  test: {
+    include: ['test/**/*.test.ts'],
+    testTimeout: 120_000,
+    hookTimeout: 120_000,
+    // TFJS keeps one global engine per process; isolate test files in forks so
+    // one file's backend and patches can never leak into another's.
+    pool: 'forks',
+    reporters: ['default', './test/support/plain-summary.ts'],
+  },
+});
