@@ -2,3 +2,4 @@ export * from './errors.js';
 export * from './units.js';
 export * from './events.js';
 export * from './device.js';
+export * from './adapter.js';
