@@ -100,10 +100,10 @@ sys.stdout.buffer.write(pickle.dumps([Evil()], protocol=2))`));
     const cases: [string, RegExp][] = [
       ['\x80\x02N}b.', /BUILD \(0x62\) at offset 4/],
       ['\x80\x02(ios\nsystem\n.', /INST \(0x69\) os\.system at offset 3/],
-      ['\x80\x02NN\x81.', /NEWOBJ \(0x81\) at offset 5/],
-      ['\x80\x02\x82\x01.', /EXT1 \(0x82\) at offset 3/],
-      ['\x80\x02N\x51.', /BINPERSID \(0x51\) at offset 4/],
-      ['\x80\x02NNR.', /REDUCE \(0x52\) of a non-global callable at offset 5/],
+      ['\x80\x02NN\x81.', /NEWOBJ \(0x81\) at offset 4/],
+      ['\x80\x02\x82\x01.', /EXT1 \(0x82\) at offset 2/],
+      ['\x80\x02N\x51.', /BINPERSID \(0x51\) at offset 3/],
+      ['\x80\x02NNR.', /REDUCE \(0x52\) of a non-global callable at offset 4/],
     ];
     for (const [src, re] of cases) {
       const bytes = Uint8Array.from(src, (c) => c.charCodeAt(0));
