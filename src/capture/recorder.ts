@@ -1,0 +1,387 @@
+import type {
+  EventContext,
+  GradientPair,
+  KernelEvent,
+  MemoryEventSink,
+  ModuleRef,
+  OptimizerRef,
+  StorageRef,
+  TensorRef,
+} from '../core/events.js';
+import type { CaptureWriter } from './writer.js';
+import { CATEGORIES, type CaptureEndInfo, type DeviceCategoryBytes, type ModuleStates } from './types.js';
+
+const CAT = {
+  Parameter: 0,
+  Buffer: 1,
+  Gradient: 2,
+  Activation: 3,
+  Temp: 4,
+  Optstate: 5,
+  Other: 6,
+} as const;
+const NCAT = CATEGORIES.length;
+
+export interface RecorderOptions {
+  /** Record the JS stack of every allocation (costly: one Error per allocation). */
+  stacks?: boolean;
+  /** Record at most this many allocations individually; later ones are only counted. */
+  maxEntries?: number | null;
+  /** Stack frames containing any of these strings are memscope's own and are left out. */
+  internalFrames?: readonly string[];
+  /** Frames kept per stack (after dropping memscope's own). */
+  stackDepth?: number;
+  /** Milliseconds, monotonic. */
+  now?: () => number;
+}
+
+interface LiveStorage {
+  readonly device: string;
+  readonly bytes: number;
+  cat: number;
+  /** False when --max-entries dropped the alloc record: then its free is not written either. */
+  readonly written: boolean;
+}
+
+interface KernelStats {
+  calls: number;
+  bytesAllocated: number;
+  bytesRetained: number;
+  peakAdded: number;
+}
+
+interface OpenKernel {
+  stats: KernelStats;
+  allocated: number;
+  net: number;
+  peakNet: number;
+}
+
+interface ModuleRecord {
+  readonly id: number;
+  readonly ref: ModuleRef;
+  states: ModuleStates;
+  peakFwd: Map<string, number>;
+  peakBwd: Map<string, number>;
+}
+
+/**
+ * A MemoryEventSink that streams every storage alloc/free (with device,
+ * bytes, category, layer, phase, kernel, step and optionally stack), step
+ * markers, module state tables and kernel statistics into a CaptureWriter.
+ *
+ * Categories follow PyTorch's MemTracker rules, decided from the adapter's
+ * context: a storage made in forward (or outside any phase) is Activation, in
+ * backward Temp, in an optimizer step Optstate; it is re-categorised when it
+ * turns out to be a tracked module's weight (Parameter/Buffer), an
+ * optimizer's state (Optstate) or a returned gradient (Gradient); a variable
+ * keeps its category when `assign` swaps its storage.
+ */
+export class CaptureRecorder implements MemoryEventSink {
+  private readonly live = new Map<number, LiveStorage>();
+  /** Live bytes per device, per category index. */
+  private readonly totals = new Map<string, Float64Array>();
+  private readonly kernels = new Map<string, KernelStats>();
+  private readonly openKernels: OpenKernel[] = [];
+  private readonly modules = new Map<ModuleRef, ModuleRecord>();
+  /** Modules whose forward (fwd) or backward (bwd) is running, innermost last. */
+  private readonly activeFwd: ModuleRecord[] = [];
+  private readonly activeBwd: ModuleRecord[] = [];
+  private readonly catIds: number[];
+  private readonly phaseIds: Record<string, number> = {};
+  private readonly start: number;
+  private readonly now: () => number;
+  private readonly maxEntries: number;
+  private readonly stacks: boolean;
+  private readonly internalFrames: readonly string[];
+  private readonly stackDepth: number;
+  private written = 0;
+  private seen = 0;
+  private dropped = 0;
+  private steps = 0;
+  private optimizerDepth = 0;
+
+  constructor(
+    private readonly writer: CaptureWriter,
+    opts: RecorderOptions = {},
+  ) {
+    this.now = opts.now ?? (() => performance.now());
+    this.start = this.now();
+    this.maxEntries = opts.maxEntries ?? Infinity;
+    this.stacks = opts.stacks ?? false;
+    this.internalFrames = opts.internalFrames ?? [];
+    this.stackDepth = opts.stackDepth ?? 40;
+    this.catIds = CATEGORIES.map((c) => writer.str(c));
+    for (const p of ['forward', 'backward', 'optimizer', 'none']) this.phaseIds[p] = writer.str(p);
+  }
+
+  /** Storages alive before the recorder was attached (from `AdapterSession.liveStorages()`). */
+  adoptExisting(storages: Iterable<StorageRef>): void {
+    const ctx: EventContext = { phase: 'none', module: null, kernel: null, step: 0, seq: 0 };
+    for (const s of storages) if (!this.live.has(s.id)) this.onStorageAlloc(s, ctx);
+  }
+
+  get stepsCompleted(): number {
+    return this.steps;
+  }
+
+  onStorageAlloc(storage: StorageRef, ctx: EventContext): void {
+    this.seen++;
+    const cat = ctx.phase === 'backward' ? CAT.Temp : ctx.phase === 'optimizer' || this.optimizerDepth > 0 ? CAT.Optstate : CAT.Activation;
+    const written = this.written < this.maxEntries;
+    this.live.set(storage.id, { device: storage.device, bytes: storage.bytes, cat, written });
+    const tot = this.deviceTotals(storage.device);
+    tot[cat] += storage.bytes;
+    for (let i = 0; i < this.openKernels.length; i++) {
+      const k = this.openKernels[i];
+      k.allocated += storage.bytes;
+      k.net += storage.bytes;
+      if (k.net > k.peakNet) k.peakNet = k.net;
+    }
+    if (this.activeFwd.length || this.activeBwd.length) this.updateLocalPeaks(storage.device);
+    if (!written) {
+      this.dropped++;
+      return;
+    }
+    this.written++;
+    const w = this.writer;
+    const stack = this.stacks ? w.stack(this.rawStack(), (raw) => this.frames(raw)) : 0;
+    w.alloc(
+      this.time(),
+      storage.id,
+      w.str(storage.device),
+      storage.bytes,
+      this.catIds[cat],
+      ctx.module ? w.str(ctx.module.path) : 0,
+      this.phaseIds[ctx.phase] ?? w.str(ctx.phase),
+      w.str(ctx.kernel),
+      stack,
+      this.steps,
+    );
+  }
+
+  onStorageFree(storage: StorageRef): void {
+    const entry = this.live.get(storage.id);
+    if (!entry) return; // made before the recorder attached and never adopted
+    this.live.delete(storage.id);
+    this.deviceTotals(entry.device)[entry.cat] -= entry.bytes;
+    for (let i = 0; i < this.openKernels.length; i++) this.openKernels[i].net -= entry.bytes;
+    if (entry.written) this.writer.free(this.time(), storage.id);
+  }
+
+  onKernelStart(kernel: KernelEvent): void {
+    let stats = this.kernels.get(kernel.name);
+    if (!stats) {
+      stats = { calls: 0, bytesAllocated: 0, bytesRetained: 0, peakAdded: 0 };
+      this.kernels.set(kernel.name, stats);
+    }
+    this.openKernels.push({ stats, allocated: 0, net: 0, peakNet: 0 });
+  }
+
+  onKernelEnd(): void {
+    const open = this.openKernels.pop();
+    if (!open) return;
+    const s = open.stats;
+    s.calls++;
+    s.bytesAllocated += open.allocated;
+    s.bytesRetained += open.net;
+    if (open.peakNet > s.peakAdded) s.peakAdded = open.peakNet;
+  }
+
+  onModuleEnter(module: ModuleRef): void {
+    const rec = this.moduleRecord(module);
+    this.classifyWeights(module);
+    rec.peakFwd = new Map();
+    rec.states.states['Pre-Forward'] = this.snapshot();
+    this.activeFwd.push(rec);
+    this.updateLocalPeaks(null);
+  }
+
+  onModuleExit(module: ModuleRef): void {
+    const rec = this.moduleRecord(module);
+    this.classifyWeights(module); // weights are built lazily during the first call
+    rec.states.states['Post-Forward'] = this.snapshot();
+    rec.states.localPeakForward = Object.fromEntries(rec.peakFwd);
+    removeLast(this.activeFwd, rec);
+  }
+
+  onBackwardModuleEnter(module: ModuleRef): void {
+    const rec = this.moduleRecord(module);
+    rec.peakBwd = new Map();
+    rec.states.states['Pre-Backward'] = this.snapshot();
+    this.activeBwd.push(rec);
+    this.updateLocalPeaks(null);
+  }
+
+  onBackwardModuleExit(module: ModuleRef): void {
+    const rec = this.moduleRecord(module);
+    rec.states.states['Post-Backward'] = this.snapshot();
+    rec.states.localPeakBackward = Object.fromEntries(rec.peakBwd);
+    removeLast(this.activeBwd, rec);
+  }
+
+  onGradientEnd(pairs: readonly GradientPair[]): void {
+    for (const p of pairs) if (p.grad) this.recategorise(p.grad.storage.id, CAT.Gradient);
+  }
+
+  onOptimizerStepStart(): void {
+    this.optimizerDepth++;
+  }
+
+  onOptimizerStepEnd(optimizer: OptimizerRef): void {
+    this.optimizerDepth = Math.max(0, this.optimizerDepth - 1);
+    for (const t of optimizer.stateVariables()) this.recategorise(t.storage.id, CAT.Optstate);
+    if (this.optimizerDepth > 0) return;
+    this.steps++;
+    this.writer.stepEnd(this.time(), this.steps, this.liveByDevice());
+    this.writeTables();
+    this.writer.flush();
+  }
+
+  onVariableAssign(variable: TensorRef, previous: StorageRef): void {
+    const prev = this.live.get(previous.id);
+    const next = this.live.get(variable.storage.id);
+    if (!next) return;
+    // The variable keeps its role: a weight stays Parameter/Buffer, a moment stays Optstate.
+    const cat = prev ? prev.cat : variable.trainable ? CAT.Parameter : next.cat;
+    this.recategorise(variable.storage.id, cat);
+  }
+
+  /** Writes the module tables and kernel statistics (readers keep the latest) and the end record. */
+  finish(info: Omit<CaptureEndInfo, 'events' | 'dropped'>): void {
+    if (this.writer.isClosed) return;
+    this.writeTables();
+    this.writer.end(this.time(), { events: this.seen, dropped: this.dropped, ...info });
+  }
+
+  /** Writes the module tables and kernel statistics so far (readers keep the latest of each). */
+  writeTables(): void {
+    for (const rec of this.modules.values()) this.writer.moduleState(rec.id, rec.states);
+    for (const [name, s] of this.kernels) this.writer.kernel(name, s.calls, s.bytesAllocated, s.bytesRetained, s.peakAdded);
+  }
+
+  private recategorise(storageId: number, cat: number): void {
+    const entry = this.live.get(storageId);
+    if (!entry || entry.cat === cat) return;
+    const tot = this.deviceTotals(entry.device);
+    tot[entry.cat] -= entry.bytes;
+    tot[cat] += entry.bytes;
+    entry.cat = cat;
+    if (entry.written) this.writer.category(storageId, this.catIds[cat]);
+  }
+
+  private classifyWeights(module: ModuleRef): void {
+    const rec = this.moduleRecord(module);
+    let params = 0;
+    let buffers = 0;
+    for (const t of module.parameters()) {
+      params += t.storage.bytes;
+      this.recategorise(t.storage.id, CAT.Parameter);
+    }
+    for (const t of module.buffers()) {
+      buffers += t.storage.bytes;
+      this.recategorise(t.storage.id, CAT.Buffer);
+    }
+    rec.states.parameterBytes = params;
+    rec.states.bufferBytes = buffers;
+  }
+
+  private moduleRecord(module: ModuleRef): ModuleRecord {
+    let rec = this.modules.get(module);
+    if (!rec) {
+      const parent = module.parent ? this.moduleRecord(module.parent).id : -1;
+      rec = {
+        id: module.id,
+        ref: module,
+        states: { states: {}, localPeakForward: {}, localPeakBackward: {}, parameterBytes: 0, bufferBytes: 0 },
+        peakFwd: new Map(),
+        peakBwd: new Map(),
+      };
+      this.modules.set(module, rec);
+      this.writer.module(module.id, module.path, module.className, parent);
+      // Declare the children too, so the module tree is complete even for layers that never run.
+      for (const child of module.children) this.moduleRecord(child);
+    }
+    return rec;
+  }
+
+  /** Raises the local peaks of running modules on `device` (or every device when null). */
+  private updateLocalPeaks(device: string | null): void {
+    const devices = device === null ? [...this.totals.keys()] : [device];
+    for (const d of devices) {
+      const total = sum(this.deviceTotals(d));
+      for (const rec of this.activeFwd) {
+        if (total > (rec.peakFwd.get(d) ?? -1)) {
+          rec.peakFwd.set(d, total);
+          rec.states.states['Peak-Forward'] = this.snapshot();
+        }
+      }
+      for (const rec of this.activeBwd) {
+        if (total > (rec.peakBwd.get(d) ?? -1)) {
+          rec.peakBwd.set(d, total);
+          rec.states.states['Peak-Backward'] = this.snapshot();
+        }
+      }
+    }
+  }
+
+  private snapshot(): DeviceCategoryBytes {
+    return this.liveByDevice();
+  }
+
+  private liveByDevice(): DeviceCategoryBytes {
+    const out: DeviceCategoryBytes = {};
+    for (const [device, tot] of this.totals) {
+      const row: Record<string, number> = {};
+      for (let i = 0; i < NCAT; i++) if (tot[i] !== 0) row[CATEGORIES[i]] = tot[i];
+      out[device] = row;
+    }
+    return out;
+  }
+
+  private deviceTotals(device: string): Float64Array {
+    let t = this.totals.get(device);
+    if (!t) {
+      t = new Float64Array(NCAT);
+      this.totals.set(device, t);
+    }
+    return t;
+  }
+
+  private time(): number {
+    return Math.round((this.now() - this.start) * 1000) / 1000;
+  }
+
+  private rawStack(): string | null {
+    const limit = Error.stackTraceLimit;
+    Error.stackTraceLimit = 64;
+    const raw = new Error().stack ?? null;
+    Error.stackTraceLimit = limit;
+    return raw;
+  }
+
+  /** Splits a V8 stack into frames, leaving out memscope's own and the leading "Error" line. */
+  private frames(raw: string): string[] {
+    const out: string[] = [];
+    for (const line of raw.split('\n')) {
+      const m = /^\s*at (.*)$/.exec(line);
+      if (!m) continue;
+      const frame = m[1].replace(/file:\/\//g, '');
+      if (this.internalFrames.some((p) => frame.includes(p))) continue;
+      out.push(frame);
+      if (out.length >= this.stackDepth) break;
+    }
+    return out;
+  }
+}
+
+function sum(a: Float64Array): number {
+  let s = 0;
+  for (let i = 0; i < a.length; i++) s += a[i];
+  return s;
+}
+
+function removeLast<T>(list: T[], item: T): void {
+  const i = list.lastIndexOf(item);
+  if (i >= 0) list.splice(i, 1);
+}

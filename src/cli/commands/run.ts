@@ -1,0 +1,89 @@
+import { spawn } from 'node:child_process';
+import { existsSync, statSync } from 'node:fs';
+import { basename, resolve } from 'node:path';
+import type { Command } from 'commander';
+import { MemscopeError } from '../../core/errors.js';
+
+export interface RunOptions {
+  output?: string;
+  stacks?: boolean;
+  maxEntries?: string;
+  backend?: string;
+  quiet?: boolean;
+}
+
+/** The preload module next to this file (dist/cli/run-preload.js, or the .ts source under tsx). */
+function preloadUrl(): { url: string; fromSource: boolean } {
+  const fromSource = import.meta.url.endsWith('.ts');
+  return { url: new URL(`../run-preload.${fromSource ? 'ts' : 'js'}`, import.meta.url).href, fromSource };
+}
+
+/**
+ * Runs `script` in a child Node process with the capture preload installed
+ * and returns its exit code. The child inherits stdio; the capture goes to `output`.
+ */
+export async function runWithCapture(script: string, args: string[], opts: RunOptions): Promise<{ exitCode: number; output: string }> {
+  const scriptPath = resolve(script);
+  if (!existsSync(scriptPath) || !statSync(scriptPath).isFile()) {
+    throw new MemscopeError('bad-argument', `run: no such script: ${script}`);
+  }
+  let maxEntries: number | null = null;
+  if (opts.maxEntries !== undefined) {
+    maxEntries = Number(opts.maxEntries);
+    if (!Number.isInteger(maxEntries) || maxEntries < 0) {
+      throw new MemscopeError('bad-argument', `run: --max-entries must be a non-negative integer, got ${JSON.stringify(opts.maxEntries)}`);
+    }
+  }
+  const output = resolve(opts.output ?? `memscope-${basename(scriptPath).replace(/\.[cm]?[jt]s$/, '')}.${process.pid}.capture.ndjson`);
+  const { url, fromSource } = preloadUrl();
+  const nodeArgs: string[] = [];
+  // Developing from source: the preload is TypeScript, so the child needs tsx's loader too.
+  if (fromSource) nodeArgs.push('--import', import.meta.resolve('tsx'));
+  nodeArgs.push('--import', url, scriptPath, ...args);
+  const env: NodeJS.ProcessEnv = {
+    ...process.env,
+    MEMSCOPE_RUN_OUTPUT: output,
+    MEMSCOPE_RUN_ARGV: JSON.stringify([scriptPath, ...args]),
+    MEMSCOPE_RUN_STACKS: opts.stacks ? '1' : '0',
+    MEMSCOPE_RUN_MAX_ENTRIES: maxEntries === null ? '' : String(maxEntries),
+    MEMSCOPE_RUN_BACKEND: opts.backend ?? '',
+  };
+  const child = spawn(process.execPath, nodeArgs, { stdio: 'inherit', env });
+  // Ctrl-C reaches the child through the terminal's process group; the parent just waits for it.
+  const ignore = (): void => {};
+  process.on('SIGINT', ignore);
+  try {
+    const exitCode = await new Promise<number>((res, rej) => {
+      child.on('error', rej);
+      child.on('exit', (code, signal) => res(code ?? (signal ? 128 + (signalNumber(signal) ?? 0) : 1)));
+    });
+    return { exitCode, output };
+  } finally {
+    process.removeListener('SIGINT', ignore);
+  }
+}
+
+function signalNumber(signal: NodeJS.Signals): number | undefined {
+  return { SIGINT: 2, SIGKILL: 9, SIGTERM: 15 }[signal as string];
+}
+
+export function register(program: Command): void {
+  program
+    .command('run')
+    .description('run a TensorFlow.js Node program unchanged and stream a memory capture to disk')
+    .argument('<script>', 'the program to run')
+    .argument('[args...]', 'arguments passed to the program')
+    .option('-o, --output <file>', 'capture file (default memscope-<script>.<pid>.capture.ndjson)')
+    .option('--stacks', 'record the JS stack of every allocation (slower; needed to locate leaks by line)')
+    .option('--max-entries <n>', 'record at most N allocations individually; later ones only count in step totals')
+    .option('--backend <name>', 'TFJS backend to make current before the program starts (cpu, wasm, ...)')
+    .option('-q, --quiet', 'do not print where the capture went')
+    .passThroughOptions()
+    .action(async (script: string, args: string[], opts: RunOptions) => {
+      const { exitCode, output } = await runWithCapture(script, args, opts);
+      if (!opts.quiet) {
+        process.stderr.write(`memscope: capture written to ${output}\n  next: memscope report ${output} -o report.html · memscope leaks ${output}\n`);
+      }
+      process.exitCode = exitCode;
+    });
+}

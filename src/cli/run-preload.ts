@@ -1,0 +1,147 @@
+/**
+ * The module `memscope run` preloads into the program with `node --import`.
+ * It runs before the program's first line, so it sees every TFJS allocation:
+ *
+ * - TFJS keeps its one engine on `globalThis._tfengine`, created when
+ *   tfjs-core is first loaded (by whichever copy the program resolves). The
+ *   preload puts a setter on that global name and attaches the TFJS adapter
+ *   the moment the engine is stored — no tfjs import here, so the engine
+ *   instrumented is always the program's own.
+ * - Models and optimizers are found as the program uses them
+ *   (src/tfjs/auto-track-node.ts).
+ * - Records stream to the capture file through synchronous writes, flushed
+ *   every 200 ms and at every step end; the end record is written on exit
+ *   (including uncaught errors and SIGINT/SIGTERM).
+ *
+ * Settings come from the environment (`MEMSCOPE_RUN_*`), set by `memscope run`.
+ */
+import { createRequire } from 'node:module';
+import { dirname, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import type { AdapterSession } from '../core/adapter.js';
+import { tfjsAdapter } from '../tfjs/index.js';
+import { installAutoTracking } from '../tfjs/auto-track-node.js';
+import { FileCaptureSink } from '../capture/file-sink-node.js';
+import { CaptureRecorder } from '../capture/recorder.js';
+import { CaptureWriter } from '../capture/writer.js';
+
+const env = process.env;
+const output = env.MEMSCOPE_RUN_OUTPUT;
+if (output) await startCapture(output);
+
+async function startCapture(path: string): Promise<void> {
+  const argv: string[] = JSON.parse(env.MEMSCOPE_RUN_ARGV ?? '[]');
+  const backend = env.MEMSCOPE_RUN_BACKEND || null;
+  const stacks = env.MEMSCOPE_RUN_STACKS === '1';
+  const maxEntries = env.MEMSCOPE_RUN_MAX_ENTRIES ? Number(env.MEMSCOPE_RUN_MAX_ENTRIES) : null;
+  // Don't let our own variables leak into programs the script spawns.
+  for (const k of Object.keys(env)) if (k.startsWith('MEMSCOPE_RUN_')) delete env[k];
+
+  const sink = new FileCaptureSink(path);
+  const writer = new CaptureWriter(sink, { created: new Date().toISOString(), argv, backend, stacks, maxEntries });
+  // memscope's own frames (this package's src/ and dist/) are left out of stacks.
+  const packageRoot = resolve(dirname(fileURLToPath(import.meta.url)), '..', '..');
+  const recorder = new CaptureRecorder(writer, {
+    stacks,
+    maxEntries,
+    internalFrames: [`${packageRoot}/src/`, `${packageRoot}/dist/`, 'node:internal'],
+  });
+
+  let session: AdapterSession | null = null;
+  let autoTracking: { restore(): void } | null = null;
+  let warned = false;
+  const warn = (err: unknown): void => {
+    if (warned) return;
+    warned = true;
+    process.stderr.write(`memscope: capture hook failed (the program continues): ${err instanceof Error ? err.message : String(err)}\n`);
+  };
+
+  const attach = (): void => {
+    if (session) return;
+    try {
+      const attached = tfjsAdapter.attach(recorder);
+      session = attached;
+      recorder.adoptExisting(attached.liveStorages());
+    } catch (err) {
+      warn(err);
+    }
+  };
+
+  // Attach as soon as tfjs-core stores its engine on globalThis.
+  const g = globalThis as { _tfengine?: unknown };
+  if (g._tfengine != null) attach();
+  else {
+    Object.defineProperty(globalThis, '_tfengine', {
+      configurable: true,
+      enumerable: false,
+      get: () => undefined,
+      set(value: unknown) {
+        Object.defineProperty(globalThis, '_tfengine', { value, writable: true, configurable: true, enumerable: true });
+        attach();
+      },
+    });
+  }
+  // Models and optimizers are found from module loading; by the time one is used the engine exists.
+  autoTracking = installAutoTracking(
+    {
+      module: (model, name) => (attach(), session?.module(model, name)),
+      optimizer: (opt) => (attach(), session?.optimizer(opt)),
+    },
+    warn,
+  );
+
+  const flushTimer = setInterval(() => writer.flush(), 200);
+  flushTimer.unref();
+
+  let finished = false;
+  let uncaught: string | null = null;
+  const finish = (exitCode: number | null): void => {
+    if (finished) return;
+    finished = true;
+    clearInterval(flushTimer);
+    try {
+      recorder.finish({ exitCode, error: uncaught });
+    } catch (err) {
+      warn(err);
+    }
+    sink.close();
+    autoTracking?.restore();
+    try {
+      (session as AdapterSession | null)?.detach();
+    } catch {
+      // The process is ending; a failed restore must not change its exit.
+    }
+  };
+  process.on('uncaughtExceptionMonitor', (err) => {
+    uncaught = err instanceof Error ? `${err.name}: ${err.message}` : String(err);
+  });
+  process.on('exit', (code) => finish(code));
+  for (const signal of ['SIGINT', 'SIGTERM'] as const) {
+    const onSignal = (): void => {
+      uncaught = `killed by ${signal}`;
+      finish(null);
+      process.removeListener(signal, onSignal);
+      process.kill(process.pid, signal);
+    };
+    process.on(signal, onSignal);
+  }
+
+  if (backend) await selectBackend(backend, argv[0]);
+}
+
+/**
+ * --backend NAME: loads the program's own copy of the backend package and
+ * makes it current before the program starts (a later `tf.setBackend` in the
+ * program still wins).
+ */
+async function selectBackend(name: string, script: string | undefined): Promise<void> {
+  const req = createRequire(resolve(script ?? 'index.js'));
+  const tf = req('@tensorflow/tfjs-core') as { setBackend(n: string): Promise<boolean>; ready(): Promise<void> };
+  try {
+    req(`@tensorflow/tfjs-backend-${name}`);
+  } catch {
+    throw new Error(`--backend ${name}: the program cannot load @tensorflow/tfjs-backend-${name}`);
+  }
+  if (!(await tf.setBackend(name))) throw new Error(`--backend ${name}: TFJS could not initialise the backend`);
+  await tf.ready();
+}

@@ -1,0 +1,125 @@
+import Module from 'node:module';
+
+/**
+ * Zero-code model discovery for `memscope run`: the program never hands its
+ * model or optimizer to memscope, so memscope finds them as they are used.
+ *
+ * It watches Node's module loading (`Module._load`, which both `require` and
+ * ESM imports of these CommonJS packages pass through) for the program's own
+ * copies of tfjs-layers and tfjs-core, and wraps, on their prototypes:
+ * - LayersModel `fit`, `fitDataset`, `trainOnBatch`, `evaluate`, `predict`,
+ *   `execute` and `apply`: the first call on a model (outside another tracked
+ *   model's call, so nested models stay children) registers it with
+ *   `session.module`, and its compiled optimizer with `session.optimizer`;
+ * - Optimizer `minimize` and `applyGradients`: registers the optimizer (custom
+ *   training loops without a layers model).
+ * Every wrapper is removed again by the returned `restore()`.
+ */
+/** What auto-tracking needs from an adapter session. */
+export interface ModelRegistry {
+  module(model: object, name?: string): unknown;
+  optimizer(optimizer: object): unknown;
+}
+
+export function installAutoTracking(session: ModelRegistry, onError: (err: unknown) => void): { restore(): void } {
+  const restores: Array<() => void> = [];
+  const models = new WeakSet<object>();
+  const optimizers = new WeakSet<object>();
+  let depth = 0;
+
+  const trackOptimizer = (opt: unknown): void => {
+    if (opt == null || typeof opt !== 'object' || optimizers.has(opt)) return;
+    optimizers.add(opt);
+    try {
+      session.optimizer(opt);
+    } catch (err) {
+      onError(err);
+    }
+  };
+  const trackModel = (model: object): void => {
+    if (models.has(model)) return;
+    models.add(model);
+    try {
+      session.module(model, (model as { name?: string }).name);
+    } catch (err) {
+      onError(err);
+    }
+  };
+
+  const wrap = (proto: Record<string, unknown>, name: string, before: (self: object) => void): void => {
+    const original = proto[name];
+    if (typeof original !== 'function' || !Object.prototype.hasOwnProperty.call(proto, name)) return;
+    const wrapped = function (this: object, ...args: unknown[]): unknown {
+      if (depth === 0) before(this);
+      depth++;
+      let result: unknown;
+      try {
+        result = (original as (...a: unknown[]) => unknown).apply(this, args);
+      } catch (err) {
+        depth--;
+        throw err;
+      }
+      if (result instanceof Promise) {
+        return result.finally(() => {
+          depth--;
+        });
+      }
+      depth--;
+      return result;
+    };
+    proto[name] = wrapped;
+    restores.push(() => {
+      if (proto[name] === wrapped) proto[name] = original;
+    });
+  };
+
+  const seenExports = new WeakSet<object>();
+  const onLoaded = (exports: unknown, filename: string): void => {
+    if (exports == null || typeof exports !== 'object' || seenExports.has(exports)) return;
+    const ex = exports as Record<string, unknown>;
+    if (/[\\/]@tensorflow[\\/]tfjs-layers[\\/]/.test(filename) && typeof ex.LayersModel === 'function') {
+      seenExports.add(exports);
+      const proto = (ex.LayersModel as { prototype: Record<string, unknown> }).prototype;
+      const beforeModel = (self: object): void => {
+        trackModel(self);
+        trackOptimizer((self as { optimizer?: unknown }).optimizer);
+      };
+      for (const m of ['fit', 'fitDataset', 'trainOnBatch', 'evaluate', 'predict', 'execute']) wrap(proto, m, beforeModel);
+      // Sequential overrides several of these; wrap its own definitions too.
+      if (typeof ex.Sequential === 'function') {
+        const seq = (ex.Sequential as { prototype: Record<string, unknown> }).prototype;
+        for (const m of ['fit', 'fitDataset', 'trainOnBatch', 'evaluate', 'predict', 'apply']) wrap(seq, m, beforeModel);
+      }
+    } else if (/[\\/]@tensorflow[\\/]tfjs-core[\\/]/.test(filename) && typeof ex.Optimizer === 'function') {
+      seenExports.add(exports);
+      const proto = (ex.Optimizer as { prototype: Record<string, unknown> }).prototype;
+      wrap(proto, 'minimize', (self) => trackOptimizer(self));
+    }
+  };
+
+  type Loader = (request: string, parent: unknown, isMain: boolean) => unknown;
+  const mod = Module as unknown as { _load: Loader; _resolveFilename: (r: string, p: unknown, m: boolean) => string };
+  const originalLoad = mod._load;
+  const load: Loader = function (this: unknown, request, parent, isMain) {
+    const exports = originalLoad.call(this, request, parent, isMain);
+    if (request.includes('tfjs')) {
+      try {
+        onLoaded(exports, request.startsWith('@') ? mod._resolveFilename(request, parent, isMain) : request);
+      } catch (err) {
+        onError(err);
+      }
+    }
+    return exports;
+  };
+  mod._load = load;
+  restores.push(() => {
+    if (mod._load === load) mod._load = originalLoad;
+  });
+
+  return {
+    restore() {
+      for (const r of restores.reverse()) r();
+      restores.length = 0;
+    },
+  };
+}

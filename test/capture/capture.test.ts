@@ -1,0 +1,160 @@
+import { describe, it, expect } from 'vitest';
+import type { EventContext, ModuleRef, OptimizerRef, StorageRef, TensorRef } from '../../src/core/events.js';
+import { CaptureRecorder } from '../../src/capture/recorder.js';
+import { CaptureWriter } from '../../src/capture/writer.js';
+import { parseCapture } from '../../src/capture/reader.js';
+import { findLeaks } from '../../src/capture/leaks.js';
+
+/** A hand-driven event stream: the recorder's contract is the event sink, not TFJS. */
+function harness(opts: { maxEntries?: number; stacks?: boolean } = {}) {
+  let text = '';
+  let clock = 0;
+  const writer = new CaptureWriter({ write: (c) => (text += c) }, { created: 'x', argv: ['train.js'], backend: null, stacks: !!opts.stacks, maxEntries: opts.maxEntries ?? null });
+  const rec = new CaptureRecorder(writer, { ...opts, now: () => clock });
+  let nextId = 1;
+  const ctx: { phase: EventContext['phase']; module: ModuleRef | null; kernel: string | null; step: number; seq: number } = {
+    phase: 'none', module: null, kernel: null, step: 0, seq: 0,
+  };
+  const alloc = (bytes: number): StorageRef => {
+    const s: StorageRef = { id: nextId++, device: 'cpu', bytes, dtype: 'float32', shape: [bytes / 4] };
+    clock += 1;
+    rec.onStorageAlloc(s, ctx);
+    return s;
+  };
+  const free = (s: StorageRef): void => {
+    clock += 1;
+    rec.onStorageFree(s, ctx);
+  };
+  const tensor = (s: StorageRef, trainable?: boolean): TensorRef => ({ id: s.id, storage: s, dtype: 'float32', shape: s.shape, trainable });
+  return { rec, writer, ctx, alloc, free, tensor, text: () => text };
+}
+
+function fakeModule(path: string, weights: TensorRef[]): ModuleRef {
+  return { id: 1, path, className: 'Dense', parent: null, children: [], parameters: () => weights, buffers: () => [] };
+}
+
+/** Trains a one-layer "model" for `steps` steps; with `leak`, each step keeps one 400-byte tensor alive. */
+function train(steps: number, leak: boolean) {
+  const h = harness();
+  const kernel = h.alloc(64);
+  const dense = fakeModule('model.dense_1', [h.tensor(kernel, true)]);
+  const moment = h.alloc(64);
+  const opt: OptimizerRef = { id: 1, className: 'AdamOptimizer', stateVariables: () => [h.tensor(moment)] };
+  const data = h.alloc(1000); // made once before training: not a leak
+  for (let i = 0; i < steps; i++) {
+    h.ctx.phase = 'forward';
+    h.ctx.module = dense;
+    h.rec.onModuleEnter(dense, [], h.ctx);
+    h.ctx.kernel = 'MatMul';
+    const act = h.alloc(128);
+    h.ctx.kernel = null;
+    h.rec.onModuleExit(dense, [], h.ctx);
+    h.ctx.module = null;
+    h.ctx.phase = 'backward';
+    const grad = h.alloc(64);
+    h.rec.onGradientEnd([{ x: h.tensor(kernel, true), grad: h.tensor(grad) }], h.ctx);
+    h.free(act);
+    h.ctx.phase = 'optimizer';
+    h.rec.onOptimizerStepStart(opt, h.ctx);
+    h.free(grad);
+    h.rec.onOptimizerStepEnd(opt, h.ctx);
+    h.ctx.phase = 'none';
+    if (leak) {
+      h.ctx.kernel = 'Add';
+      h.alloc(400);
+      h.ctx.kernel = null;
+    }
+  }
+  void data;
+  return h;
+}
+
+describe('capture format', () => {
+  it('round-trips allocations, categories, steps, modules and kernels', () => {
+    const h = train(4, false);
+    h.rec.finish({ exitCode: 0, error: null });
+    const cap = parseCapture(h.text());
+    expect(cap.truncated).toBeNull();
+    expect(cap.end).toMatchObject({ exitCode: 0, error: null, dropped: 0 });
+    expect(cap.steps.map((s) => s.step)).toEqual([1, 2, 3, 4]);
+    // The kernel storage became a Parameter when the module first ran; the moment Optstate; grads Gradient.
+    const byCat = (c: string) => cap.allocs.filter((a) => a.category === c).map((a) => a.bytes);
+    expect(byCat('Parameter')).toEqual([64]);
+    expect(byCat('Optstate')).toEqual([64]);
+    expect(byCat('Gradient')).toEqual([64, 64, 64, 64]);
+    expect(cap.allocs.filter((a) => a.kernel === 'MatMul').every((a) => a.layer === 'model.dense_1' && a.phase === 'forward')).toBe(true);
+    expect(cap.modules.map((m) => m.path)).toEqual(['model.dense_1']);
+    expect(cap.modules[0].states?.parameterBytes).toBe(64);
+    expect(cap.modules[0].states?.localPeakForward).toEqual({ cpu: 64 + 64 + 1000 + 128 });
+    // Live totals at the step end: weights, moment, the data tensor.
+    expect(cap.steps[3].live).toEqual({ cpu: { Parameter: 64, Optstate: 64, Activation: 1000 } });
+    expect(cap.kernels).toEqual([]); // no kernel events were sent
+    expect(cap.events.length).toBe(3 + 4 * 4);
+  });
+
+  it('reads a capture cut mid-record and says where', () => {
+    const h = train(3, false);
+    h.writer.flush();
+    const full = h.text();
+    const cut = full.slice(0, full.lastIndexOf('\n', full.length - 2) + 10);
+    const cap = parseCapture(cut);
+    expect(cap.truncated?.reason).toMatch(/cut off mid-write/);
+    expect(cap.truncated?.line).toBe(cut.split('\n').length);
+    expect(cap.steps.length).toBeGreaterThan(0);
+    // Cut exactly at a record boundary: nothing is broken, but no end record either.
+    const atBoundary = parseCapture(full);
+    expect(atBoundary.truncated?.reason).toMatch(/no end record/);
+  });
+
+  it('rejects damage that is not at the tail, naming the line', () => {
+    const h = train(2, false);
+    h.rec.finish({ exitCode: 0, error: null });
+    const lines = h.text().split('\n');
+    lines[3] = '["a",1,2';
+    expect(() => parseCapture(lines.join('\n'), 'x.ndjson')).toThrow(/x\.ndjson: line 4 is not a JSON record/);
+    expect(() => parseCapture('hello\n')).toThrow(/not a memscope capture header/);
+  });
+
+  it('--max-entries keeps frees of written allocations and counts the rest', () => {
+    const h = harness({ maxEntries: 2 });
+    const a = h.alloc(4);
+    const b = h.alloc(8);
+    h.alloc(16);
+    h.free(a);
+    h.free(b);
+    h.rec.finish({ exitCode: 0, error: null });
+    const cap = parseCapture(h.text());
+    expect(cap.allocs.map((x) => [x.bytes, x.freeT !== null])).toEqual([[4, true], [8, true]]);
+    expect(cap.end).toMatchObject({ events: 3, dropped: 1 });
+  });
+});
+
+describe('leak detection', () => {
+  it('finds a tensor kept alive every step, grouped by kernel, with counts per step', () => {
+    const h = train(5, true);
+    h.rec.finish({ exitCode: 0, error: null });
+    const report = findLeaks(parseCapture(h.text()));
+    expect(report.groups).toHaveLength(1);
+    const g = report.groups[0];
+    expect(g.kernel).toBe('Add');
+    // Made after the optimizer step of steps 1..4, so each belongs to the next step (2..5); step 5's
+    // own has no later step end to outlive and is not counted.
+    expect(g.perStep).toEqual([
+      { step: 2, count: 1, bytes: 400 },
+      { step: 3, count: 1, bytes: 400 },
+      { step: 4, count: 1, bytes: 400 },
+    ]);
+    expect(g.liveAtStepEnd).toEqual([0, 400, 800, 1200, 1200]);
+  });
+
+  it('reports nothing for a clean loop, and says when there are too few steps', () => {
+    const clean = train(5, false);
+    clean.rec.finish({ exitCode: 0, error: null });
+    expect(findLeaks(parseCapture(clean.text())).groups).toEqual([]);
+    const short = train(2, true);
+    short.rec.finish({ exitCode: 0, error: null });
+    const r = findLeaks(parseCapture(short.text()));
+    expect(r.groups).toEqual([]);
+    expect(r.note).toMatch(/at least 3 completed training steps/);
+  });
+});
