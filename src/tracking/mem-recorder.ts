@@ -1,0 +1,414 @@
+import { deviceSpec } from '../core/device.js';
+import type {
+  DeviceName,
+  EventContext,
+  GradientPair,
+  MemoryEventSink,
+  ModuleRef,
+  OptimizerRef,
+  StorageRef,
+  TensorRef,
+} from '../core/events.js';
+import {
+  MEM_REF_TYPES,
+  TOTAL_KEY,
+  type DeviceSnapshot,
+  type MemorySnapshot,
+  type ModState,
+  type ModuleMemStats,
+} from './mem-types.js';
+
+// Category indices into a device's counters; TOTAL is the last slot.
+const PARAM = 0;
+const BUFFER = 1;
+const GRAD = 2;
+const ACT = 3;
+const TEMP = 4;
+const OPT = 5;
+const OTHER = 6;
+const TOTAL = 7;
+export type CategoryIndex = typeof PARAM | typeof BUFFER | typeof GRAD | typeof ACT | typeof TEMP | typeof OPT | typeof OTHER;
+export const Category = { PARAM, BUFFER, GRAD, ACT, TEMP, OPT, OTHER } as const;
+
+/** One device's live bytes per category and its peak (the counters at the highest total). */
+class DeviceTally {
+  readonly counts: number[] = [0, 0, 0, 0, 0, 0, 0, 0];
+  peakTotal = 0;
+  peak: number[] | null = null;
+  constructor(
+    readonly name: DeviceName,
+    readonly granularity: number,
+  ) {}
+  /** PyTorch rounds every storage up to the allocator's block size; memscope uses the device's granularity. */
+  round(bytes: number): number {
+    const g = this.granularity;
+    return g <= 1 ? bytes : Math.ceil(bytes / g) * g;
+  }
+}
+
+interface TrackedStorage {
+  category: CategoryIndex;
+  /** Device-rounded bytes. */
+  readonly bytes: number;
+  readonly device: DeviceTally;
+}
+
+/** Counters of every device with bytes, copied at one moment. */
+type Snap = Map<DeviceTally, number[]>;
+
+class ModuleRecord {
+  readonly fqn: string;
+  readonly depth: number;
+  parameterMem = 0;
+  bufferMem = 0;
+  inputMem = 0;
+  outputMem = 0;
+  localPeak = new Map<DeviceTally, number>();
+  readonly snapshots = new Map<ModState, Snap[]>();
+  /** The Peak-Forward / Peak-Backward snapshot of the call running now; updated in place on new local peaks. */
+  peakSnap: Snap = new Map();
+  constructor(readonly module: ModuleRef) {
+    this.fqn = module.path;
+    let depth = 1;
+    for (let p = module.parent; p; p = p.parent) depth++;
+    this.depth = depth;
+  }
+  push(state: ModState, snap: Snap): void {
+    const list = this.snapshots.get(state);
+    if (list) list.push(snap);
+    else this.snapshots.set(state, [snap]);
+  }
+}
+
+function copySnap(snap: Snap): Snap {
+  const out: Snap = new Map();
+  for (const [dev, counts] of snap) out.set(dev, counts.slice());
+  return out;
+}
+
+function toDeviceSnapshot(counts: readonly number[]): DeviceSnapshot {
+  const out = {} as DeviceSnapshot;
+  for (let i = 0; i < MEM_REF_TYPES.length; i++) out[MEM_REF_TYPES[i]!] = counts[i]!;
+  out[TOTAL_KEY] = counts[TOTAL]!;
+  return out;
+}
+
+function toSnapshot(snap: Snap): MemorySnapshot {
+  const out: MemorySnapshot = {};
+  for (const [dev, counts] of snap) out[dev.name] = toDeviceSnapshot(counts);
+  return out;
+}
+
+/**
+ * The event sink behind MemTracker: classifies every storage it sees into one
+ * category, keeps per-device counters and peaks, and per-module snapshots.
+ * Framework-free: it sees only the events of src/core/events.ts.
+ *
+ * Classification follows PyTorch's MemTracker: a storage made by a kernel is
+ * Optstate inside an optimizer step, Temp in backward, Activation otherwise;
+ * module weights, gradients of variables, optimizer state and external
+ * tensors are then re-classified when the tracker learns what they are.
+ */
+export class MemRecorder implements MemoryEventSink {
+  private readonly storages = new Map<number, TrackedStorage>();
+  private readonly devices = new Map<DeviceName, DeviceTally>();
+  private lastDevice: DeviceTally | null = null;
+  /** Category of each classified variable (by tensor id), so a weight keeps it across `assign`. */
+  private readonly variableCategory = new Map<number, CategoryIndex>();
+  private readonly records = new Map<ModuleRef, ModuleRecord>();
+  /** Modules whose forward is running, innermost last (PyTorch's ModTracker.parents in forward). */
+  private forwardActive: ModuleRecord[] = [];
+  /** Modules whose backward has begun and not ended. */
+  private backwardActive: ModuleRecord[] = [];
+  private gradientDepth = 0;
+  /** Roots whose backward ended inside a gradient computation; their Post-Backward waits for its end. */
+  private pendingPostBackward: ModuleRecord[] = [];
+
+  // ---- hot path -------------------------------------------------------------
+
+  onStorageAlloc(storage: StorageRef, ctx: EventContext): void {
+    // Already known: classified from a TensorRef before its allocation event reached this sink.
+    if (this.storages.has(storage.id)) return;
+    const phase = ctx.phase;
+    this.add(storage, phase === 'optimizer' ? OPT : phase === 'backward' ? TEMP : ACT);
+  }
+
+  onStorageFree(storage: StorageRef): void {
+    const tracked = this.storages.get(storage.id);
+    if (tracked === undefined) return;
+    this.storages.delete(storage.id);
+    const counts = tracked.device.counts;
+    counts[tracked.category]! -= tracked.bytes;
+    counts[TOTAL]! -= tracked.bytes;
+  }
+
+  private device(name: DeviceName): DeviceTally {
+    const last = this.lastDevice;
+    if (last !== null && last.name === name) return last;
+    let dev = this.devices.get(name);
+    if (dev === undefined) {
+      dev = new DeviceTally(name, deviceSpec(name).granularity);
+      this.devices.set(name, dev);
+    }
+    this.lastDevice = dev;
+    return dev;
+  }
+
+  private add(storage: StorageRef, category: CategoryIndex): TrackedStorage {
+    const dev = this.device(storage.device);
+    const tracked: TrackedStorage = { category, bytes: dev.round(storage.bytes), device: dev };
+    this.storages.set(storage.id, tracked);
+    if (tracked.bytes === 0) return tracked;
+    const counts = dev.counts;
+    counts[category]! += tracked.bytes;
+    const total = (counts[TOTAL]! += tracked.bytes);
+    // Only an allocation can raise a total, so peaks are updated here and nowhere else.
+    if (total > dev.peakTotal) {
+      dev.peakTotal = total;
+      dev.peak = counts.slice();
+    }
+    if (this.forwardActive.length > 0) this.raiseLocalPeaks(this.forwardActive, dev, total);
+    if (this.backwardActive.length > 0) this.raiseLocalPeaks(this.backwardActive, dev, total);
+    return tracked;
+  }
+
+  private raiseLocalPeaks(active: readonly ModuleRecord[], dev: DeviceTally, total: number): void {
+    for (let i = 0; i < active.length; i++) {
+      const rec = active[i]!;
+      if ((rec.localPeak.get(dev) ?? 0) < total) {
+        rec.localPeak.set(dev, total);
+        rec.peakSnap.set(dev, dev.counts.slice());
+      }
+    }
+  }
+
+  // ---- classification ---------------------------------------------------------
+
+  /** Puts `storage` in `category`, tracking it first if it is new (PyTorch's `_update_and_maybe_create_winfos`). */
+  classify(storage: StorageRef, category: CategoryIndex): number {
+    const tracked = this.storages.get(storage.id);
+    if (tracked === undefined) return this.add(storage, category).bytes;
+    if (tracked.category !== category) {
+      const counts = tracked.device.counts;
+      counts[tracked.category]! -= tracked.bytes;
+      counts[category]! += tracked.bytes;
+      tracked.category = category;
+    }
+    return tracked.bytes;
+  }
+
+  /** Classifies a variable's storage and remembers the variable's category for later `assign`s. */
+  classifyVariable(tensor: TensorRef, category: CategoryIndex): number {
+    if (tensor.variableName !== undefined) this.variableCategory.set(tensor.id, category);
+    return this.classify(tensor.storage, category);
+  }
+
+  /** Parameters and buffers of `module` and its descendants; returns their bytes (each storage once). */
+  trackModuleWeights(module: ModuleRef): { parameterMem: number; bufferMem: number } {
+    const seen = new Set<number>();
+    let parameterMem = 0;
+    let bufferMem = 0;
+    const visit = (m: ModuleRef): void => {
+      for (const p of m.parameters()) {
+        const bytes = this.classifyVariable(p, PARAM);
+        if (!seen.has(p.storage.id)) {
+          seen.add(p.storage.id);
+          parameterMem += bytes;
+        }
+      }
+      for (const b of m.buffers()) {
+        const bytes = this.classifyVariable(b, BUFFER);
+        if (!seen.has(b.storage.id)) {
+          seen.add(b.storage.id);
+          bufferMem += bytes;
+        }
+      }
+      for (const child of m.children) visit(child);
+    };
+    visit(module);
+    return { parameterMem, bufferMem };
+  }
+
+  trackOptimizerState(optimizer: OptimizerRef): void {
+    for (const v of optimizer.stateVariables()) this.classifyVariable(v, OPT);
+  }
+
+  /** Bytes of the tracked storages behind `tensors`, each storage counted once. */
+  private trackedBytes(tensors: readonly TensorRef[]): number {
+    let bytes = 0;
+    const seen = tensors.length > 1 ? new Set<number>() : null;
+    for (const t of tensors) {
+      const id = t.storage.id;
+      if (seen !== null) {
+        if (seen.has(id)) continue;
+        seen.add(id);
+      }
+      bytes += this.storages.get(id)?.bytes ?? 0;
+    }
+    return bytes;
+  }
+
+  // ---- modules ------------------------------------------------------------------
+
+  private record(module: ModuleRef): ModuleRecord {
+    let rec = this.records.get(module);
+    if (rec === undefined) {
+      rec = new ModuleRecord(module);
+      this.records.set(module, rec);
+    }
+    return rec;
+  }
+
+  private updateWeights(rec: ModuleRecord): void {
+    const { parameterMem, bufferMem } = this.trackModuleWeights(rec.module);
+    rec.parameterMem = parameterMem;
+    rec.bufferMem = bufferMem;
+  }
+
+  /** Starts a call's Peak snapshot and local peaks at the current counters (PyTorch's pre-hooks). */
+  private beginCall(rec: ModuleRecord, pre: ModState, peak: ModState): void {
+    const snap = this.takeSnap();
+    rec.localPeak = new Map();
+    for (const [dev, counts] of snap) rec.localPeak.set(dev, counts[TOTAL]!);
+    rec.peakSnap = snap;
+    rec.push(peak, snap);
+    rec.push(pre, copySnap(snap));
+  }
+
+  onModuleEnter(module: ModuleRef, inputs: readonly TensorRef[]): void {
+    this.flushPendingPostBackward();
+    const rec = this.record(module);
+    this.updateWeights(rec);
+    rec.inputMem = this.trackedBytes(inputs);
+    this.beginCall(rec, 'Pre-Forward', 'Peak-Forward');
+    this.forwardActive.push(rec);
+  }
+
+  onModuleExit(module: ModuleRef, outputs: readonly TensorRef[]): void {
+    const rec = this.record(module);
+    // Weights are built lazily by the first call, inside forward: classify them now too.
+    this.updateWeights(rec);
+    rec.outputMem = this.trackedBytes(outputs);
+    rec.push('Post-Forward', this.takeSnap());
+    removeLast(this.forwardActive, rec);
+  }
+
+  onBackwardModuleEnter(module: ModuleRef): void {
+    const rec = this.record(module);
+    this.beginCall(rec, 'Pre-Backward', 'Peak-Backward');
+    this.backwardActive.push(rec);
+  }
+
+  onBackwardModuleExit(module: ModuleRef): void {
+    const rec = this.record(module);
+    removeLast(this.backwardActive, rec);
+    // TFJS knows a variable's final (accumulated) gradient only when the gradient
+    // computation returns, so a root's Post-Backward is taken then, after the
+    // returned gradients are classified, as PyTorch's is after its grad hooks ran.
+    if (module.parent === null && this.gradientDepth > 0) this.pendingPostBackward.push(rec);
+    else rec.push('Post-Backward', this.takeSnap());
+  }
+
+  private flushPendingPostBackward(): void {
+    if (this.pendingPostBackward.length === 0) return;
+    const snap = this.takeSnap();
+    for (const rec of this.pendingPostBackward) rec.push('Post-Backward', copySnap(snap));
+    this.pendingPostBackward = [];
+  }
+
+  // ---- gradients, optimizer, variables --------------------------------------------
+
+  onGradientStart(): void {
+    this.gradientDepth++;
+  }
+
+  onGradientEnd(pairs: readonly GradientPair[]): void {
+    for (const { x, grad } of pairs) {
+      // Gradients of variables are PyTorch's GRAD; gradients of other tensors stay Temp.
+      if (grad !== null && x.variableName !== undefined) this.classify(grad.storage, GRAD);
+    }
+    if (this.gradientDepth > 0) this.gradientDepth--;
+    if (this.gradientDepth === 0) this.flushPendingPostBackward();
+  }
+
+  onOptimizerStepStart(): void {
+    this.flushPendingPostBackward();
+  }
+
+  onOptimizerStepEnd(optimizer: OptimizerRef): void {
+    this.trackOptimizerState(optimizer);
+  }
+
+  onVariableAssign(variable: TensorRef, previous: StorageRef): void {
+    const category = this.variableCategory.get(variable.id) ?? this.storages.get(previous.id)?.category;
+    if (category !== undefined) this.classify(variable.storage, category);
+  }
+
+  // ---- reading --------------------------------------------------------------------
+
+  private takeSnap(): Snap {
+    const snap: Snap = new Map();
+    for (const dev of this.devices.values()) if (dev.counts[TOTAL]! > 0) snap.set(dev, dev.counts.slice());
+    return snap;
+  }
+
+  currentSnapshot(): MemorySnapshot {
+    return toSnapshot(this.takeSnap());
+  }
+
+  peakSnapshot(): MemorySnapshot {
+    const snap: Snap = new Map();
+    for (const dev of this.devices.values()) if (dev.peak !== null && dev.peakTotal > 0) snap.set(dev, dev.peak);
+    return toSnapshot(snap);
+  }
+
+  /** PyTorch resets the peak to the current snapshot whenever the tracker is entered. */
+  resetPeak(): void {
+    for (const dev of this.devices.values()) {
+      dev.peakTotal = dev.counts[TOTAL]!;
+      dev.peak = dev.counts.slice();
+    }
+  }
+
+  /** Ends calls left open (a user exception in forward or backward) so no module keeps collecting peaks. */
+  closeOpenCalls(): void {
+    this.flushPendingPostBackward();
+    this.forwardActive = [];
+    this.backwardActive = [];
+    this.gradientDepth = 0;
+  }
+
+  resetModStats(): void {
+    this.records.clear();
+    this.forwardActive = [];
+    this.backwardActive = [];
+    this.pendingPostBackward = [];
+  }
+
+  moduleStats(): ModuleMemStats[] {
+    const out: ModuleMemStats[] = [];
+    for (const rec of this.records.values()) {
+      const snapshots: Partial<Record<ModState, MemorySnapshot[]>> = {};
+      for (const [state, list] of rec.snapshots) snapshots[state] = list.map(toSnapshot);
+      const localPeak: Record<DeviceName, number> = {};
+      for (const [dev, bytes] of rec.localPeak) localPeak[dev.name] = bytes;
+      out.push({
+        modFqn: rec.fqn,
+        className: rec.module.className,
+        depth: rec.depth,
+        parameterMem: rec.parameterMem,
+        bufferMem: rec.bufferMem,
+        inputMem: rec.inputMem,
+        outputMem: rec.outputMem,
+        localPeak,
+        snapshots,
+      });
+    }
+    return out;
+  }
+}
+
+function removeLast<T>(list: T[], item: T): void {
+  const i = list.lastIndexOf(item);
+  if (i >= 0) list.splice(i, 1);
+}

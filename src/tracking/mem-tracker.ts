@@ -1,0 +1,243 @@
+import type { AdapterSession, FrameworkAdapter } from '../core/adapter.js';
+import { MemscopeError } from '../core/errors.js';
+import { parseUnit, type Unit } from '../core/units.js';
+import { formatModulewise, formatSnapshotTable, formatSnapshotText } from '../report/mem-tracker-text.js';
+import { Category, MemRecorder } from './mem-recorder.js';
+import type { MemorySnapshot, ModuleMemStats, SnapshotType } from './mem-types.js';
+
+export interface SnapshotDisplayOptions {
+  /** 'B' (default), 'KiB', 'MiB' or 'GiB'. */
+  units?: Unit;
+  /** Draw a table instead of indented lines. */
+  tabulate?: boolean;
+}
+
+export interface ModulewiseDisplayOptions extends SnapshotDisplayOptions {
+  /** Deepest module level shown; the root model is level 1. Default 2, as PyTorch. */
+  depth?: number;
+}
+
+function parseSnapshotType(type: unknown): SnapshotType {
+  if (type === 'current' || type === 'peak') return type;
+  throw new MemscopeError('bad-snapshot-type', `snapshot type ${JSON.stringify(type)} is not 'current' or 'peak'`);
+}
+
+function parseDepth(depth: unknown): number {
+  if (typeof depth === 'number' && Number.isInteger(depth) && depth >= 1) return depth;
+  throw new MemscopeError('bad-depth', `depth ${JSON.stringify(depth)} is not an integer ≥ 1`);
+}
+
+function isPromiseLike(value: unknown): value is PromiseLike<unknown> {
+  return (
+    (typeof value === 'object' || typeof value === 'function') &&
+    value !== null &&
+    typeof (value as { then?: unknown }).then === 'function'
+  );
+}
+
+function describe(value: unknown): string {
+  if (value === null) return 'null';
+  if (typeof value !== 'object' && typeof value !== 'function') return `${typeof value} ${String(value)}`;
+  const ctor = (value as { constructor?: { name?: string } }).constructor?.name;
+  return ctor ? `a ${ctor}` : 'an object';
+}
+
+/** Arrays and plain objects are containers (like PyTorch's tree_flatten); everything else is a leaf. */
+function flatten(values: readonly unknown[], out: unknown[] = []): unknown[] {
+  for (const v of values) {
+    if (Array.isArray(v)) flatten(v, out);
+    else if (v !== null && typeof v === 'object' && Object.getPrototypeOf(v) === Object.prototype) {
+      flatten(Object.values(v), out);
+    } else out.push(v);
+  }
+  return out;
+}
+
+/**
+ * Tracks, categorises and attributes tensor memory while it runs, like
+ * PyTorch's `torch.distributed._tools.mem_tracker.MemTracker`: every storage
+ * is Parameter, Buffer, Gradient, Activation, Temp, Optstate or Other, and
+ * each module gets snapshots at Pre/Peak/Post-Forward and Pre/Peak/Post-Backward.
+ *
+ * ```ts
+ * const tracker = new MemTracker(tfjsAdapter);   // memscope/tfjs exports one bound already
+ * tracker.trackExternal(model, optimizer);
+ * await tracker.track(() => model.fit(xs, ys, { epochs: 1 }));
+ * tracker.displaySnapshot('peak', { units: 'KiB' });
+ * tracker.displayModulewiseSnapshots({ depth: 2, units: 'KiB', tabulate: true });
+ * ```
+ * Storages created before `start()` are tracked only when they belong to a
+ * model or optimizer the tracker meets (or is given to `trackExternal`).
+ */
+export class MemTracker implements Disposable {
+  private recorder = new MemRecorder();
+  private session: AdapterSession | null = null;
+  /** Objects given to trackExternal before start(); resolved against the session at start. */
+  private pendingExternal: unknown[] = [];
+
+  constructor(readonly adapter: FrameworkAdapter) {}
+
+  /** True between start() and stop(). */
+  get tracking(): boolean {
+    return this.session !== null;
+  }
+
+  /**
+   * Tracks models (their weights, as Parameter and Buffer), optimizers (their
+   * state, as Optstate) and tensors (as Other) created outside the tracker.
+   * Arrays and plain objects of them are accepted. Call it before or while
+   * tracking; before, the objects are resolved when tracking starts.
+   */
+  trackExternal(...external: unknown[]): void {
+    const flat = flatten(external);
+    flat.forEach((obj, i) => {
+      if (obj === null || (typeof obj !== 'object' && typeof obj !== 'function')) {
+        throw new MemscopeError(
+          'bad-external',
+          `trackExternal: argument ${i} is ${describe(obj)}; expected a model, an optimizer or a tensor`,
+        );
+      }
+    });
+    if (this.session === null) this.pendingExternal.push(...flat);
+    else for (const [i, obj] of flat.entries()) this.resolveExternal(this.session, obj, i);
+  }
+
+  private resolveExternal(session: AdapterSession, obj: unknown, index: number): void {
+    const attempts: unknown[] = [];
+    const tryKind = <T>(get: () => T): T | undefined => {
+      try {
+        return get();
+      } catch (err) {
+        if (!(err instanceof MemscopeError)) throw err;
+        attempts.push(err.message);
+        return undefined;
+      }
+    };
+    const tensor = tryKind(() => session.tensor(obj));
+    if (tensor !== undefined) {
+      this.recorder.classifyVariable(tensor, Category.OTHER);
+      return;
+    }
+    const module = tryKind(() => session.module(obj));
+    if (module !== undefined) {
+      this.recorder.trackModuleWeights(module);
+      return;
+    }
+    const optimizer = tryKind(() => session.optimizer(obj));
+    if (optimizer !== undefined) {
+      this.recorder.trackOptimizerState(optimizer);
+      return;
+    }
+    throw new MemscopeError(
+      'bad-external',
+      `trackExternal: argument ${index} is ${describe(obj)}, which is not a ${this.adapter.name} model, optimizer or tensor`,
+    );
+  }
+
+  /** Starts tracking; returns the tracker so `using t = tracker.start()` stops it at the end of the block. */
+  start(): this {
+    if (this.session !== null) throw new MemscopeError('already-tracking', 'MemTracker.start(): this tracker is already tracking');
+    const session = this.adapter.attach(this.recorder);
+    this.session = session;
+    try {
+      const pending = this.pendingExternal;
+      this.pendingExternal = [];
+      pending.forEach((obj, i) => this.resolveExternal(session, obj, i));
+    } catch (err) {
+      this.session = null;
+      session.detach();
+      throw err;
+    }
+    this.recorder.resetPeak();
+    return this;
+  }
+
+  /** Stops tracking and restores the framework (the adapter's last session uninstalls). Idempotent. */
+  stop(): void {
+    const session = this.session;
+    if (session === null) return;
+    this.session = null;
+    this.recorder.closeOpenCalls();
+    session.detach();
+  }
+
+  [Symbol.dispose](): void {
+    this.stop();
+  }
+
+  /**
+   * Runs `fn` under tracking and returns its result (a promise for an async
+   * `fn`, settled after tracking stops). Tracking stops even if `fn` throws or
+   * rejects, and the same error reaches the caller.
+   */
+  track<T>(fn: () => Promise<T>): Promise<T>;
+  track<T>(fn: () => T): T;
+  track<T>(fn: () => T | Promise<T>): T | Promise<T> {
+    this.start();
+    let result: T | Promise<T>;
+    try {
+      result = fn();
+    } catch (err) {
+      this.stopQuietly();
+      throw err;
+    }
+    if (isPromiseLike(result)) {
+      return Promise.resolve(result).then(
+        (value) => {
+          this.stop();
+          return value;
+        },
+        (err: unknown) => {
+          this.stopQuietly();
+          throw err;
+        },
+      );
+    }
+    this.stop();
+    return result;
+  }
+
+  /** On the error path the user's error is the one to report; a failing stop must not replace it. */
+  private stopQuietly(): void {
+    try {
+      this.stop();
+    } catch {
+      // The session is already marked stopped; detach failures are the adapter's to log.
+    }
+  }
+
+  /** Bytes per category per device now ('current') or at the highest total since start ('peak'). */
+  snapshot(type: SnapshotType = 'current'): MemorySnapshot {
+    return parseSnapshotType(type) === 'current' ? this.recorder.currentSnapshot() : this.recorder.peakSnapshot();
+  }
+
+  /** Per-module statistics (copies), in no particular order; displays sort them by name. */
+  moduleStats(): ModuleMemStats[] {
+    return this.recorder.moduleStats();
+  }
+
+  formatSnapshot(type: SnapshotType = 'current', options: SnapshotDisplayOptions = {}): string {
+    const snap = this.snapshot(type);
+    const unit = parseUnit(options.units ?? 'B');
+    return options.tabulate ? formatSnapshotTable(snap, unit) : formatSnapshotText(snap, unit);
+  }
+
+  displaySnapshot(type: SnapshotType = 'current', options: SnapshotDisplayOptions = {}): void {
+    console.log(this.formatSnapshot(type, options));
+  }
+
+  formatModulewiseSnapshots(options: ModulewiseDisplayOptions = {}): string {
+    const depth = parseDepth(options.depth ?? 2);
+    const unit = parseUnit(options.units ?? 'B');
+    return formatModulewise(this.recorder.moduleStats(), { depth, unit, tabulate: options.tabulate ?? false });
+  }
+
+  displayModulewiseSnapshots(options: ModulewiseDisplayOptions = {}): void {
+    console.log(this.formatModulewiseSnapshots(options));
+  }
+
+  /** Forgets every module's statistics (e.g. between iterations); storages stay tracked. */
+  resetModStats(): void {
+    this.recorder.resetModStats();
+  }
+}
