@@ -1,0 +1,28 @@
+/**
+ * Escaping for text and attribute values placed in XML (SVG) and HTML.
+ *
+ * One function for both because the five characters below are the ones that
+ * can end a text node or an attribute value in either language; escaping `'`
+ * too means the result is safe inside single- or double-quoted attributes.
+ * Characters XML 1.0 forbids outright (C0 controls other than tab/LF/CR, lone
+ * surrogates, U+FFFE/U+FFFF) cannot be escaped — `&#1;` is itself illegal in
+ * XML — so they are replaced by U+FFFD, keeping SVG output well-formed whatever
+ * names a user's model carries.
+ */
+const ENTITY: Record<string, string> = {
+  '&': '&amp;',
+  '<': '&lt;',
+  '>': '&gt;',
+  '"': '&quot;',
+  "'": '&#39;',
+};
+
+// eslint-disable-next-line no-control-regex
+const SPECIAL = /[&<>"']|[\u0000-\u0008\u000B\u000C\u000E-\u001F\uFFFE\uFFFF]|[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/g;
+
+export function escapeXml(text: string): string {
+  return text.replace(SPECIAL, (ch) => ENTITY[ch] ?? '\uFFFD');
+}
+
+/** The same escaping, under the name HTML writers look for. */
+export const escapeHtml = escapeXml;
