@@ -113,10 +113,17 @@ export function findLeaks(capture: Capture): LeakReport {
   return { steps: n, groups: out, note: null };
 }
 
-/** The first frame that is the program's own: not in node_modules, not Node's internals. */
+/**
+ * Library frames: installed packages, Node's internals, and TFJS's own sources
+ * (with source maps enabled, e.g. under tsx, TFJS frames name
+ * `…/tfjs-core/src/engine.ts` instead of the node_modules bundle).
+ */
+const LIBRARY_FRAME = /node_modules|node:|[\\/]tfjs-[\w-]+[\\/]src[\\/]/;
+
+/** The first frame that is the program's own: not a library frame. */
 export function userFrame(stack: readonly string[]): string | null {
   for (const f of stack) {
-    if (f.includes('node_modules') || f.includes('node:') || f.startsWith('new Promise') || f === '<anonymous>') continue;
+    if (LIBRARY_FRAME.test(f) || f.startsWith('new Promise') || f.endsWith('(<anonymous>)') || f === '<anonymous>') continue;
     return f;
   }
   return null;

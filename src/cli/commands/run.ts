@@ -68,6 +68,8 @@ function signalNumber(signal: NodeJS.Signals): number | undefined {
 }
 
 export function register(program: Command): void {
+  // The script's own options (`run train.js --epochs 3`) must pass through untouched.
+  program.enablePositionalOptions();
   program
     .command('run')
     .description('run a TensorFlow.js Node program unchanged and stream a memory capture to disk')
