@@ -1,0 +1,169 @@
+/**
+ * File I/O for trace readers: streams a (possibly gzipped) file through
+ * node:zlib and a streaming TextDecoder into `ChromeTraceReader`, so a 50 MB
+ * trace is never held as one string. `export_memory_timeline` JSON is small
+ * (one row per distinct timestamp) and is parsed whole.
+ */
+import { createReadStream } from 'node:fs';
+import { open, stat } from 'node:fs/promises';
+import { createGunzip } from 'node:zlib';
+import type { Readable } from 'node:stream';
+import { MemscopeError } from '../core/errors.js';
+import { ChromeTraceReader } from './chrome-trace.js';
+import type { MemoryTrace } from './memory-trace.js';
+import { readMemoryTimeline } from './memory-timeline.js';
+
+export interface ReadProgress {
+  /** Bytes of the file read so far (compressed bytes for a .gz). */
+  readonly bytesRead: number;
+  readonly totalBytes: number;
+}
+
+export interface FileReadOptions {
+  /** Called after each chunk; for progress bars. */
+  readonly onProgress?: (p: ReadProgress) => void;
+}
+
+/** First bytes of a file (fewer if it is shorter). */
+export async function readFileHead(path: string, length: number): Promise<Uint8Array> {
+  let handle;
+  try {
+    handle = await open(path, 'r');
+  } catch (err) {
+    throw new MemscopeError('file-not-found', `${path}: cannot open (${(err as NodeJS.ErrnoException).code ?? (err as Error).message})`);
+  }
+  try {
+    const buf = new Uint8Array(length);
+    const { bytesRead } = await handle.read(buf, 0, length, 0);
+    return buf.subarray(0, bytesRead);
+  } finally {
+    await handle.close();
+  }
+}
+
+export function isGzip(head: Uint8Array): boolean {
+  return head.length >= 2 && head[0] === 0x1f && head[1] === 0x8b;
+}
+
+/**
+ * The file's content as byte chunks, gunzipped when it starts with the gzip
+ * magic. Corrupt gzip data becomes a MemscopeError naming the file.
+ */
+export async function* fileChunks(path: string, options: FileReadOptions = {}): AsyncGenerator<Uint8Array> {
+  const head = await readFileHead(path, 2);
+  const gz = isGzip(head);
+  const totalBytes = (await stat(path)).size;
+  const raw = createReadStream(path, { highWaterMark: 1 << 20 });
+  let stream: Readable = raw;
+  if (gz) {
+    const gunzip = createGunzip({ chunkSize: 1 << 20 });
+    raw.on('error', (err) => gunzip.destroy(err));
+    stream = raw.pipe(gunzip);
+  }
+  try {
+    for await (const chunk of stream) {
+      options.onProgress?.({ bytesRead: raw.bytesRead, totalBytes });
+      yield chunk as Uint8Array;
+    }
+  } catch (err) {
+    if (err instanceof MemscopeError) throw err;
+    const e = err as NodeJS.ErrnoException;
+    if (gz && (e.code?.startsWith('Z_') || e.errno !== undefined)) {
+      throw new MemscopeError('bad-gzip', `${path}: corrupt or truncated gzip data (${e.message})`, { cause: err });
+    }
+    throw new MemscopeError('read-failed', `${path}: cannot read (${e.code ?? e.message})`, { cause: err });
+  } finally {
+    raw.destroy();
+    stream.destroy();
+  }
+}
+
+/** Streams a Kineto chrome trace (`.json` or `.json.gz`) into the memory-trace model. */
+export async function readChromeTraceFile(path: string, options: FileReadOptions = {}): Promise<MemoryTrace> {
+  const reader = new ChromeTraceReader({ source: path });
+  const decoder = new TextDecoder('utf-8');
+  for await (const chunk of fileChunks(path, options)) reader.push(decoder.decode(chunk, { stream: true }));
+  reader.push(decoder.decode());
+  return reader.finish();
+}
+
+/** What a JSON memory file is, judged from its first characters. */
+export type JsonTraceKind = 'chrome-trace' | 'memory-timeline';
+
+/** Chrome traces start `{` or `[{`; export_memory_timeline JSON starts `[[`. */
+export function sniffJsonKind(text: string): JsonTraceKind | null {
+  const m = /^\uFEFF?\s*([{[])\s*([{[\d-])?/.exec(text);
+  if (!m) return null;
+  if (m[1] === '{') return 'chrome-trace';
+  if (m[2] === '{') return 'chrome-trace';
+  if (m[2] === '[' ) return 'memory-timeline';
+  // `[]` (no events) or `[1,…` are not memory files we know.
+  return m[2] === undefined ? 'chrome-trace' : null;
+}
+
+/**
+ * Reads any JSON memory trace: a Kineto chrome trace (streamed) or an
+ * `export_memory_timeline` / `export_memory_timeline_raw` file (parsed whole:
+ * it has one small row per timestamp, far smaller than the trace it came from).
+ */
+export async function readJsonTraceFile(path: string, options: FileReadOptions = {}): Promise<MemoryTrace> {
+  const decoder = new TextDecoder('utf-8');
+  let reader: ChromeTraceReader | null = null;
+  let pending = '';
+  let timelineParts: string[] | null = null;
+  for await (const chunk of fileChunks(path, options)) {
+    const text = decoder.decode(chunk, { stream: true });
+    if (reader) {
+      reader.push(text);
+      continue;
+    }
+    if (timelineParts) {
+      timelineParts.push(text);
+      continue;
+    }
+    pending += text;
+    if (pending.trimStart().length < 2) continue;
+    const kind = sniffJsonKind(pending);
+    if (kind === 'chrome-trace') {
+      reader = new ChromeTraceReader({ source: path });
+      reader.push(pending);
+    } else if (kind === 'memory-timeline') {
+      timelineParts = [pending];
+    } else {
+      throw notAMemoryFile(path, pending);
+    }
+    pending = '';
+  }
+  const tail = decoder.decode();
+  if (reader) {
+    reader.push(tail);
+    return reader.finish();
+  }
+  if (timelineParts) {
+    timelineParts.push(tail);
+    let value: unknown;
+    try {
+      value = JSON.parse(timelineParts.join(''));
+    } catch (err) {
+      throw new MemscopeError('bad-json', `${path}: not valid JSON (${(err as Error).message})`);
+    }
+    return readMemoryTimeline(value, path);
+  }
+  pending += tail;
+  if (pending.trim().length === 0) throw new MemscopeError('not-a-trace', `${path}: the file is empty`);
+  const kind = sniffJsonKind(pending);
+  if (kind === 'chrome-trace') {
+    const r = new ChromeTraceReader({ source: path });
+    r.push(pending);
+    return r.finish();
+  }
+  throw notAMemoryFile(path, pending);
+}
+
+function notAMemoryFile(path: string, text: string): MemscopeError {
+  const start = JSON.stringify(text.trimStart().slice(0, 24).replace(/[^\x20-\x7e]/g, '?'));
+  return new MemscopeError(
+    'not-a-trace',
+    `${path}: not a memory trace: expected a Kineto chrome trace (JSON object with "traceEvents") or export_memory_timeline JSON ([[times], [sizes]]), found ${start}`,
+  );
+}

@@ -1,0 +1,680 @@
+/**
+ * Kineto (torch.profiler) chrome-trace reader for `[memory]` events.
+ *
+ * A real trace is tens of MB of JSON, almost all of it operator and kernel
+ * events. Instead of building one huge string and one huge object graph with
+ * JSON.parse, `ChromeTraceReader` takes text in chunks (as a gunzip stream
+ * produces it), finds each element of `traceEvents` with a small structural
+ * scanner, and JSON.parses one event at a time, keeping only what memory
+ * analysis needs in growable typed columns. Peak memory is the columns plus
+ * one chunk, not the file. The reader has no Node dependency (browsers feed
+ * it from a fetch/File stream); `chrome-trace-node.ts` does the file I/O.
+ *
+ * Both memory-event layouts seen in the wild are accepted:
+ * - Kineto ≥ 1.10: args {Addr, Bytes, Total Allocated, Total Reserved, Device Type, Device Id, Ev Idx}
+ * - 2021: args {Device Type, Device Id, Bytes} — the reader sums the running totals.
+ * Anything else is refused with a MemscopeError naming the keys it found.
+ */
+import { MemscopeError } from '../core/errors.js';
+import {
+  deviceString,
+  type DeviceMemoryTimeline,
+  type MemoryTrace,
+  type OperatorSpans,
+  type TraceSource,
+} from './memory-trace.js';
+
+/** CPU-side span categories that can enclose a `[memory]` event (GPU kernels run on streams, never around one). */
+const OPERATOR_CATEGORIES = new Set(['cpu_op', 'Operator', 'user_annotation', 'python_function']);
+
+/** A top-level value other than traceEvents larger than this is skipped rather than parsed. */
+const MAX_TOP_LEVEL_VALUE = 1 << 20;
+/** One trace event larger than this is refused (real events are < 64 KiB; this bounds memory). */
+const MAX_EVENT_TEXT = 64 << 20;
+
+class GrowableF64 {
+  data = new Float64Array(1024);
+  length = 0;
+  push(v: number): void {
+    if (this.length === this.data.length) {
+      const d = new Float64Array(this.data.length * 2);
+      d.set(this.data);
+      this.data = d;
+    }
+    this.data[this.length++] = v;
+  }
+  view(): Float64Array {
+    return this.data.subarray(0, this.length);
+  }
+}
+
+class GrowableI32 {
+  data = new Int32Array(1024);
+  length = 0;
+  push(v: number): void {
+    if (this.length === this.data.length) {
+      const d = new Int32Array(this.data.length * 2);
+      d.set(this.data);
+      this.data = d;
+    }
+    this.data[this.length++] = v;
+  }
+  view(): Int32Array {
+    return this.data.subarray(0, this.length);
+  }
+}
+
+class Interner {
+  readonly values: string[] = [];
+  private readonly index = new Map<string, number>();
+  id(s: string): number {
+    let i = this.index.get(s);
+    if (i === undefined) {
+      i = this.values.length;
+      this.values.push(s);
+      this.index.set(s, i);
+    }
+    return i;
+  }
+}
+
+type Layout = 'kineto' | 'kineto-2021';
+
+const MODERN_KEYS = ['Bytes', 'Total Allocated', 'Total Reserved', 'Device Type', 'Device Id'];
+const LEGACY_KEYS = ['Bytes', 'Device Type', 'Device Id'];
+
+/** Raw memory events of one device, in file order, until `finish` sorts them. */
+class DeviceColumns {
+  readonly time = new GrowableF64();
+  readonly bytes = new GrowableF64();
+  readonly allocated = new GrowableF64();
+  readonly reserved = new GrowableF64();
+  readonly addr = new GrowableF64();
+  /** Kineto's Ev Idx (or the file position when absent): the tiebreak for equal timestamps. */
+  readonly order = new GrowableF64();
+  readonly thread = new GrowableI32();
+  constructor(readonly device: string) {}
+}
+
+function isFiniteNumber(v: unknown): v is number {
+  return typeof v === 'number' && Number.isFinite(v);
+}
+
+// Scanner states.
+const S_ROOT = 0; // before the top-level value
+const S_KEY = 1; // in the root object, expecting a key or '}'
+const S_KEY_STRING = 2; // inside a root key
+const S_COLON = 3;
+const S_VALUE = 4; // expecting a root value
+const S_AFTER_VALUE = 5; // expecting ',' or '}'
+const S_EVENTS = 6; // in traceEvents, expecting an event or ']'
+const S_EVENTS_AFTER = 7; // after an event, expecting ',' or ']'
+const S_CAPTURE = 8; // copying one value (an event or a root value)
+const S_DONE = 9;
+
+export interface ChromeTraceReaderOptions {
+  /** Name used in error messages (a file path). */
+  readonly source?: string;
+}
+
+/**
+ * Push-style reader: `push(text)` any number of times, then `finish()`.
+ * Text must be decoded already (use a streaming TextDecoder for bytes).
+ */
+export class ChromeTraceReader {
+  private state = S_ROOT;
+  private rootIsArray = false;
+  private offset = 0; // characters consumed before the current chunk
+  private key = '';
+  private keyParts: string[] = [];
+  private keyEscape = false;
+  private readonly rootKeys: string[] = [];
+
+  // Capture of one JSON value spanning chunks.
+  private captureParts: string[] = [];
+  private captureLength = 0;
+  private captureDepth = 0;
+  private captureInString = false;
+  private captureEscape = false;
+  private captureIsEvent = false;
+  private captureStartOffset = 0;
+
+  private sawTraceEvents = false;
+  private eventCount = 0;
+  private memoryEventCount = 0;
+  private readonly eventsByCategory = new Map<string, number>();
+  private layout: Layout | null = null;
+  private layoutEvent = -1;
+  private readonly devices = new Map<string, DeviceColumns>();
+  private readonly threads = new Interner();
+  private readonly deviceNames: Record<number, string> = {};
+
+  // Operator spans, file order.
+  private readonly opNames = new Interner();
+  private readonly opCats = new Interner();
+  private readonly opName = new GrowableI32();
+  private readonly opCat = new GrowableI32();
+  private readonly opStart = new GrowableF64();
+  private readonly opEnd = new GrowableF64();
+  private readonly opThread = new GrowableI32();
+
+  constructor(private readonly options: ChromeTraceReaderOptions = {}) {}
+
+  private where(pos: number): string {
+    return `${this.options.source ?? 'trace'}: at character ${pos}`;
+  }
+
+  private fail(code: string, pos: number, what: string): never {
+    throw new MemscopeError(code, `${this.where(pos)}: ${what}`);
+  }
+
+  push(chunk: string): void {
+    const n = chunk.length;
+    let i = 0;
+    let captureFrom = -1; // start of the capture within this chunk, if capturing
+    if (this.state === S_CAPTURE) captureFrom = 0;
+    while (i < n) {
+      const state = this.state;
+      if (state === S_CAPTURE) {
+        // Hot loop: scan the structure of one value without building it.
+        let depth = this.captureDepth;
+        let inString = this.captureInString;
+        let escape = this.captureEscape;
+        let end = -1;
+        for (; i < n; i++) {
+          const c = chunk.charCodeAt(i);
+          if (inString) {
+            if (escape) escape = false;
+            else if (c === 92 /* \ */) escape = true;
+            else if (c === 34 /* " */) inString = false;
+            continue;
+          }
+          if (c === 34) inString = true;
+          else if (c === 123 /* { */ || c === 91 /* [ */) depth++;
+          else if (c === 125 /* } */ || c === 93 /* ] */) {
+            if (depth === 0) {
+              // A scalar root value ends at the container's closing bracket.
+              end = i;
+              break;
+            }
+            depth--;
+            if (depth === 0) {
+              end = i + 1;
+              break;
+            }
+          } else if (depth === 0 && (c === 44 /* , */ || c === 32 || c === 10 || c === 13 || c === 9)) {
+            end = i;
+            break;
+          }
+        }
+        this.captureDepth = depth;
+        this.captureInString = inString;
+        this.captureEscape = escape;
+        if (end < 0) {
+          this.appendCapture(chunk.slice(captureFrom), this.offset + n);
+          break;
+        }
+        this.appendCapture(chunk.slice(captureFrom, end), this.offset + end);
+        i = end;
+        captureFrom = -1;
+        this.completeCapture();
+        continue;
+      }
+      const c = chunk.charCodeAt(i);
+      if (state === S_KEY_STRING) {
+        // Root keys are short; scan to the closing quote.
+        let j = i;
+        for (; j < n; j++) {
+          const d = chunk.charCodeAt(j);
+          if (this.keyEscape) this.keyEscape = false;
+          else if (d === 92) this.keyEscape = true;
+          else if (d === 34) break;
+        }
+        this.keyParts.push(chunk.slice(i, j));
+        if (j === n) {
+          i = n;
+          break;
+        }
+        this.key = JSON.parse(`"${this.keyParts.join('')}"`) as string;
+        this.keyParts = [];
+        this.rootKeys.push(this.key);
+        this.state = S_COLON;
+        i = j + 1;
+        continue;
+      }
+      if (c === 32 || c === 10 || c === 13 || c === 9) {
+        i++;
+        continue;
+      }
+      const pos = this.offset + i;
+      switch (state) {
+        case S_ROOT:
+          if (c === 123) this.state = S_KEY;
+          else if (c === 91) {
+            // The Chrome trace format also allows a bare array of events.
+            this.rootIsArray = true;
+            this.sawTraceEvents = true;
+            this.state = S_EVENTS;
+          } else if (c === 0xfeff) {
+            // A byte-order mark before the JSON.
+          } else {
+            this.fail(
+              'not-a-trace',
+              pos,
+              `expected a Chrome trace (a JSON object with "traceEvents", or an array of events), found ${describeChar(chunk, i)}`,
+            );
+          }
+          i++;
+          break;
+        case S_KEY:
+          if (c === 34) {
+            this.state = S_KEY_STRING;
+            this.keyParts = [];
+          } else if (c === 125) this.state = S_DONE;
+          else this.fail('bad-json', pos, `expected a key in the top-level object, found ${describeChar(chunk, i)}`);
+          i++;
+          break;
+        case S_COLON:
+          if (c !== 58) this.fail('bad-json', pos, `expected ':' after key ${JSON.stringify(this.key)}, found ${describeChar(chunk, i)}`);
+          this.state = S_VALUE;
+          i++;
+          break;
+        case S_VALUE:
+          if (this.key === 'traceEvents') {
+            if (c !== 91) this.fail('not-a-trace', pos, `"traceEvents" is not an array (found ${describeChar(chunk, i)})`);
+            this.sawTraceEvents = true;
+            this.state = S_EVENTS;
+            i++;
+          } else {
+            this.beginCapture(false, pos);
+            captureFrom = i;
+          }
+          break;
+        case S_AFTER_VALUE:
+          if (c === 44) this.state = S_KEY;
+          else if (c === 125) this.state = S_DONE;
+          else this.fail('bad-json', pos, `expected ',' or '}' in the top-level object, found ${describeChar(chunk, i)}`);
+          i++;
+          break;
+        case S_EVENTS:
+          if (c === 123) {
+            this.beginCapture(true, pos);
+            captureFrom = i;
+          } else if (c === 93) {
+            this.state = this.rootIsArray ? S_DONE : S_AFTER_VALUE;
+            i++;
+          } else {
+            this.fail('bad-json', pos, `expected a trace event object in "traceEvents", found ${describeChar(chunk, i)}`);
+          }
+          break;
+        case S_EVENTS_AFTER:
+          if (c === 44) this.state = S_EVENTS;
+          else if (c === 93) this.state = this.rootIsArray ? S_DONE : S_AFTER_VALUE;
+          else this.fail('bad-json', pos, `expected ',' or ']' after trace event ${this.eventCount - 1}, found ${describeChar(chunk, i)}`);
+          i++;
+          break;
+        case S_DONE:
+          this.fail('bad-json', pos, `unexpected ${describeChar(chunk, i)} after the end of the trace`);
+      }
+    }
+    this.offset += n;
+  }
+
+  private beginCapture(isEvent: boolean, pos: number): void {
+    this.state = S_CAPTURE;
+    this.captureIsEvent = isEvent;
+    this.captureParts = [];
+    this.captureLength = 0;
+    this.captureDepth = 0;
+    this.captureInString = false;
+    this.captureEscape = false;
+    this.captureStartOffset = pos;
+  }
+
+  private appendCapture(text: string, pos: number): void {
+    this.captureLength += text.length;
+    // Oversized root values (say a huge "traceName") are skipped, not kept.
+    const limit = this.captureIsEvent ? MAX_EVENT_TEXT : MAX_TOP_LEVEL_VALUE;
+    if (this.captureLength > limit) {
+      if (this.captureIsEvent) {
+        this.fail('trace-too-large', pos, `trace event ${this.eventCount} is over ${limit} characters`);
+      }
+      this.captureParts = [];
+      return;
+    }
+    this.captureParts.push(text);
+  }
+
+  private completeCapture(): void {
+    const text = this.captureParts.length === 1 ? this.captureParts[0]! : this.captureParts.join('');
+    this.captureParts = [];
+    if (this.captureIsEvent && !mayBeNeeded(text)) {
+      // Kernels, runtime calls and flow arrows are most of a trace and memscope needs
+      // none of them: count their category and skip JSON.parse (the scanner has
+      // already checked their brackets and strings balance).
+      const cat = CATEGORY_PATTERN.exec(text)?.[1] ?? `ph:${PHASE_PATTERN.exec(text)?.[1] ?? '?'}`;
+      this.eventsByCategory.set(cat, (this.eventsByCategory.get(cat) ?? 0) + 1);
+      this.state = S_EVENTS_AFTER;
+      this.eventCount++;
+      return;
+    }
+    const skipped = !this.captureIsEvent && this.captureLength > MAX_TOP_LEVEL_VALUE;
+    let value: unknown;
+    if (!skipped) {
+      try {
+        value = JSON.parse(text);
+      } catch (err) {
+        const what = this.captureIsEvent ? `trace event ${this.eventCount}` : `top-level value ${JSON.stringify(this.key)}`;
+        this.fail('bad-json', this.captureStartOffset, `${what} is not valid JSON (${(err as Error).message})`);
+      }
+    }
+    if (this.captureIsEvent) {
+      this.state = S_EVENTS_AFTER;
+      this.onEvent(value, this.captureStartOffset);
+      this.eventCount++;
+    } else {
+      this.state = S_AFTER_VALUE;
+      if (!skipped) this.onRootValue(this.key, value);
+    }
+  }
+
+  private onRootValue(key: string, value: unknown): void {
+    if (key === 'deviceProperties' && Array.isArray(value)) {
+      for (const d of value) {
+        if (d && typeof d === 'object' && isFiniteNumber((d as { id?: unknown }).id)) {
+          const name = (d as { name?: unknown }).name;
+          if (typeof name === 'string') this.deviceNames[(d as { id: number }).id] = name;
+        }
+      }
+    }
+  }
+
+  private onEvent(value: unknown, pos: number): void {
+    if (value === null || typeof value !== 'object' || Array.isArray(value)) {
+      this.fail('not-a-trace', pos, `trace event ${this.eventCount} is not an object`);
+    }
+    const e = value as { ph?: unknown; cat?: unknown; name?: unknown; ts?: unknown; dur?: unknown; pid?: unknown; tid?: unknown; args?: unknown };
+    const cat = typeof e.cat === 'string' ? e.cat : typeof e.ph === 'string' ? `ph:${e.ph}` : '?';
+    this.eventsByCategory.set(cat, (this.eventsByCategory.get(cat) ?? 0) + 1);
+    if (e.name === '[memory]') {
+      this.onMemoryEvent(e, pos);
+      return;
+    }
+    if (e.ph === 'X' && typeof e.cat === 'string' && OPERATOR_CATEGORIES.has(e.cat) && isFiniteNumber(e.ts)) {
+      const dur = isFiniteNumber(e.dur) ? e.dur : 0;
+      this.opName.push(this.opNames.id(typeof e.name === 'string' ? e.name : String(e.name)));
+      this.opCat.push(this.opCats.id(e.cat));
+      this.opStart.push(e.ts);
+      this.opEnd.push(e.ts + dur);
+      this.opThread.push(this.threads.id(`${String(e.pid)}/${String(e.tid)}`));
+    }
+  }
+
+  private onMemoryEvent(
+    e: { ts?: unknown; pid?: unknown; tid?: unknown; args?: unknown },
+    pos: number,
+  ): void {
+    const index = this.eventCount;
+    const args = e.args;
+    if (args === null || typeof args !== 'object') {
+      this.fail('unknown-trace-layout', pos, `[memory] event ${index} has no args object`);
+    }
+    const a = args as Record<string, unknown>;
+    const layout: Layout = 'Total Allocated' in a || 'Total Reserved' in a ? 'kineto' : 'kineto-2021';
+    const needed = layout === 'kineto' ? MODERN_KEYS : LEGACY_KEYS;
+    const missing = needed.filter((k) => !isFiniteNumber(a[k]));
+    if (missing.length > 0 || !isFiniteNumber(e.ts)) {
+      const found = Object.keys(a)
+        .map((k) => `${k}=${JSON.stringify(a[k])}`)
+        .join(', ');
+      this.fail(
+        'unknown-trace-layout',
+        pos,
+        `[memory] event ${index} has an unknown layout: args {${found}}${isFiniteNumber(e.ts) ? '' : ', no numeric ts'}; ` +
+          `expected {${MODERN_KEYS.join(', ')}} (Kineto ≥ 1.10) or {${LEGACY_KEYS.join(', ')}} (2021)` +
+          (missing.length ? `; missing or non-numeric: ${missing.join(', ')}` : ''),
+      );
+    }
+    if (this.layout === null) {
+      this.layout = layout;
+      this.layoutEvent = index;
+    } else if (this.layout !== layout) {
+      this.fail(
+        'unknown-trace-layout',
+        pos,
+        `[memory] event ${index} uses the ${layout} layout but event ${this.layoutEvent} used ${this.layout}; a trace mixing both is not supported`,
+      );
+    }
+    const device = deviceString(a['Device Type'] as number, a['Device Id'] as number);
+    let cols = this.devices.get(device);
+    if (!cols) {
+      cols = new DeviceColumns(device);
+      this.devices.set(device, cols);
+    }
+    cols.time.push(e.ts as number);
+    cols.bytes.push(a['Bytes'] as number);
+    cols.order.push(isFiniteNumber(a['Ev Idx']) ? a['Ev Idx'] : this.memoryEventCount);
+    cols.thread.push(this.threads.id(`${String(e.pid)}/${String(e.tid)}`));
+    if (layout === 'kineto') {
+      cols.allocated.push(a['Total Allocated'] as number);
+      cols.reserved.push(a['Total Reserved'] as number);
+      cols.addr.push(isFiniteNumber(a['Addr']) ? a['Addr'] : NaN);
+    }
+    this.memoryEventCount++;
+  }
+
+  /** Completes the read: sorts each device's events by time and attributes them to operators. */
+  finish(): MemoryTrace {
+    if (this.state === S_CAPTURE || this.state === S_KEY_STRING) {
+      this.fail('truncated-trace', this.offset, 'the trace ends in the middle of a value (truncated file?)');
+    }
+    if (!this.sawTraceEvents) {
+      if (this.state === S_ROOT) this.fail('not-a-trace', this.offset, 'empty input: no JSON value');
+      const keys = this.rootKeys.length ? this.rootKeys.map((k) => JSON.stringify(k)).join(', ') : 'none';
+      this.fail('not-a-trace', this.offset, `not a Chrome trace: no "traceEvents" array (top-level keys: ${keys})`);
+    }
+    if (this.state !== S_DONE) {
+      this.fail('truncated-trace', this.offset, 'the trace ends before its closing bracket (truncated file?)');
+    }
+    const operators = this.buildOperators();
+    const devices: DeviceMemoryTimeline[] = [];
+    const names = [...this.devices.keys()].sort(compareDevices);
+    for (const name of names) devices.push(this.buildDevice(this.devices.get(name)!, operators));
+    const source: TraceSource = this.layout ?? 'kineto';
+    return {
+      source,
+      devices,
+      operators: operators.spans,
+      eventCount: this.eventCount,
+      memoryEventCount: this.memoryEventCount,
+      eventsByCategory: Object.fromEntries(this.eventsByCategory),
+      deviceNames: this.deviceNames,
+    };
+  }
+
+  private buildOperators(): { spans: OperatorSpans; byThread: Map<number, Int32Array> } {
+    const count = this.opStart.length;
+    const start = this.opStart.view();
+    const end = this.opEnd.view();
+    const thread = this.opThread.view();
+    // Per thread, order spans by start (longer first on ties, so parents precede children).
+    const order = Array.from({ length: count }, (_, i) => i).sort(
+      (x, y) => thread[x]! - thread[y]! || start[x]! - start[y]! || end[y]! - end[x]! || x - y,
+    );
+    const sortedName = new Int32Array(count);
+    const sortedCat = new Int32Array(count);
+    const sortedStart = new Float64Array(count);
+    const sortedEnd = new Float64Array(count);
+    const parent = new Int32Array(count).fill(-1);
+    const byThread = new Map<number, Int32Array>();
+    const stack: number[] = [];
+    let runStart = 0;
+    for (let k = 0; k < count; k++) {
+      const i = order[k]!;
+      sortedName[k] = this.opName.data[i]!;
+      sortedCat[k] = this.opCat.data[i]!;
+      sortedStart[k] = start[i]!;
+      sortedEnd[k] = end[i]!;
+      if (k > 0 && thread[order[k - 1]!] !== thread[i]) {
+        byThread.set(thread[order[k - 1]!]!, rangeArray(runStart, k));
+        runStart = k;
+        stack.length = 0;
+      }
+      // The top of the stack is a parent only if it outlasts this span; one that ends
+      // exactly where this one starts is a finished sibling.
+      while (stack.length) {
+        const topEnd = sortedEnd[stack[stack.length - 1]!]!;
+        if (topEnd < end[i]! || topEnd <= start[i]!) stack.pop();
+        else break;
+      }
+      parent[k] = stack.length ? stack[stack.length - 1]! : -1;
+      stack.push(k);
+    }
+    if (count > 0) byThread.set(thread[order[count - 1]!]!, rangeArray(runStart, count));
+    return {
+      spans: {
+        count,
+        names: this.opNames.values,
+        nameIndex: sortedName,
+        categories: this.opCats.values,
+        categoryIndex: sortedCat,
+        start: sortedStart,
+        end: sortedEnd,
+        parent,
+      },
+      byThread,
+    };
+  }
+
+  private buildDevice(
+    cols: DeviceColumns,
+    operators: { spans: OperatorSpans; byThread: Map<number, Int32Array> },
+  ): DeviceMemoryTimeline {
+    const n = cols.time.length;
+    const t = cols.time.view();
+    const ord = cols.order.view();
+    // Kineto writes events per thread, so the file is not in time order; Ev Idx breaks ties.
+    const order = Array.from({ length: n }, (_, i) => i).sort((x, y) => t[x]! - t[y]! || ord[x]! - ord[y]! || x - y);
+    const time = new Float64Array(n);
+    const bytes = new Float64Array(n);
+    const allocated = new Float64Array(n);
+    const thread = new Int32Array(n);
+    const modern = cols.allocated.length === n && n > 0 && this.layout === 'kineto';
+    const reserved = modern ? new Float64Array(n) : null;
+    const addr = modern ? new Float64Array(n) : null;
+    for (let k = 0; k < n; k++) {
+      const i = order[k]!;
+      time[k] = t[i]!;
+      bytes[k] = cols.bytes.data[i]!;
+      thread[k] = cols.thread.data[i]!;
+      if (modern) {
+        allocated[k] = cols.allocated.data[i]!;
+        reserved![k] = cols.reserved.data[i]!;
+        addr![k] = cols.addr.data[i]!;
+      }
+    }
+    let baseline = 0;
+    let inconsistent = 0;
+    if (modern) {
+      baseline = n > 0 ? allocated[0]! - bytes[0]! : 0;
+      for (let k = 1; k < n; k++) if (allocated[k - 1]! + bytes[k]! !== allocated[k]!) inconsistent++;
+    } else {
+      let sum = 0;
+      for (let k = 0; k < n; k++) allocated[k] = sum += bytes[k]!;
+    }
+    return {
+      device: cols.device,
+      count: n,
+      time,
+      bytes,
+      allocated,
+      reserved,
+      addr,
+      operator: attribute(time, thread, operators),
+      baseline,
+      allocatedIsRelative: !modern,
+      inconsistentTotals: inconsistent,
+    };
+  }
+}
+
+const CATEGORY_PATTERN = /"cat"\s*:\s*"([^"\\]*)"/;
+const PHASE_PATTERN = /"ph"\s*:\s*"([^"\\]*)"/;
+
+/**
+ * Whether an event's text could be a `[memory]` event or an operator span. A
+ * literal search: an event that spells these names with \u escapes is
+ * treated as one memscope does not need.
+ */
+function mayBeNeeded(text: string): boolean {
+  if (text.includes('[memory]')) return true;
+  for (const cat of OPERATOR_CATEGORIES) if (text.includes(cat)) return true;
+  return false;
+}
+
+function rangeArray(from: number, to: number): Int32Array {
+  const a = new Int32Array(to - from);
+  for (let i = 0; i < a.length; i++) a[i] = from + i;
+  return a;
+}
+
+/**
+ * Innermost operator span on the event's own thread whose [start, end]
+ * contains the event time (a free at an operator's last microsecond belongs to it;
+ * at a boundary shared by two siblings, the one starting wins).
+ */
+function attribute(
+  time: Float64Array,
+  thread: Int32Array,
+  operators: { spans: OperatorSpans; byThread: Map<number, Int32Array> },
+): Int32Array {
+  const n = time.length;
+  const result = new Int32Array(n).fill(-1);
+  const { start, end, parent } = operators.spans;
+  // Events per thread, in time order (time is sorted already).
+  const perThread = new Map<number, number[]>();
+  for (let k = 0; k < n; k++) {
+    let list = perThread.get(thread[k]!);
+    if (!list) perThread.set(thread[k]!, (list = []));
+    list.push(k);
+  }
+  for (const [tid, events] of perThread) {
+    const spans = operators.byThread.get(tid);
+    if (!spans || spans.length === 0) continue;
+    let next = 0; // next span (by start) not yet opened
+    let open = -1; // innermost open span
+    for (const k of events) {
+      const t = time[k]!;
+      while (next < spans.length && start[spans[next]!]! <= t) {
+        open = spans[next]!;
+        next++;
+      }
+      // Walk out of spans that ended before t.
+      let s = open;
+      while (s >= 0 && end[s]! < t) s = parent[s]!;
+      open = s;
+      result[k] = s;
+    }
+  }
+  return result;
+}
+
+/** cpu first, then cuda:0, cuda:1, … */
+function compareDevices(a: string, b: string): number {
+  const [ta, ia] = a.split(':');
+  const [tb, ib] = b.split(':');
+  if (ta !== tb) return ta === 'cpu' ? -1 : tb === 'cpu' ? 1 : ta! < tb! ? -1 : 1;
+  return Number(ia ?? -1) - Number(ib ?? -1);
+}
+
+function describeChar(chunk: string, i: number): string {
+  const snippet = chunk.slice(i, i + 24).replace(/[^\x20-\x7e]/g, '?');
+  return JSON.stringify(snippet);
+}
+
+/** Reads a whole trace held in memory (tests, browsers with small files). */
+export function readChromeTrace(text: string, options: ChromeTraceReaderOptions = {}): MemoryTrace {
+  const reader = new ChromeTraceReader(options);
+  reader.push(text);
+  return reader.finish();
+}
