@@ -49,7 +49,7 @@ export function makeTuple<T>(items: T[]): readonly T[] {
   return Object.freeze(items);
 }
 
-export function isTuple(value: unknown): value is readonly unknown[] {
+export function isTuple(value: unknown): boolean {
   return Array.isArray(value) && Object.isFrozen(value);
 }
 
