@@ -121,6 +121,7 @@ export class MemTracker implements Disposable {
     const module = tryKind(() => session.module(obj));
     if (module !== undefined) {
       this.recorder.trackModuleWeights(module);
+      for (const companion of this.companionsOf(obj)) this.resolveExternal(session, companion, index);
       return;
     }
     const optimizer = tryKind(() => session.optimizer(obj));
@@ -132,6 +133,14 @@ export class MemTracker implements Disposable {
       'bad-external',
       `trackExternal: argument ${index} is ${describe(obj)}, which is not a ${this.adapter.name} model, optimizer or tensor`,
     );
+  }
+
+  /**
+   * Objects that come with a model given to trackExternal (a framework binding
+   * adds, e.g., the optimizer a TFJS model was compiled with). None here.
+   */
+  protected companionsOf(_model: unknown): unknown[] {
+    return [];
   }
 
   /** Starts tracking; returns the tracker so `using t = tracker.start()` stops it at the end of the block. */

@@ -1,0 +1,243 @@
+// MemTracker on real TensorFlow.js models (cpu backend): the categories and
+// module states must add up to what the models really hold.
+import * as tf from '@tensorflow/tfjs-core';
+import '@tensorflow/tfjs-backend-cpu';
+import * as tfl from '@tensorflow/tfjs-layers';
+import { beforeAll, describe, expect, it } from 'vitest';
+import { MemscopeError } from '../../src/core/errors.js';
+import type { MemorySnapshot, ModuleMemStats } from '../../src/tracking/mem-types.js';
+import { createDemoRun } from '../../src/tfjs/demo-model.js';
+import { MemTracker } from '../../src/tfjs/index.js';
+
+beforeAll(async () => {
+  await tf.setBackend('cpu');
+});
+
+/** Bytes of a set of layer weights as TFJS holds them (float32: 4 B per element). */
+function bytesOf(weights: readonly tfl.LayerVariable[]): number {
+  return weights.reduce((sum, w) => sum + w.read().size * 4, 0);
+}
+
+/** Adam's state after its first step: m and v per trainable weight, plus accBeta1 and accBeta2 (4 B each). */
+function adamStateBytes(model: tfl.LayersModel): number {
+  return 2 * bytesOf(model.trainableWeights) + 2 * 4;
+}
+
+function stats(tracker: MemTracker): Map<string, ModuleMemStats> {
+  return new Map(tracker.moduleStats().map((s) => [s.modFqn, s]));
+}
+
+/** Every module's local peak, and every snapshot any module took, is within the global peak. */
+function expectPeakCoversModules(tracker: MemTracker): void {
+  const peak = tracker.snapshot('peak').cpu!.Total;
+  for (const s of tracker.moduleStats()) {
+    for (const bytes of Object.values(s.localPeak)) expect(bytes).toBeLessThanOrEqual(peak);
+    for (const list of Object.values(s.snapshots) as MemorySnapshot[][]) {
+      for (const snap of list) expect(snap.cpu?.Total ?? 0).toBeLessThanOrEqual(peak);
+    }
+  }
+}
+
+function mlp(name: string): tfl.Sequential {
+  const model = tfl.sequential({ name });
+  model.add(tfl.layers.dense({ name: `${name}_fc1`, units: 16, inputShape: [8], activation: 'relu' }));
+  model.add(tfl.layers.batchNormalization({ name: `${name}_bn` }));
+  model.add(tfl.layers.dense({ name: `${name}_fc2`, units: 4 }));
+  return model;
+}
+
+/** The checks every training run must pass, after its first optimizer step. */
+function expectTrainingCategories(tracker: MemTracker, model: tfl.LayersModel, rootName: string, other = 0): void {
+  const trainable = bytesOf(model.trainableWeights);
+  const nonTrainable = bytesOf(model.nonTrainableWeights);
+  expect(trainable).toBeGreaterThan(0);
+  expect(nonTrainable).toBeGreaterThan(0);
+  const now = tracker.snapshot('current').cpu!;
+  expect(now.Parameter).toBe(trainable);
+  expect(now.Buffer).toBe(nonTrainable);
+  expect(now.Optstate).toBe(adamStateBytes(model));
+  expect(now.Gradient).toBe(0);
+  expect(now.Other).toBe(other);
+  const root = stats(tracker).get(rootName)!;
+  expect(root.parameterMem).toBe(trainable);
+  expect(root.bufferMem).toBe(nonTrainable);
+  const postBackward = root.snapshots['Post-Backward']!;
+  expect(postBackward.length).toBeGreaterThanOrEqual(1);
+  for (const snap of postBackward) expect(snap.cpu!.Gradient).toBe(trainable);
+  expectPeakCoversModules(tracker);
+}
+
+describe('MemTracker on TFJS models (cpu)', () => {
+  it('Sequential Dense→BatchNorm→Dense with Adam, trainOnBatch', async () => {
+    const model = mlp('net');
+    model.compile({ optimizer: tf.train.adam(0.01), loss: 'meanSquaredError' });
+    const xs = tf.randomNormal([6, 8], 0, 1, 'float32', 1);
+    const ys = tf.randomNormal([6, 4], 0, 1, 'float32', 2);
+    const tracker = new MemTracker();
+    tracker.trackExternal(model, xs, ys); // the compiled optimizer comes with the model
+    await tracker.track(() => model.trainOnBatch(xs, ys));
+    expectTrainingCategories(tracker, model, 'net', (6 * 8 + 6 * 4) * 4);
+    expect([...stats(tracker).keys()].sort()).toEqual(['net', 'net.net_bn', 'net.net_fc1', 'net.net_fc2']);
+    // BatchNorm's moving statistics are replaced by assign in forward; they stay Buffer.
+    const bn = stats(tracker).get('net.net_bn')!;
+    expect(bn.parameterMem).toBe(2 * 16 * 4);
+    expect(bn.bufferMem).toBe(2 * 16 * 4);
+    expect(bn.inputMem).toBe(6 * 16 * 4);
+    expect(bn.outputMem).toBe(6 * 16 * 4);
+  });
+
+  it('fit over several batches: one call per batch, each Post-Backward holding every gradient', async () => {
+    const model = mlp('fitnet');
+    model.compile({ optimizer: tf.train.adam(0.01), loss: 'meanSquaredError' });
+    const xs = tf.randomNormal([12, 8], 0, 1, 'float32', 3);
+    const ys = tf.randomNormal([12, 4], 0, 1, 'float32', 4);
+    const tracker = new MemTracker();
+    tracker.trackExternal(model, [xs, ys]);
+    const history = await tracker.track(() => model.fit(xs, ys, { batchSize: 4, epochs: 1, shuffle: false, verbose: 0 }));
+    expect(history.history['loss']).toHaveLength(1);
+    expectTrainingCategories(tracker, model, 'fitnet', (12 * 8 + 12 * 4) * 4);
+    const root = stats(tracker).get('fitnet')!;
+    expect(root.snapshots['Pre-Forward']).toHaveLength(3);
+    expect(root.snapshots['Post-Backward']).toHaveLength(3);
+    // The moments exist from the first step on: the third step starts with all of them.
+    expect(root.snapshots['Pre-Forward']![2]!.cpu!.Optstate).toBe(adamStateBytes(model));
+  });
+
+  it('a manual optimizer.minimize loop (the demo model), with displays pinned', () => {
+    const run = createDemoRun({ inputs: 4, hidden: 8, outputs: 2, batchSize: 2 });
+    const tracker = new MemTracker();
+    tracker.trackExternal(run.model, run.optimizer, run.xs, run.ys);
+    tracker.track(() => run.train(1));
+    expectTrainingCategories(tracker, run.model, 'demo', (2 * 4 + 2 * 2) * 4);
+    // Parameter: 4×8+8 + 8+8 + 8×2+2 floats; Buffer: 8+8; Optstate: 2 × Parameter + accBeta1/2; Other: xs, ys.
+    expect(tracker.formatSnapshot('current')).toMatchInlineSnapshot(`
+      "Device: cpu
+      	Parameter: 296 B
+      	Buffer: 64 B
+      	Gradient: 0 B
+      	Activation: 0 B
+      	Temp: 0 B
+      	Optstate: 600 B
+      	Other: 48 B
+      	Total: 1008 B"
+    `);
+    // One step's module-wise story: weights at Pre-Forward, activations growing through
+    // forward, backward temporaries, and the gradients handed out at the root's Post-Backward.
+    expect(tracker.formatModulewiseSnapshots({ depth: 1, tabulate: true })).toMatchInlineSnapshot(`
+      "Module:  demo
+      ┌───────────────────┬────────┬───────────┬────────┬──────────┬────────────┬────────┬──────────┬───────┬────────┐
+      │ State & Call      │ Device │ Parameter │ Buffer │ Gradient │ Activation │   Temp │ Optstate │ Other │  Total │
+      ├───────────────────┼────────┼───────────┼────────┼──────────┼────────────┼────────┼──────────┼───────┼────────┤
+      │ Pre-Forward # 1   │ cpu    │     296 B │   64 B │      0 B │        0 B │    0 B │      8 B │  48 B │  416 B │
+      │ Peak-Forward # 1  │ cpu    │     296 B │  128 B │      0 B │      600 B │    0 B │      8 B │  48 B │ 1080 B │
+      │ Post-Forward # 1  │ cpu    │     296 B │  128 B │      0 B │      600 B │    0 B │      8 B │  48 B │ 1080 B │
+      │ Pre-Backward # 1  │ cpu    │     296 B │  128 B │      0 B │      628 B │   60 B │      8 B │  48 B │ 1168 B │
+      │ Peak-Backward # 1 │ cpu    │     296 B │  128 B │      0 B │      628 B │ 1196 B │      8 B │  48 B │ 2304 B │
+      │ Post-Backward # 1 │ cpu    │     296 B │   64 B │    296 B │        4 B │    0 B │      8 B │  48 B │  716 B │
+      └───────────────────┴────────┴───────────┴────────┴──────────┴────────────┴────────┴──────────┴───────┴────────┘"
+    `);
+    run.dispose();
+  });
+
+  it('a nested model: Sequential inside Sequential, named from the root', () => {
+    const inner = tfl.sequential({ name: 'inner' });
+    inner.add(tfl.layers.dense({ name: 'inner_fc', units: 6, inputShape: [5], activation: 'relu' }));
+    inner.add(tfl.layers.batchNormalization({ name: 'inner_bn' }));
+    const outer = tfl.sequential({ name: 'outer' });
+    outer.add(inner);
+    outer.add(tfl.layers.dense({ name: 'outer_fc', units: 3 }));
+    const optimizer = tf.train.adam(0.01);
+    const xs = tf.randomNormal([4, 5], 0, 1, 'float32', 5);
+    const tracker = new MemTracker();
+    tracker.trackExternal(outer, optimizer);
+    tracker.track(() => {
+      optimizer.minimize(() => tf.mean(tf.square(outer.apply(xs, { training: true }) as tf.Tensor)) as tf.Scalar);
+    });
+    expectTrainingCategories(tracker, outer, 'outer');
+    const s = stats(tracker);
+    expect([...s.keys()].sort()).toEqual(['outer', 'outer.inner', 'outer.inner.inner_bn', 'outer.inner.inner_fc', 'outer.outer_fc']);
+    expect(s.get('outer.inner')!.parameterMem).toBe(bytesOf(inner.trainableWeights));
+    expect(s.get('outer.inner')!.bufferMem).toBe(bytesOf(inner.nonTrainableWeights));
+    expect(s.get('outer.inner.inner_bn')!.depth).toBe(3);
+    // Backward visits the nested model's layers inside the nested model's own backward.
+    expect(s.get('outer.inner')!.snapshots['Pre-Backward']).toHaveLength(1);
+    expect(s.get('outer.inner.inner_fc')!.snapshots['Post-Backward']).toHaveLength(1);
+    // Depth limits and natural order in the display.
+    expect(tracker.formatModulewiseSnapshots({ depth: 2 }).match(/^Module: .*$/gm)).toEqual([
+      'Module:  outer',
+      'Module:  outer.inner',
+      'Module:  outer.outer_fc',
+    ]);
+    expect(tracker.formatModulewiseSnapshots({ depth: 3 }).match(/^Module: .*$/gm)).toHaveLength(5);
+  });
+
+  it('a functional model with two branches, trained with fit', async () => {
+    const input = tfl.input({ shape: [6], name: 'x' });
+    const a = tfl.layers.dense({ name: 'branch_a', units: 5 }).apply(input) as tfl.SymbolicTensor;
+    const b = tfl.layers.dense({ name: 'branch_b', units: 3, activation: 'tanh' }).apply(input) as tfl.SymbolicTensor;
+    const joined = tfl.layers.concatenate({ name: 'join' }).apply([a, b]) as tfl.SymbolicTensor;
+    const normed = tfl.layers.batchNormalization({ name: 'norm' }).apply(joined) as tfl.SymbolicTensor;
+    const out = tfl.layers.dense({ name: 'head', units: 2 }).apply(normed) as tfl.SymbolicTensor;
+    const model = tfl.model({ name: 'func', inputs: input, outputs: out });
+    model.compile({ optimizer: tf.train.adam(0.01), loss: 'meanSquaredError' });
+    const xs = tf.randomNormal([4, 6], 0, 1, 'float32', 6);
+    const ys = tf.randomNormal([4, 2], 0, 1, 'float32', 7);
+    const tracker = new MemTracker();
+    tracker.trackExternal(model, xs, ys);
+    await tracker.track(() => model.fit(xs, ys, { batchSize: 4, epochs: 1, verbose: 0 }));
+    expectTrainingCategories(tracker, model, 'func', (4 * 6 + 4 * 2) * 4);
+    const s = stats(tracker);
+    expect([...s.keys()].sort()).toEqual(['func', 'func.branch_a', 'func.branch_b', 'func.head', 'func.join', 'func.norm']);
+    expect(s.get('func.join')!.inputMem).toBe(4 * (5 + 3) * 4);
+    expect(s.get('func.join')!.outputMem).toBe(4 * 8 * 4);
+  });
+
+  it('rejects bad units, types and external objects with MemscopeError', () => {
+    const tracker = new MemTracker();
+    expect(() => tracker.displaySnapshot('current', { units: 'kb' as never })).toThrow(MemscopeError);
+    expect(() => tracker.displayModulewiseSnapshots({ units: 'TiB' as never })).toThrow(/unknown unit "TiB"/);
+    expect(() => tracker.snapshot('all' as never)).toThrow(MemscopeError);
+    tracker.trackExternal(new Map());
+    expect(() => tracker.start()).toThrow(/argument 0 is a Map, which is not a tfjs model, optimizer or tensor/);
+    expect(tracker.tracking).toBe(false);
+  });
+
+  it("propagates the user's exception unchanged, stops, and restores every patch", () => {
+    const model = mlp('boom');
+    const optimizer = tf.train.adam(0.01);
+    const xs = tf.randomNormal([2, 8]);
+    const engine = tf.engine() as unknown as Record<string, unknown>;
+    const engineProto = Object.getPrototypeOf(engine) as Record<string, unknown>;
+    // Descriptors, not values: reading the engine's getters would initialise backends.
+    const patchable = (o: Record<string, unknown>) =>
+      new Map(Object.entries(Object.getOwnPropertyDescriptors(o)).map(([k, d]) => [k, d.value ?? d.get]));
+    const engineBefore = patchable(engineProto);
+    const ownBefore = patchable(engine);
+    const callBefore = model.layers.map((l) => l.call);
+    const applyGradientsBefore = optimizer.applyGradients;
+
+    const tracker = new MemTracker();
+    tracker.trackExternal(model, optimizer);
+    const userError = new RangeError('user code failed mid-backward');
+    let caught: unknown;
+    try {
+      tracker.track(() => {
+        optimizer.minimize(() => {
+          const y = model.apply(xs, { training: true }) as tf.Tensor;
+          if (y.size > 0) throw userError;
+          return tf.sum(y) as tf.Scalar;
+        });
+      });
+    } catch (err) {
+      caught = err;
+    }
+    expect(caught).toBe(userError);
+    expect(tracker.tracking).toBe(false);
+    expect(patchable(engineProto)).toEqual(engineBefore);
+    expect(patchable(engine)).toEqual(ownBefore);
+    expect(model.layers.map((l) => l.call)).toEqual(callBefore);
+    expect(optimizer.applyGradients).toBe(applyGradientsBefore);
+    // The forward that ran before the error was recorded.
+    expect(stats(tracker).get('boom')!.snapshots['Pre-Forward']).toHaveLength(1);
+  });
+});
