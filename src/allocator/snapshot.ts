@@ -1,0 +1,82 @@
+import type { CachingAllocatorModel, Frame, TraceEntry } from './caching-allocator.js';
+import { DEFAULT_SETTINGS, toSnapshotSettings, type SnapshotAllocatorSettings } from './settings.js';
+
+/** PyTorch's memory snapshot schema (torch.cuda.memory._snapshot()), as plain objects. */
+export type BlockState = 'active_allocated' | 'active_pending_free' | 'inactive';
+
+export interface SnapshotBlock {
+  address: number;
+  size: number;
+  requested_size: number;
+  state: BlockState;
+  frames: Frame[];
+}
+
+export interface SnapshotSegment {
+  device: number;
+  address: number;
+  total_size: number;
+  allocated_size: number;
+  active_size: number;
+  requested_size: number;
+  stream: number;
+  segment_type: 'large' | 'small';
+  segment_pool_id: [number, number];
+  is_expandable: boolean;
+  frames: Frame[];
+  blocks: SnapshotBlock[];
+}
+
+export interface MemorySnapshot {
+  segments: SnapshotSegment[];
+  device_traces: TraceEntry[][];
+  allocator_settings: SnapshotAllocatorSettings;
+  external_annotations: unknown[];
+}
+
+export function snapshotSegments(model: CachingAllocatorModel): SnapshotSegment[] {
+  return model.segments().map(({ head, blocks, isExpandable }) => {
+    const seg: SnapshotSegment = {
+      device: model.device,
+      address: head.address,
+      total_size: 0,
+      allocated_size: 0,
+      active_size: 0,
+      requested_size: 0,
+      stream: head.stream,
+      segment_type: head.pool.isSmall ? 'small' : 'large',
+      segment_pool_id: [0, 0],
+      is_expandable: isExpandable,
+      frames: head.segmentFrames ?? [],
+      blocks: [],
+    };
+    for (const b of blocks) {
+      const state: BlockState = b.allocated ? 'active_allocated' : b.pendingFree ? 'active_pending_free' : 'inactive';
+      seg.total_size += b.size;
+      if (b.allocated) seg.allocated_size += b.size;
+      if (state !== 'inactive') {
+        seg.active_size += b.size;
+        seg.requested_size += b.requestedSize;
+      }
+      seg.blocks.push({ address: b.address, size: b.size, requested_size: b.requestedSize, state, frames: b.frames ?? [] });
+    }
+    return seg;
+  });
+}
+
+/** A full snapshot of several device allocators (device_traces indexed by device). */
+export function buildSnapshot(models: readonly CachingAllocatorModel[]): MemorySnapshot {
+  const segments: SnapshotSegment[] = [];
+  const maxDevice = models.reduce((m, a) => Math.max(m, a.device), -1);
+  const traces: TraceEntry[][] = Array.from({ length: maxDevice + 1 }, () => []);
+  for (const model of models) {
+    segments.push(...snapshotSegments(model));
+    traces[model.device] = model.traceEntries();
+  }
+  return {
+    segments,
+    device_traces: traces,
+    allocator_settings: toSnapshotSettings(models[0]?.settings ?? DEFAULT_SETTINGS),
+    external_annotations: [],
+  };
+}
