@@ -17,6 +17,9 @@ export interface LineSeries {
   /** SVG stroke-dasharray, e.g. '6 4', so a series lying exactly on another stays visible. */
   readonly dash?: string;
   readonly strokeWidth?: number;
+  readonly opacity?: number;
+  /** Drawing order (higher is drawn later, on top); defaults to the series' position. The legend keeps series order. */
+  readonly z?: number;
 }
 
 export interface ChartMarker {
@@ -163,11 +166,12 @@ export function renderLineChart(options: LineChartOptions): string {
   if (options.yFromZero && yMin > 0) yMin = 0;
 
   // Legend rows come first so the plot area can start below them.
-  const legendItems: { label: string; color: string; dash?: string; width: number }[] = series.map((s, i) => ({
+  const legendItems: { label: string; color: string; dash?: string; width: number; opacity?: number }[] = series.map((s, i) => ({
     label: s.label,
     color: s.color ?? PALETTE[i % PALETTE.length]!,
     dash: s.dash,
     width: s.strokeWidth ?? 2,
+    opacity: s.opacity,
   }));
   const seenGroups = new Set<string>();
   for (const m of markers) {
@@ -219,7 +223,7 @@ export function renderLineChart(options: LineChartOptions): string {
     for (const item of row) {
       const dash = item.dash ? ` stroke-dasharray="${escapeXml(item.dash)}"` : '';
       out.push(
-        `<g class="legend-item"><line x1="${x}" y1="${y}" x2="${x + 22}" y2="${y}" stroke="${escapeXml(item.color)}" stroke-width="${item.width + 0.5}"${dash}/>` +
+        `<g class="legend-item"><line x1="${x}" y1="${y}" x2="${x + 22}" y2="${y}" stroke="${escapeXml(item.color)}" stroke-width="${item.width + 0.5}"${item.opacity !== undefined ? ` stroke-opacity="${item.opacity}"` : ''}${dash}/>` +
           `<text x="${x + 28}" y="${y + 4}" font-size="12" ${FONT} fill="#222">${escapeXml(item.label)}</text></g>`,
       );
       x += itemWidth(item.label);
@@ -246,7 +250,8 @@ export function renderLineChart(options: LineChartOptions): string {
   // Series, clipped to the plot area.
   const clipId = `${(options.id ?? 'chart').replace(/[^A-Za-z0-9_-]/g, '_')}-plot-area`;
   out.push(`<clipPath id="${clipId}"><rect x="${left}" y="${top}" width="${plotW}" height="${plotH}"/></clipPath>`);
-  series.forEach((s, i) => {
+  const drawOrder = series.map((s, i) => ({ s, i })).sort((a, b) => (a.s.z ?? a.i) - (b.s.z ?? b.i));
+  for (const { s, i } of drawOrder) {
     const xs = xsOf(s);
     const color = s.color ?? PALETTE[i % PALETTE.length]!;
     const keep = decimate(xs, s.values, xPx, Math.ceil(plotW));
@@ -267,10 +272,10 @@ export function renderLineChart(options: LineChartOptions): string {
       `<g class="series" data-label="${escapeXml(s.label)}" clip-path="url(#${clipId})"><title>${escapeXml(s.label)}</title>` +
         (keep.length === 1
           ? `<circle cx="${num(xPx(xs[keep[0]!]!))}" cy="${num(yPx(s.values[keep[0]!]!))}" r="3" fill="${escapeXml(color)}"/>`
-          : `<path d="${parts.join(' ')}" fill="none" stroke="${escapeXml(color)}" stroke-width="${s.strokeWidth ?? 2}" stroke-linejoin="round"${dash}/>`) +
+          : `<path d="${parts.join(' ')}" fill="none" stroke="${escapeXml(color)}" stroke-width="${s.strokeWidth ?? 2}"${s.opacity !== undefined ? ` stroke-opacity="${s.opacity}"` : ''} stroke-linejoin="round"${dash}/>`) +
         `</g>`,
     );
-  });
+  }
 
   // Markers: full-height vertical lines; labels written along the line, skipped
   // when they would overprint the previous label (the <title> still names it).

@@ -335,11 +335,13 @@ export interface TraceChart {
 
 /** Colours per memory kind, the same in every chart (matplotlib's first three). */
 const KIND_STYLE = {
-  allocated_memory: { color: '#1f77b4' },
+  allocated_memory: { color: '#1f77b4', z: 1 },
   // Dashed and drawn over allocated: on TFJS backends active equals allocated,
   // and a solid line would hide the other exactly.
-  active_memory: { color: '#ff7f0e', dash: '7 5' },
-  reserved_memory: { color: '#2ca02c' },
+  active_memory: { color: '#ff7f0e', dash: '7 5', z: 2 },
+  // Wide, translucent and drawn first: where reserved equals allocated (cpu
+  // without an allocator model) it shows as a halo around the allocated line.
+  reserved_memory: { color: '#2ca02c', strokeWidth: 5, opacity: 0.45, z: 0 },
 } as const;
 
 type Kind = keyof typeof KIND_STYLE;
@@ -381,8 +383,7 @@ export function renderOpTraceCharts(stats: OpTraceStats): TraceChart[] {
       title,
       xLabel: '# Operator Calls',
       yLabel: 'Memory (MiB)',
-      // Reserved (or a pool) is drawn first so allocated and active sit on top of it.
-      series: [...kinds].sort((a, b) => (a === 'reserved_memory' ? -1 : b === 'reserved_memory' ? 1 : 0)).map(seriesOf),
+      series: kinds.map(seriesOf),
       markers,
       description:
         `${kinds.join(', ')} on device ${stats.device} after each of ${stats.records.length} operator calls; ` +

@@ -75,7 +75,7 @@ export class MemoryTracker implements Disposable {
   #session: AdapterSession | null = null;
   #root: ModuleRef | null = null;
   #rootDepth = 0;
-  #compositeDepth = 0;
+  #kernelDepth = 0;
 
   #device: DeviceName = '';
   #granularity = 1;
@@ -111,14 +111,20 @@ export class MemoryTracker implements Disposable {
         if (!this.#counted.delete(storage)) return;
         this.#allocated -= this.#round(storage.bytes);
       },
-      onKernelStart: (kernel) => {
-        if (kernel.composite) this.#compositeDepth++;
+      onKernelStart: () => {
+        this.#kernelDepth++;
       },
       onKernelEnd: (kernel, ctx) => {
-        if (kernel.composite && this.#compositeDepth > 0) this.#compositeDepth--;
-        // Kernels run inside a composite (customGrad/forwardFunc op) are its
-        // implementation: the composite is recorded once, when it ends.
-        if (this.#compositeDepth > 0) return;
+        if (this.#kernelDepth > 0) this.#kernelDepth--;
+        // Only top-level kernels are operator calls. Kernels nested inside
+        // another are its implementation: a composite's (customGrad /
+        // forwardFunc) inner kernels, and the Identity clones TFJS runs inside
+        // a kernel to save its inputs for backward. Their memory shows up in
+        // the enclosing kernel's record.
+        if (this.#kernelDepth > 0) return;
+        // The adapter reports a kernel that threw with no outputs; like
+        // PyTorch (which records after the op returns) it is not an operator call.
+        if (kernel.outputs.length === 0) return;
         this.#record(kernel, ctx);
       },
       onModuleEnter: (module, _inputs, ctx) => {
@@ -212,7 +218,7 @@ export class MemoryTracker implements Disposable {
     this.#session = null;
     this.#root = null;
     this.#rootDepth = 0;
-    this.#compositeDepth = 0;
+    this.#kernelDepth = 0;
     session.detach();
   }
 
@@ -328,7 +334,8 @@ export class MemoryTracker implements Disposable {
   }
 
   #record(kernel: KernelEvent, ctx: EventContext): void {
-    const kernelName = kernel.name || 'composite';
+    // Composite ops are named after their op scope ('fusedMatMul__op'); the suffix is TFJS bookkeeping.
+    const kernelName = kernel.name.replace(/__op$/, '') || 'composite';
     const n = this.#kernelCalls.get(kernelName) ?? 0;
     this.#kernelCalls.set(kernelName, n + 1);
     const layer = ctx.module ? ctx.module.path : NO_LAYER;
@@ -370,7 +377,7 @@ export class MemoryTracker implements Disposable {
     this.#counted = new Set();
     this.#allocated = 0;
     this.#rootDepth = 0;
-    this.#compositeDepth = 0;
+    this.#kernelDepth = 0;
     this.#numAllocRetries = null;
     this.#numOoms = null;
     this.#baseline = { allocated: 0, active: 0, reserved: 0 };

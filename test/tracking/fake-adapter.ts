@@ -1,7 +1,10 @@
 // A scripted FrameworkAdapter: tests drive events by hand, so expected numbers
 // are exact and independent of any framework's allocation behaviour.
 import type { AdapterSession, DeviceMemoryReading, FrameworkAdapter } from '../../src/core/adapter.js';
-import type { EventContext, MemoryEventSink, ModuleRef, Phase, StorageRef } from '../../src/core/events.js';
+import type { EventContext, MemoryEventSink, ModuleRef, Phase, StorageRef, TensorRef } from '../../src/core/events.js';
+
+const OUTPUT_STORAGE: StorageRef = { id: 0, device: 'cpu', bytes: 4, dtype: 'float32', shape: [1] };
+const OUTPUT: TensorRef = { id: 0, storage: OUTPUT_STORAGE, dtype: 'float32', shape: [1] };
 
 export class FakeFramework implements FrameworkAdapter {
   readonly name = 'fake';
@@ -66,7 +69,11 @@ export class FakeFramework implements FrameworkAdapter {
   }
 
   /** Runs a kernel in `module`/`phase`; `body` runs between start and end (nested kernels, allocations). */
-  kernel(name: string, where: { module?: ModuleRef | null; phase?: Phase; composite?: boolean }, body: () => void = () => {}): void {
+  kernel(
+    name: string,
+    where: { module?: ModuleRef | null; phase?: Phase; composite?: boolean; throws?: boolean },
+    body: () => void = () => {},
+  ): void {
     const saved = { ...this.ctx };
     this.ctx.module = where.module ?? null;
     this.ctx.phase = where.phase ?? 'forward';
@@ -77,7 +84,9 @@ export class FakeFramework implements FrameworkAdapter {
     this.ctx.kernel = name;
     this.ctx.module = where.module ?? null;
     this.ctx.phase = where.phase ?? 'forward';
-    this.emit((k, c) => k.onKernelEnd?.(ev, c));
+    // Like the TFJS adapter: a kernel that threw ends with no outputs.
+    const end = { ...ev, outputs: where.throws ? [] : [OUTPUT] };
+    this.emit((k, c) => k.onKernelEnd?.(end, c));
     Object.assign(this.ctx, { module: saved.module, phase: saved.phase, kernel: saved.kernel });
   }
 

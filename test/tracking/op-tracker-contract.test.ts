@@ -16,7 +16,13 @@ function scenario(fw: FakeFramework) {
 /** One training step: forward through dense and bn, a loss outside layers, backward, optimizer. */
 function trainStep(fw: FakeFramework, m: ReturnType<typeof scenario>) {
   fw.enter(m.root);
-  fw.kernel('MatMul', { module: m.dense }, () => fw.alloc(400));
+  // TFJS clones a kernel's inputs for backward by running Identity inside it.
+  fw.kernel('MatMul', { module: m.dense }, () => {
+    fw.alloc(400);
+    fw.kernel('Identity', { module: m.dense });
+  });
+  // A kernel that threw is not an operator call.
+  fw.kernel('Reshape', { module: m.dense, throws: true });
   // A composite whose inner kernels allocate a temporary and free it before it ends.
   fw.kernel('fusedBatchNorm', { module: m.bn, composite: true }, () => {
     const tmp = { s: null as ReturnType<FakeFramework['alloc']> | null };
@@ -24,6 +30,7 @@ function trainStep(fw: FakeFramework, m: ReturnType<typeof scenario>) {
     fw.kernel('Mul', { module: m.bn }, () => fw.alloc(100));
     fw.free(tmp.s!);
   });
+  fw.kernel('fusedMatMul__op', { module: m.dense, composite: true });
   fw.exit(m.root);
   fw.kernel('Mean', { phase: 'forward' }, () => fw.alloc(4));
   fw.kernel('MatMul', { module: m.dense, phase: 'backward' }, () => fw.alloc(800));
@@ -32,7 +39,7 @@ function trainStep(fw: FakeFramework, m: ReturnType<typeof scenario>) {
 }
 
 describe('MemoryTracker on a scripted adapter', () => {
-  it('names top-level kernels <layer>.<phase>.<Kernel>_<n> and skips kernels nested in a composite', () => {
+  it('names top-level kernels <layer>.<phase>.<Kernel>_<n> and skips nested kernels and kernels that threw', () => {
     const fw = new FakeFramework();
     const m = scenario(fw);
     fw.alloc(1000); // alive before monitoring: the baseline
@@ -43,11 +50,13 @@ describe('MemoryTracker on a scripted adapter', () => {
     expect(t.records.map((r) => `${r.name} step=${r.step} alloc=${r.allocated}`)).toEqual([
       'model.dense.forward.MatMul_0 step=0 alloc=1400',
       'model.bn.forward.fusedBatchNorm_0 step=0 alloc=1500',
+      'model.dense.forward.fusedMatMul_0 step=0 alloc=1500',
       '(no layer).forward.Mean_0 step=0 alloc=1504',
       'model.dense.backward.MatMul_1 step=0 alloc=2304',
       '(no layer).optimizer.Mul_0 step=0 alloc=2304',
       'model.dense.forward.MatMul_2 step=1 alloc=2704',
       'model.bn.forward.fusedBatchNorm_1 step=1 alloc=2804',
+      'model.dense.forward.fusedMatMul_1 step=1 alloc=2804',
       '(no layer).forward.Mean_1 step=1 alloc=2808',
       'model.dense.backward.MatMul_3 step=1 alloc=3608',
       '(no layer).optimizer.Mul_1 step=1 alloc=3608',
@@ -56,9 +65,9 @@ describe('MemoryTracker on a scripted adapter', () => {
     // Two steps, two of each marker, at the index of the next record.
     expect(t.markers).toEqual([
       { name: 'fw_start', index: 0, step: 0 },
-      { name: 'fw_bw_boundary', index: 2, step: 0 },
-      { name: 'fw_start', index: 5, step: 1 },
-      { name: 'fw_bw_boundary', index: 7, step: 1 },
+      { name: 'fw_bw_boundary', index: 3, step: 0 },
+      { name: 'fw_start', index: 6, step: 1 },
+      { name: 'fw_bw_boundary', index: 9, step: 1 },
     ]);
     expect(fw.sinks.size).toBe(0);
   });
@@ -132,7 +141,7 @@ describe('MemoryTracker on a scripted adapter', () => {
     trainStep(fw, m);
     t.stop();
     const s = t.summary(3);
-    expect(s.numOperators).toBe(5);
+    expect(s.numOperators).toBe(6);
     expect(s.top.map((r) => [r.operator, r.calls, r.totalBytes, r.maxDeltaBytes, r.maxDeltaCall])).toEqual([
       ['model.dense.backward.MatMul', 2, 1600, 800, 'model.dense.backward.MatMul_1'],
       ['model.dense.forward.MatMul', 2, 800, 400, 'model.dense.forward.MatMul_0'],
@@ -141,7 +150,7 @@ describe('MemoryTracker on a scripted adapter', () => {
     expect(s.peakAllocated).toBe(2608);
     expect(t.summaryString(3)).toMatchInlineSnapshot(`
       "------------------------------------------------
-      Device cpu: 10 operator calls, 5 operators, peak allocated 2.55 KiB
+      Device cpu: 12 operator calls, 6 operators, peak allocated 2.55 KiB
       Reserved memory: allocated (cpu reports no pool and no allocator model is attached)
       Allocation retries: n/a (no allocator model attached); OOMs: n/a (no allocator model attached)
       Top 3 operators by memory added (total over their calls; largest single call):
