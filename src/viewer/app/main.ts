@@ -1,0 +1,491 @@
+/**
+ * The report page's app. It reads the embedded ReportData, draws the
+ * timeline on a canvas and builds the tables. Every string from the data
+ * reaches the page through `textContent`, never as HTML.
+ */
+import type { ReportData } from '../report-data.js';
+import { TimelineModel, formatTime, humanBytes, niceBytesStep, niceStep, seriesColors, type ViewRange } from './timeline.js';
+import { renderSegments } from './segments.js';
+
+declare global {
+  interface Window {
+    /** For tests and the benchmark: the visible range and render timings. */
+    memscopeViewer?: {
+      range(): ViewRange;
+      setRange(t0: number, t1: number): void;
+      firstFrameMs: number;
+      frames: number;
+      lastFrameMs: number;
+      search(text: string): number;
+    };
+  }
+}
+
+function el<K extends keyof HTMLElementTagNameMap>(tag: K, attrs: Record<string, string> = {}, ...children: (Node | string | null)[]): HTMLElementTagNameMap[K] {
+  const e = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs)) e.setAttribute(k, v);
+  for (const c of children) if (c !== null) e.append(typeof c === 'string' ? document.createTextNode(c) : c);
+  return e;
+}
+
+/** A table whose rows carry their searchable text. */
+function table(headers: string[], rows: { cells: (string | Node)[]; search: string; detail?: Node }[], numeric: number[] = []): HTMLTableElement {
+  const t = el('table');
+  const head = el('tr');
+  headers.forEach((h, i) => head.append(el('th', numeric.includes(i) ? { class: 'num' } : {}, h)));
+  t.append(el('thead', {}, head));
+  const body = el('tbody');
+  for (const r of rows) {
+    const tr = el('tr', { 'data-search': r.search.toLowerCase() });
+    r.cells.forEach((c, i) => tr.append(el('td', numeric.includes(i) ? { class: 'num' } : {}, c)));
+    body.append(tr);
+    if (r.detail) {
+      const dr = el('tr', { class: 'detail', 'data-search': r.search.toLowerCase(), hidden: '' });
+      dr.append(el('td', { colspan: String(headers.length) }, r.detail));
+      tr.classList.add('expandable');
+      tr.addEventListener('click', () => dr.toggleAttribute('hidden'));
+      body.append(dr);
+    }
+  }
+  t.append(body);
+  return t;
+}
+
+function stackList(frames: string[]): HTMLElement {
+  const ol = el('ol', { class: 'stack' });
+  for (const f of frames) ol.append(el('li', {}, f));
+  return ol;
+}
+
+function location(frame: string | null): string {
+  if (!frame) return '';
+  const m = /\(([^()]*:\d+:\d+)\)\s*$/.exec(frame);
+  return m ? m[1] : frame;
+}
+
+const data: ReportData = JSON.parse(document.getElementById('memscope-data')!.textContent!);
+const str = (i: number): string => data.strings[i] ?? '';
+const frames = (stack: number): string[] => (stack >= 0 ? (data.stacks[stack] ?? []).map(str) : []);
+
+function header(): void {
+  document.title = data.title;
+  document.getElementById('title')!.textContent = data.title;
+  document.getElementById('source')!.textContent = `${data.source.file} · ${data.source.detail}`;
+  const banner = document.getElementById('truncated')!;
+  if (data.truncated) {
+    banner.textContent = data.truncated;
+    banner.hidden = false;
+  }
+  const notices = document.getElementById('notices')!;
+  for (const n of data.notices) notices.append(el('li', {}, n));
+}
+
+class TimelineView {
+  private readonly model: TimelineModel;
+  private readonly colors: string[];
+  private readonly ctx: CanvasRenderingContext2D;
+  private view: ViewRange;
+  private pending = false;
+  private drag: { x: number; range: ViewRange } | null = null;
+  frames = 0;
+  firstFrameMs = 0;
+  lastFrameMs = 0;
+
+  constructor(
+    private readonly canvas: HTMLCanvasElement,
+    private readonly tooltip: HTMLElement,
+    private readonly rangeLabel: HTMLElement,
+  ) {
+    this.model = new TimelineModel(data);
+    this.colors = seriesColors(data);
+    this.ctx = canvas.getContext('2d')!;
+    this.view = { t0: this.model.tMin, t1: this.model.tMax };
+    this.bind();
+    new ResizeObserver(() => this.schedule()).observe(canvas);
+  }
+
+  range(): ViewRange {
+    return { ...this.view };
+  }
+
+  setRange(t0: number, t1: number): void {
+    const full = this.model.tMax - this.model.tMin;
+    let span = Math.min(full, Math.max(t1 - t0, full * 1e-7, 1e-6));
+    if (!(span > 0)) span = full;
+    let a = Math.max(this.model.tMin, Math.min(t0, this.model.tMax - span));
+    this.view = { t0: a, t1: a + span };
+    a = 0;
+    this.schedule();
+  }
+
+  private plot(): { x: number; y: number; w: number; h: number } {
+    const dpr = window.devicePixelRatio || 1;
+    return { x: Math.round(72 * dpr), y: Math.round(10 * dpr), w: this.canvas.width - Math.round(84 * dpr), h: this.canvas.height - Math.round(34 * dpr) };
+  }
+
+  private timeAt(clientX: number): number {
+    const rect = this.canvas.getBoundingClientRect();
+    const dpr = window.devicePixelRatio || 1;
+    const p = this.plot();
+    const frac = ((clientX - rect.left) * dpr - p.x) / p.w;
+    return this.view.t0 + Math.max(0, Math.min(1, frac)) * (this.view.t1 - this.view.t0);
+  }
+
+  private bind(): void {
+    const c = this.canvas;
+    c.addEventListener(
+      'wheel',
+      (e) => {
+        e.preventDefault();
+        const anchor = this.timeAt(e.clientX);
+        const factor = Math.exp(Math.max(-5, Math.min(5, e.deltaY * 0.002)));
+        const { t0, t1 } = this.view;
+        this.setRange(anchor - (anchor - t0) * factor, anchor + (t1 - anchor) * factor);
+      },
+      { passive: false },
+    );
+    c.addEventListener('mousedown', (e) => {
+      this.drag = { x: e.clientX, range: this.range() };
+      c.classList.add('dragging');
+    });
+    window.addEventListener('mouseup', () => {
+      this.drag = null;
+      c.classList.remove('dragging');
+    });
+    window.addEventListener('mousemove', (e) => {
+      if (!this.drag) return;
+      const rect = c.getBoundingClientRect();
+      const dpr = window.devicePixelRatio || 1;
+      const dt = ((e.clientX - this.drag.x) * dpr / this.plot().w) * (this.drag.range.t1 - this.drag.range.t0);
+      this.setRange(this.drag.range.t0 - dt, this.drag.range.t1 - dt);
+      void rect;
+    });
+    c.addEventListener('mousemove', (e) => {
+      if (!this.drag) this.hover(e);
+    });
+    c.addEventListener('mouseleave', () => (this.tooltip.hidden = true));
+    c.addEventListener('dblclick', () => this.setRange(this.model.tMin, this.model.tMax));
+    document.getElementById('zoom-in')!.addEventListener('click', () => this.zoom(0.5));
+    document.getElementById('zoom-out')!.addEventListener('click', () => this.zoom(2));
+    document.getElementById('zoom-reset')!.addEventListener('click', () => this.setRange(this.model.tMin, this.model.tMax));
+  }
+
+  private zoom(factor: number): void {
+    const mid = (this.view.t0 + this.view.t1) / 2;
+    const half = ((this.view.t1 - this.view.t0) * factor) / 2;
+    this.setRange(mid - half, mid + half);
+  }
+
+  private hover(e: MouseEvent): void {
+    const t = this.timeAt(e.clientX);
+    const live = this.model.liveAt(t);
+    let total = 0;
+    for (const v of live) total += v;
+    const tip = this.tooltip;
+    tip.replaceChildren();
+    tip.append(el('div', { class: 'tip-head' }, `${formatTime(t, data.timeUnit)} · ${humanBytes(total)} live`));
+    const rows = el('table');
+    data.series.forEach((s, i) => {
+      if (live[i] > 0) {
+        const sw = el('span', { class: 'swatch' });
+        sw.style.background = this.colors[i];
+        rows.append(el('tr', {}, el('td', {}, sw, ` ${label(s.device, s.category)}`), el('td', { class: 'num' }, humanBytes(live[i]))));
+      }
+    });
+    tip.append(rows);
+    const top = topAllocationsAt(t, 5);
+    if (top.length) {
+      tip.append(el('div', { class: 'tip-head' }, 'largest allocations alive'));
+      const list = el('ol', { class: 'tip-allocs' });
+      for (const i of top) {
+        const where = location(userFrameOf(data.allocations.stack[i])) || str(data.allocations.layer[i]) || str(data.allocations.kernel[i]) || '—';
+        list.append(el('li', {}, `${humanBytes(data.allocations.bytes[i])} · ${str(data.allocations.kernel[i]) || '—'} · ${where}`));
+      }
+      tip.append(list);
+    }
+    const wrap = this.canvas.parentElement!.getBoundingClientRect();
+    tip.hidden = false;
+    const x = e.clientX - wrap.left + 14;
+    tip.style.left = `${Math.min(x, wrap.width - tip.offsetWidth - 4)}px`;
+    tip.style.top = `${e.clientY - wrap.top + 10}px`;
+  }
+
+  schedule(): void {
+    if (this.pending) return;
+    this.pending = true;
+    requestAnimationFrame(() => {
+      this.pending = false;
+      this.render();
+    });
+  }
+
+  render(): void {
+    const start = performance.now();
+    const c = this.canvas;
+    const dpr = window.devicePixelRatio || 1;
+    const cssW = c.clientWidth || 800;
+    const cssH = c.clientHeight || 320;
+    if (c.width !== Math.round(cssW * dpr) || c.height !== Math.round(cssH * dpr)) {
+      c.width = Math.round(cssW * dpr);
+      c.height = Math.round(cssH * dpr);
+    }
+    const ctx = this.ctx;
+    const p = this.plot();
+    ctx.clearRect(0, 0, c.width, c.height);
+    ctx.fillStyle = '#fff';
+    ctx.fillRect(0, 0, c.width, c.height);
+    const cols = Math.max(1, p.w);
+    const S = this.model.nSeries;
+    const { values, max } = this.model.buckets(this.view, cols);
+    const yStep = niceBytesStep(Math.max(max, 1) / 4);
+    const yMax = Math.max(yStep, Math.ceil(Math.max(max, 1) / yStep) * yStep);
+    const scale = p.h / yMax;
+
+    // Grid and byte axis.
+    ctx.font = `${11 * dpr}px system-ui, sans-serif`;
+    ctx.textAlign = 'right';
+    ctx.textBaseline = 'middle';
+    for (let v = 0; v <= yMax + 1e-9; v += yStep) {
+      const y = p.y + p.h - v * scale;
+      ctx.fillStyle = '#eee';
+      ctx.fillRect(p.x, Math.round(y), p.w, 1);
+      ctx.fillStyle = '#555';
+      ctx.fillText(humanBytes(v), p.x - 6 * dpr, y);
+    }
+    // Stacked columns: one 1-pixel rect per series per column.
+    for (let col = 0; col < cols; col++) {
+      let acc = 0;
+      const base = col * S;
+      for (let s = 0; s < S; s++) {
+        const v = values[base + s];
+        if (v <= 0) continue;
+        const y0 = p.y + p.h - acc * scale;
+        acc += v;
+        const y1 = p.y + p.h - acc * scale;
+        ctx.fillStyle = this.colors[s] ?? '#888';
+        ctx.fillRect(p.x + col, y1, 1, Math.max(y0 - y1, 0.5));
+      }
+    }
+    // Step markers.
+    const span = this.view.t1 - this.view.t0;
+    ctx.textAlign = 'left';
+    ctx.textBaseline = 'top';
+    const visibleSteps = data.steps.filter((s) => s.t >= this.view.t0 && s.t <= this.view.t1);
+    const labelEvery = Math.max(1, Math.ceil(visibleSteps.length / Math.max(1, p.w / (60 * dpr))));
+    visibleSteps.forEach((s, k) => {
+      const x = p.x + Math.round(((s.t - this.view.t0) / span) * p.w);
+      ctx.fillStyle = 'rgba(60,60,60,0.55)';
+      for (let y = p.y; y < p.y + p.h; y += 6 * dpr) ctx.fillRect(x, y, 1, 3 * dpr);
+      if (k % labelEvery === 0) {
+        ctx.fillStyle = '#333';
+        ctx.fillText(`step ${s.step}`, x + 3 * dpr, p.y + 2 * dpr);
+      }
+    });
+    // Time axis.
+    ctx.textAlign = 'center';
+    ctx.fillStyle = '#555';
+    const tStep = niceStep(span / 6);
+    for (let t = Math.ceil(this.view.t0 / tStep) * tStep; t <= this.view.t1; t += tStep) {
+      const x = p.x + ((t - this.view.t0) / span) * p.w;
+      ctx.fillRect(Math.round(x), p.y + p.h, 1, 4 * dpr);
+      ctx.fillText(formatTime(t, data.timeUnit), x, p.y + p.h + 8 * dpr);
+    }
+    ctx.fillStyle = '#999';
+    ctx.fillRect(p.x, p.y + p.h, p.w, 1);
+
+    c.dataset.t0 = String(this.view.t0);
+    c.dataset.t1 = String(this.view.t1);
+    this.rangeLabel.textContent = `${formatTime(this.view.t0, data.timeUnit)} – ${formatTime(this.view.t1, data.timeUnit)} · ${this.model.n.toLocaleString('en-US')} events · peak ${humanBytes(this.model.peak)}`;
+    this.frames++;
+    this.lastFrameMs = performance.now() - start;
+    if (this.frames === 1) this.firstFrameMs = performance.now();
+  }
+}
+
+function label(device: string, category: string): string {
+  const devices = new Set(data.series.map((s) => s.device));
+  return devices.size > 1 ? `${device} · ${category}` : category;
+}
+
+/** Indexes of the `k` largest embedded allocations alive at `t`. */
+function topAllocationsAt(t: number, k: number): number[] {
+  const a = data.allocations;
+  const alive: number[] = [];
+  for (let i = 0; i < a.t0.length; i++) {
+    if (a.t0[i] <= t && (a.t1[i] < 0 || a.t1[i] > t)) alive.push(i);
+  }
+  alive.sort((x, y) => a.bytes[y] - a.bytes[x]);
+  return alive.slice(0, k);
+}
+
+function userFrameOf(stack: number): string | null {
+  for (const f of frames(stack)) {
+    if (/node_modules|node:|[\\/]tfjs-[\w-]+[\\/]src[\\/]/.test(f) || f.endsWith('(<anonymous>)')) continue;
+    return f;
+  }
+  return null;
+}
+
+function legend(colors: string[]): void {
+  const box = document.getElementById('legend')!;
+  data.series.forEach((s, i) => {
+    const sw = el('span', { class: 'swatch' });
+    sw.style.background = colors[i];
+    box.append(el('span', { class: 'legend-item' }, sw, label(s.device, s.category)));
+  });
+}
+
+function leaksSection(): void {
+  const box = document.getElementById('leaks-body')!;
+  if (data.leaks.length === 0) {
+    box.append(el('p', { class: 'muted' }, data.leakNote ? `No verdict: ${data.leakNote}.` : `No leaks: no unowned storage kept growing across ${data.steps.length} steps.`));
+    return;
+  }
+  data.leaks.forEach((g, i) => {
+    const where = location(g.userFrame) || (g.layer ? `layer ${g.layer}` : 'unknown site (record with --stacks)');
+    const card = el('div', { class: 'leak', 'data-search': [g.kernel, g.layer, ...g.frames].join(' ').toLowerCase() });
+    card.append(el('div', { class: 'leak-head' }, `#${i + 1} ${humanBytes(g.bytes)} in ${g.count} storage${g.count === 1 ? '' : 's'} · kernel ${g.kernel ?? '(none)'} · ${g.device} · ${g.categories.join('/')}`));
+    card.append(el('div', {}, 'allocated at ', el('code', { class: 'leak-site' }, where)));
+    card.append(
+      table(
+        ['step', 'still alive', 'bytes', 'live at step end'],
+        g.perStep.map((r) => ({ cells: [String(r.step), String(r.count), humanBytes(r.bytes), humanBytes(g.liveAtStepEnd[r.step - 1] ?? 0)], search: '' })),
+        [0, 1, 2, 3],
+      ),
+    );
+    if (g.frames.length) card.append(el('details', {}, el('summary', {}, `stack (${g.frames.length} frames)`), stackList(g.frames)));
+    box.append(card);
+  });
+}
+
+function modulesSection(): void {
+  const box = document.getElementById('modules-body')!;
+  if (data.modules.length === 0) {
+    box.append(el('p', { class: 'muted' }, 'No modules were tracked (the program used no tfjs-layers model, or the source has none).'));
+    return;
+  }
+  const peak = (r: Record<string, number>) => Object.entries(r).map(([d, b]) => (Object.keys(r).length > 1 ? `${d} ${humanBytes(b)}` : humanBytes(b))).join(', ') || '—';
+  const rows = data.modules.map((m) => {
+    const name = el('span', { class: 'module-name' }, m.path);
+    name.style.paddingLeft = `${m.depth * 16}px`;
+    return {
+      cells: [name, m.className, humanBytes(m.parameterBytes), humanBytes(m.bufferBytes), peak(m.localPeakForward), peak(m.localPeakBackward)],
+      search: `${m.path} ${m.className}`,
+      detail: stateTable(m.states),
+    };
+  });
+  box.append(table(['module', 'class', 'parameters', 'buffers', 'local peak fwd', 'local peak bwd'], rows, [2, 3, 4, 5]));
+  box.append(el('p', { class: 'muted' }, 'Click a module for its state snapshots (Pre/Post/Peak Forward and Backward, by category).'));
+}
+
+function stateTable(states: ReportData['modules'][number]['states']): Node {
+  const names = Object.keys(states);
+  if (!names.length) return el('span', { class: 'muted' }, 'no state recorded (the module never ran)');
+  const cats = new Set<string>();
+  const devices = new Set<string>();
+  for (const st of Object.values(states)) for (const [d, row] of Object.entries(st)) {
+    devices.add(d);
+    for (const c of Object.keys(row)) cats.add(c);
+  }
+  const catList = [...cats];
+  const rows: { cells: string[]; search: string }[] = [];
+  for (const n of names) for (const d of devices) {
+    const row = states[n][d] ?? {};
+    const total = Object.values(row).reduce((a, b) => a + b, 0);
+    rows.push({ cells: [n, d, ...catList.map((c) => humanBytes(row[c] ?? 0)), humanBytes(total)], search: '' });
+  }
+  return table(['state', 'device', ...catList, 'Total'], rows, catList.map((_, i) => i + 2).concat(catList.length + 2));
+}
+
+function kernelsSection(): void {
+  const box = document.getElementById('kernels-body')!;
+  if (!data.kernels.length) {
+    box.append(el('p', { class: 'muted' }, 'No kernel statistics in this source.'));
+    return;
+  }
+  box.append(
+    table(
+      ['kernel', 'calls', 'bytes allocated', 'alive at end', 'largest growth in one call'],
+      data.kernels.map((k) => ({ cells: [k.name, k.calls ? k.calls.toLocaleString('en-US') : '—', humanBytes(k.bytesAllocated), humanBytes(k.bytesRetained), humanBytes(k.peakAdded)], search: k.name })),
+      [1, 2, 3, 4],
+    ),
+  );
+}
+
+function allocationsSection(): void {
+  const box = document.getElementById('allocations-body')!;
+  const a = data.allocations;
+  const order = a.bytes.map((_, i) => i).sort((x, y) => a.bytes[y] - a.bytes[x]).slice(0, 100);
+  if (!order.length) {
+    box.append(el('p', { class: 'muted' }, 'No allocations in this source.'));
+    return;
+  }
+  const rows = order.map((i) => {
+    const fr = frames(a.stack[i]);
+    const s = data.series[a.series[i]];
+    return {
+      cells: [
+        humanBytes(a.bytes[i]),
+        s ? label(s.device, s.category) : '',
+        str(a.layer[i]) || '—',
+        str(a.kernel[i]) || '—',
+        formatTime(a.t0[i], data.timeUnit),
+        a.t1[i] < 0 ? 'alive at end' : formatTime(a.t1[i], data.timeUnit),
+        location(userFrameOf(a.stack[i])) || (fr[0] ?? '—'),
+      ],
+      search: [str(a.layer[i]), str(a.kernel[i]), ...fr].join(' '),
+      detail: fr.length ? stackList(fr) : undefined,
+    };
+  });
+  box.append(el('p', { class: 'muted' }, `The ${order.length} largest of ${data.allocationsTotal.toLocaleString('en-US')} allocations. Click a row for its stack.`));
+  box.append(table(['bytes', 'category', 'layer', 'kernel', 'allocated', 'freed', 'site'], rows, [0]));
+}
+
+function search(text: string): number {
+  const q = text.trim().toLowerCase();
+  let matches = 0;
+  for (const node of Array.from(document.querySelectorAll<HTMLElement>('[data-search]'))) {
+    const hit = !q || (node.dataset.search ?? '').includes(q);
+    if (node.classList.contains('detail')) {
+      if (!hit) node.hidden = true;
+      continue;
+    }
+    node.classList.toggle('filtered', !hit);
+    if (hit && q && node.tagName === 'TR') matches++;
+    if (hit && q && node.classList.contains('leak')) matches++;
+  }
+  document.getElementById('search-count')!.textContent = q ? `${matches} match${matches === 1 ? '' : 'es'}` : '';
+  return matches;
+}
+
+function main(): void {
+  header();
+  const canvas = document.getElementById('timeline') as HTMLCanvasElement;
+  const view = new TimelineView(canvas, document.getElementById('tooltip')!, document.getElementById('range')!);
+  legend(seriesColors(data));
+  view.render();
+  window.memscopeViewer = {
+    range: () => view.range(),
+    setRange: (t0, t1) => view.setRange(t0, t1),
+    get firstFrameMs() {
+      return view.firstFrameMs;
+    },
+    get frames() {
+      return view.frames;
+    },
+    get lastFrameMs() {
+      return view.lastFrameMs;
+    },
+    search,
+  } as Window['memscopeViewer'] & object;
+  leaksSection();
+  modulesSection();
+  kernelsSection();
+  allocationsSection();
+  if (data.segments.length) renderSegments(document.getElementById('segments-body')!, data);
+  else document.getElementById('segments')!.hidden = true;
+  const input = document.getElementById('search') as HTMLInputElement;
+  input.addEventListener('input', () => search(input.value));
+}
+
+main();

@@ -1,0 +1,37 @@
+import type { ReportData } from '../report-data.js';
+import { humanBytes } from './timeline.js';
+
+/** PyTorch snapshot segments: one bar per segment, blocks coloured by state, widths by bytes. */
+export function renderSegments(box: HTMLElement, data: ReportData): void {
+  const colors: Record<string, string> = { active_allocated: '#4e79a7', active_awaiting_free: '#f28e2b', inactive: '#d9d9d9' };
+  const list = document.createElement('div');
+  list.className = 'segments';
+  const shown = data.segments.slice(0, 400);
+  for (const seg of shown) {
+    const row = document.createElement('div');
+    row.className = 'segment';
+    row.dataset.search = seg.label.toLowerCase();
+    const name = document.createElement('div');
+    name.className = 'segment-label';
+    name.textContent = `${seg.label} · ${humanBytes(seg.size)}`;
+    const bar = document.createElement('div');
+    bar.className = 'segment-bar';
+    for (let i = 0; i < seg.blocks.size.length; i++) {
+      const b = document.createElement('span');
+      const state = data.blockStates[seg.blocks.state[i]] ?? '?';
+      b.style.flexGrow = String(seg.blocks.size[i]);
+      b.style.background = colors[state] ?? '#edc948';
+      b.title = `${humanBytes(seg.blocks.size[i])} · ${state}`;
+      bar.append(b);
+    }
+    row.append(name, bar);
+    list.append(row);
+  }
+  if (data.segments.length > shown.length) {
+    const p = document.createElement('p');
+    p.className = 'muted';
+    p.textContent = `The ${shown.length} largest of ${data.segments.length} segments.`;
+    box.append(p);
+  }
+  box.append(list);
+}

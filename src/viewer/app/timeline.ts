@@ -1,0 +1,190 @@
+import { humanBytes } from '../../core/units.js';
+import type { ReportData } from '../report-data.js';
+
+/** Events per checkpoint of per-series live bytes (the cost of a random-access lookup). */
+const CHECKPOINT = 2048;
+
+export interface ViewRange {
+  t0: number;
+  t1: number;
+}
+
+/**
+ * The timeline's decoded data: event times, series and signed bytes as typed
+ * arrays, plus per-series live bytes every CHECKPOINT events, so the live
+ * state at any time is one checkpoint plus at most CHECKPOINT replayed events.
+ */
+export class TimelineModel {
+  readonly n: number;
+  readonly nSeries: number;
+  readonly time: Float64Array;
+  readonly series: Uint16Array;
+  readonly bytes: Float64Array;
+  private readonly checkpoints: Float64Array;
+  readonly tMin: number;
+  readonly tMax: number;
+  readonly peak: number;
+
+  constructor(data: ReportData) {
+    const { dt, series, bytes } = data.timeline;
+    const n = dt.length;
+    const nSeries = Math.max(1, data.series.length);
+    this.n = n;
+    this.nSeries = nSeries;
+    this.time = new Float64Array(n);
+    this.series = new Uint16Array(n);
+    this.bytes = new Float64Array(n);
+    this.checkpoints = new Float64Array((Math.floor(n / CHECKPOINT) + 1) * nSeries);
+    const live = new Float64Array(nSeries);
+    let us = 0;
+    let total = 0;
+    let peak = 0;
+    for (let i = 0; i < n; i++) {
+      if (i % CHECKPOINT === 0) this.checkpoints.set(live, (i / CHECKPOINT) * nSeries);
+      us += dt[i];
+      const s = series[i];
+      const b = bytes[i];
+      this.time[i] = us / 1000;
+      this.series[i] = s;
+      this.bytes[i] = b;
+      live[s] += b;
+      total += b;
+      if (total > peak) peak = total;
+    }
+    this.peak = peak;
+    const lastStep = data.steps.length ? data.steps[data.steps.length - 1].t : 0;
+    this.tMin = 0;
+    this.tMax = Math.max(n ? this.time[n - 1] : 0, lastStep, 1e-3) * 1.0001;
+  }
+
+  /** Index of the first event at or after `t`. */
+  lowerBound(t: number): number {
+    let lo = 0;
+    let hi = this.n;
+    while (lo < hi) {
+      const mid = (lo + hi) >>> 1;
+      if (this.time[mid] < t) lo = mid + 1;
+      else hi = mid;
+    }
+    return lo;
+  }
+
+  /** Live bytes per series after the first `count` events. */
+  liveAfter(count: number, out: Float64Array = new Float64Array(this.nSeries)): Float64Array {
+    const c = Math.floor(count / CHECKPOINT);
+    out.set(this.checkpoints.subarray(c * this.nSeries, (c + 1) * this.nSeries));
+    for (let i = c * CHECKPOINT; i < count; i++) out[this.series[i]] += this.bytes[i];
+    return out;
+  }
+
+  /** Live bytes per series at time `t` (events at exactly `t` included). */
+  liveAt(t: number): Float64Array {
+    return this.liveAfter(this.lowerBound(t + 1e-9));
+  }
+
+  /**
+   * Per-pixel-column stacked values for [t0, t1] over `cols` columns: for a
+   * column with events, the state at its highest total (so short peaks stay
+   * visible at any zoom); for an empty column, the state carried from the left.
+   */
+  buckets(range: ViewRange, cols: number): { values: Float64Array; max: number } {
+    const S = this.nSeries;
+    const values = new Float64Array(cols * S);
+    const colMax = new Float64Array(cols).fill(-1);
+    const span = range.t1 - range.t0;
+    let i = this.lowerBound(range.t0);
+    const live = this.liveAfter(i);
+    let total = 0;
+    for (let s = 0; s < S; s++) total += live[s];
+    let lastCol = -1;
+    let max = 0;
+    const fillTo = (col: number): void => {
+      // Columns up to `col` (exclusive) with no events hold the current state.
+      for (let c = lastCol + 1; c < col; c++) {
+        values.set(live, c * S);
+        colMax[c] = total;
+        if (total > max) max = total;
+      }
+    };
+    for (; i < this.n; i++) {
+      const t = this.time[i];
+      if (t > range.t1) break;
+      let col = Math.floor(((t - range.t0) / span) * cols);
+      if (col >= cols) col = cols - 1;
+      if (col !== lastCol) {
+        fillTo(col);
+        // The column starts from the state before its first event.
+        values.set(live, col * S);
+        colMax[col] = total;
+        if (total > max) max = total;
+        lastCol = col;
+      }
+      const s = this.series[i];
+      live[s] += this.bytes[i];
+      total += this.bytes[i];
+      if (total > colMax[col]) {
+        colMax[col] = total;
+        values.set(live, col * S);
+        if (total > max) max = total;
+      }
+    }
+    fillTo(cols);
+    return { values, max };
+  }
+}
+
+const CATEGORY_COLORS: Record<string, string> = {
+  Parameter: '#4e79a7',
+  Buffer: '#76b7b2',
+  Gradient: '#f28e2b',
+  Activation: '#59a14f',
+  Temp: '#e15759',
+  Optstate: '#b07aa1',
+  Other: '#9c755f',
+  active_allocated: '#4e79a7',
+  active_awaiting_free: '#f28e2b',
+  inactive: '#bab0ac',
+  allocated: '#4e79a7',
+  reserved: '#bab0ac',
+};
+const FALLBACK = ['#edc948', '#ff9da7', '#bab0ac', '#86bcb6', '#d37295', '#a0cbe8'];
+
+/** A color per series: the category's color, darker for each further device. */
+export function seriesColors(data: ReportData): string[] {
+  const devices = [...new Set(data.series.map((s) => s.device))];
+  let fallback = 0;
+  return data.series.map((s) => {
+    const base = CATEGORY_COLORS[s.category] ?? FALLBACK[fallback++ % FALLBACK.length];
+    const d = devices.indexOf(s.device);
+    return d === 0 ? base : shade(base, 1 - 0.25 * Math.min(d, 3));
+  });
+}
+
+function shade(hex: string, f: number): string {
+  const n = parseInt(hex.slice(1), 16);
+  const ch = (v: number) => Math.round(Math.max(0, Math.min(255, v * f)));
+  return `rgb(${ch((n >> 16) & 255)},${ch((n >> 8) & 255)},${ch(n & 255)})`;
+}
+
+export function formatTime(t: number, unit: ReportData['timeUnit']): string {
+  if (unit === 'event') return `event ${Math.round(t).toLocaleString('en-US')}`;
+  if (Math.abs(t) >= 1000) return `${(t / 1000).toFixed(t >= 100000 ? 1 : 3)} s`;
+  return `${t.toFixed(t >= 100 ? 1 : 3)} ms`;
+}
+
+/** 1, 2 or 5 × a power of ten, at least `x`. */
+export function niceStep(x: number): number {
+  const p = Math.pow(10, Math.floor(Math.log10(x)));
+  for (const m of [1, 2, 5, 10]) if (m * p >= x) return m * p;
+  return 10 * p;
+}
+
+/** Byte axis steps: powers of two times 1, 2 or 5 don't read well; use 1/2/5 × 1024^k. */
+export function niceBytesStep(x: number): number {
+  const units = [1, 1024, 1024 ** 2, 1024 ** 3, 1024 ** 4];
+  let u = 1;
+  for (const v of units) if (x >= v) u = v;
+  return niceStep(x / u) * u;
+}
+
+export { humanBytes };

@@ -1,0 +1,88 @@
+import { escapeHtml } from '../report/escape.js';
+import type { ReportData } from './report-data.js';
+
+/**
+ * JSON for a `<script type="application/json">` element: `<` is written as
+ * `\u003c` so no string in the data can close the element (`</script>`) or
+ * open a comment; U+2028/2029 are escaped too for any consumer that evals.
+ */
+export function jsonForScript(value: unknown): string {
+  return JSON.stringify(value).replace(/</g, '\\u003c').replace(/\u2028/g, '\\u2028').replace(/\u2029/g, '\\u2029');
+}
+
+/** Inline script text must not contain `</script` either (the bundle never should, but make sure). */
+function scriptText(js: string): string {
+  return js.replace(/<\/(script)/gi, '<\\/$1');
+}
+
+const CSS = `
+:root { font: 14px/1.45 system-ui, -apple-system, "Segoe UI", sans-serif; color: #222; background: #fafafa; }
+body { margin: 0 auto; max-width: 1400px; padding: 12px 20px 40px; }
+h1 { font-size: 20px; margin: 8px 0 2px; } h2 { font-size: 16px; margin: 22px 0 8px; }
+.muted, #source { color: #666; } #source { font-size: 12px; word-break: break-all; }
+#truncated { background: #fff3cd; border: 1px solid #e0c36c; padding: 8px 12px; border-radius: 4px; margin: 10px 0; font-weight: 600; }
+#notices { color: #555; font-size: 12px; margin: 6px 0; padding-left: 18px; }
+.toolbar { display: flex; flex-wrap: wrap; gap: 8px 14px; align-items: center; margin: 6px 0; }
+.toolbar button { font: inherit; padding: 2px 10px; }
+#range { color: #444; font-size: 12px; }
+.legend-item { display: inline-flex; align-items: center; gap: 4px; margin-right: 10px; font-size: 12px; }
+.swatch { display: inline-block; width: 10px; height: 10px; border-radius: 2px; }
+.canvas-wrap { position: relative; background: #fff; border: 1px solid #ddd; border-radius: 4px; }
+#timeline { display: block; width: 100%; height: 340px; cursor: crosshair; }
+#timeline.dragging { cursor: grabbing; }
+#tooltip { position: absolute; pointer-events: none; background: rgba(255,255,255,0.97); border: 1px solid #bbb; border-radius: 4px; padding: 6px 8px; font-size: 12px; box-shadow: 0 2px 8px rgba(0,0,0,0.15); max-width: 520px; }
+#tooltip table { border: 0; } #tooltip td { border: 0; padding: 0 6px 0 0; }
+.tip-head { font-weight: 600; margin: 2px 0; } .tip-allocs { margin: 0; padding-left: 18px; word-break: break-all; }
+#search { font: inherit; padding: 4px 8px; width: 320px; }
+table { border-collapse: collapse; background: #fff; font-size: 13px; margin: 4px 0; }
+th, td { border: 1px solid #e2e2e2; padding: 3px 8px; text-align: left; vertical-align: top; }
+th { background: #f2f2f2; } .num { text-align: right; font-variant-numeric: tabular-nums; }
+tr.expandable { cursor: pointer; } tr.expandable:hover { background: #f5f9ff; }
+tr.detail > td { background: #fbfbfb; }
+.filtered { display: none; }
+.leak { background: #fff; border: 1px solid #e6b0b0; border-left: 4px solid #e15759; border-radius: 4px; padding: 8px 12px; margin: 8px 0; }
+.leak-head { font-weight: 600; } .leak-site { background: #f6f6f6; padding: 1px 4px; }
+ol.stack { font: 12px ui-monospace, monospace; margin: 4px 0; padding-left: 28px; word-break: break-all; }
+.segments { display: grid; gap: 3px; } .segment { display: grid; grid-template-columns: 280px 1fr; gap: 8px; align-items: center; font-size: 12px; }
+.segment-bar { display: flex; height: 14px; border: 1px solid #ccc; background: #eee; } .segment-bar span { min-width: 1px; border-right: 1px solid #fff; }
+`;
+
+/**
+ * The report page: one self-contained HTML file. The data is embedded as
+ * JSON, the app as one inline script; nothing is fetched.
+ */
+export function renderReportHtml(data: ReportData, appJs: string): string {
+  return `<!doctype html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<meta http-equiv="Content-Security-Policy" content="default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; img-src data:">
+<title>${escapeHtml(data.title)}</title>
+<style>${CSS}</style>
+</head>
+<body>
+<header>
+<h1 id="title">${escapeHtml(data.title)}</h1>
+<div id="source">${escapeHtml(data.source.file)}</div>
+</header>
+<div id="truncated" role="alert" hidden></div>
+<ul id="notices"></ul>
+<section id="timeline-section">
+<h2>Live memory</h2>
+<div class="toolbar"><span id="legend"></span><button id="zoom-in" type="button">zoom in</button><button id="zoom-out" type="button">zoom out</button><button id="zoom-reset" type="button">reset</button><span id="range"></span></div>
+<div class="canvas-wrap"><canvas id="timeline" aria-label="stacked timeline of live memory by category"></canvas><div id="tooltip" hidden></div></div>
+<p class="muted">Wheel to zoom, drag to pan, double-click to reset; hover for totals and the largest allocations alive at that moment. Dashed lines mark training steps.</p>
+</section>
+<div class="toolbar"><input id="search" type="search" placeholder="search layer, kernel or frame" aria-label="search"><span id="search-count" class="muted"></span></div>
+<section id="leaks"><h2>Leaks</h2><div id="leaks-body"></div></section>
+<section id="modules"><h2>Modules</h2><div id="modules-body"></div></section>
+<section id="kernels"><h2>Top kernels by memory added</h2><div id="kernels-body"></div></section>
+<section id="allocations"><h2>Largest allocations</h2><div id="allocations-body"></div></section>
+<section id="segments"><h2>Segments and blocks</h2><div id="segments-body"></div></section>
+<script type="application/json" id="memscope-data">${jsonForScript(data)}</script>
+<script>${scriptText(appJs)}</script>
+</body>
+</html>
+`;
+}

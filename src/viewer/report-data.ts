@@ -1,0 +1,352 @@
+/**
+ * The data a report page embeds, and how a capture becomes it. The browser
+ * app (src/viewer/app) reads exactly this shape from the page's
+ * `<script type="application/json" id="memscope-data">`. Framework-free.
+ *
+ * The timeline is columnar and delta-coded so a million events stay a few
+ * megabytes of JSON that parses in well under a second: event i happens at
+ * `sum(dt[0..i]) / 1000` ms (or event index, for sources without time), adds
+ * `bytes[i]` (negative for a free) to series `series[i]`.
+ */
+import { CATEGORIES } from '../capture/types.js';
+import { findLeaks, userFrame } from '../capture/leaks.js';
+import type { Capture } from '../capture/reader.js';
+
+export const REPORT_DATA_VERSION = 1;
+
+export interface ReportSeries {
+  readonly device: string;
+  /** A MemTracker category, or a PyTorch block state / category for imported files. */
+  readonly category: string;
+}
+
+export interface ReportModule {
+  readonly path: string;
+  readonly className: string;
+  readonly depth: number;
+  readonly parameterBytes: number;
+  readonly bufferBytes: number;
+  /** State name → device → category → bytes. */
+  readonly states: Record<string, Record<string, Record<string, number>>>;
+  readonly localPeakForward: Record<string, number>;
+  readonly localPeakBackward: Record<string, number>;
+}
+
+export interface ReportKernel {
+  readonly name: string;
+  readonly calls: number;
+  readonly bytesAllocated: number;
+  /** Bytes of the kernel's allocations still alive when the record ended. */
+  readonly bytesRetained: number;
+  /** Largest net growth of live bytes during one call. */
+  readonly peakAdded: number;
+}
+
+export interface ReportLeak {
+  readonly bytes: number;
+  readonly count: number;
+  readonly kernel: string | null;
+  readonly layer: string | null;
+  readonly device: string;
+  readonly categories: string[];
+  readonly userFrame: string | null;
+  readonly frames: string[];
+  readonly perStep: { step: number; count: number; bytes: number }[];
+  readonly liveAtStepEnd: number[];
+}
+
+/** Columnar allocation table (the embedded subset: the largest ones). */
+export interface ReportAllocations {
+  /** Start and end time (end -1: alive when the record ended). */
+  readonly t0: number[];
+  readonly t1: number[];
+  readonly bytes: number[];
+  readonly series: number[];
+  /** Indexes into `strings` (0 = none). */
+  readonly layer: number[];
+  readonly kernel: number[];
+  /** Index into `stacks` (-1 = none). */
+  readonly stack: number[];
+}
+
+export interface ReportSegment {
+  readonly device: string;
+  readonly address: number;
+  readonly size: number;
+  readonly label: string;
+  /** Blocks in address order: size, state name index into `blockStates`, stack (-1 none). */
+  readonly blocks: { size: number[]; state: number[]; stack: number[] };
+}
+
+export interface ReportData {
+  readonly version: number;
+  readonly title: string;
+  readonly source: { kind: 'capture' | 'snapshot' | 'trace'; file: string; detail: string };
+  /** Things the reader should know: truncation, dropped events, what the caps left out. */
+  readonly notices: string[];
+  readonly truncated: string | null;
+  readonly timeUnit: 'ms' | 'event';
+  readonly series: ReportSeries[];
+  readonly timeline: { dt: number[]; series: number[]; bytes: number[] };
+  readonly steps: { t: number; step: number }[];
+  readonly strings: string[];
+  /** Each stack: indexes into `strings`, innermost first. */
+  readonly stacks: number[][];
+  readonly allocations: ReportAllocations;
+  /** How many allocations the source had (the table holds the largest `allocations.bytes.length`). */
+  readonly allocationsTotal: number;
+  readonly modules: ReportModule[];
+  readonly kernels: ReportKernel[];
+  readonly leaks: ReportLeak[];
+  readonly leakNote: string | null;
+  readonly segments: ReportSegment[];
+  readonly blockStates: string[];
+}
+
+export interface ReportCaps {
+  /** Timeline events embedded exactly; beyond this, consecutive events are merged. */
+  readonly maxTimelineEvents: number;
+  /** Allocations embedded with detail (the largest by bytes). */
+  readonly maxAllocations: number;
+  readonly maxKernels: number;
+  readonly maxLeaks: number;
+  /** Frames kept per stack. */
+  readonly maxFrames: number;
+}
+
+export const DEFAULT_CAPS: ReportCaps = {
+  maxTimelineEvents: 2_000_000,
+  maxAllocations: 50_000,
+  maxKernels: 200,
+  maxLeaks: 50,
+  maxFrames: 40,
+};
+
+/** Interns strings and stacks for the embedded tables. */
+export class StringTable {
+  readonly strings: string[] = [''];
+  readonly stacks: number[][] = [];
+  private readonly ids = new Map<string, number>();
+  private readonly stackIds = new Map<unknown, number>();
+
+  str(s: string | null | undefined): number {
+    if (!s) return 0;
+    let id = this.ids.get(s);
+    if (id === undefined) {
+      id = this.strings.length;
+      this.strings.push(s);
+      this.ids.set(s, id);
+    }
+    return id;
+  }
+
+  /** `key` identifies the stack in its source; frames are read only the first time. */
+  stack(key: unknown, frames: () => readonly string[], maxFrames: number): number {
+    let id = this.stackIds.get(key);
+    if (id === undefined) {
+      id = this.stacks.length;
+      this.stacks.push(frames().slice(0, maxFrames).map((f) => this.str(f)));
+      this.stackIds.set(key, id);
+    }
+    return id;
+  }
+}
+
+/** Builds the timeline columns from time-ordered (t, series, bytes) events, merging when over the cap. */
+export class TimelineBuilder {
+  readonly dt: number[] = [];
+  readonly series: number[] = [];
+  readonly bytes: number[] = [];
+  private lastUs = 0;
+
+  push(t: number, series: number, bytes: number): void {
+    const us = Math.round(t * 1000);
+    this.dt.push(us - this.lastUs);
+    this.series.push(series);
+    this.bytes.push(bytes);
+    this.lastUs = us;
+  }
+}
+
+/**
+ * Merges groups of consecutive events into one event per series per group
+ * (at the group's last time), so at most about `max` events remain. Peaks
+ * inside a group are lost; the caller says so in the notices.
+ */
+export function mergeEvents(t: Float64Array, series: Int32Array, bytes: Float64Array, max: number, nSeries: number, out: TimelineBuilder): number {
+  const n = t.length;
+  const group = Math.max(1, Math.ceil((n * Math.max(1, Math.min(nSeries, 4))) / max));
+  if (group === 1) {
+    for (let i = 0; i < n; i++) out.push(t[i], series[i], bytes[i]);
+    return 1;
+  }
+  const acc = new Float64Array(nSeries);
+  for (let start = 0; start < n; start += group) {
+    const end = Math.min(n, start + group);
+    for (let i = start; i < end; i++) acc[series[i]] += bytes[i];
+    for (let s = 0; s < nSeries; s++) {
+      if (acc[s] !== 0) out.push(t[end - 1], s, acc[s]);
+      acc[s] = 0;
+    }
+  }
+  return group;
+}
+
+export function captureToReport(capture: Capture, file: string, caps: ReportCaps = DEFAULT_CAPS): ReportData {
+  const notices: string[] = [];
+  const table = new StringTable();
+
+  // Series: one per (device, category) that occurs, categories in MemTracker order.
+  const seriesIndex = new Map<string, number>();
+  const devices = [...new Set(capture.allocs.map((a) => a.device))].sort();
+  const categories = [...new Set(capture.allocs.map((a) => a.category))].sort((a, b) => catOrder(a) - catOrder(b));
+  const series: ReportSeries[] = [];
+  for (const device of devices) {
+    for (const category of categories) {
+      seriesIndex.set(`${device}\u0000${category}`, series.length);
+      series.push({ device, category });
+    }
+  }
+  const allocSeries = new Int32Array(capture.allocs.length);
+  capture.allocs.forEach((a, i) => (allocSeries[i] = seriesIndex.get(`${a.device}\u0000${a.category}`)!));
+
+  const n = capture.events.length;
+  const t = new Float64Array(n);
+  const s = new Int32Array(n);
+  const b = new Float64Array(n);
+  capture.events.forEach((e, i) => {
+    const a = capture.allocs[e.alloc];
+    t[i] = e.t;
+    s[i] = allocSeries[e.alloc];
+    b[i] = e.kind === 'alloc' ? a.bytes : -a.bytes;
+  });
+  const timeline = new TimelineBuilder();
+  const group = mergeEvents(t, s, b, caps.maxTimelineEvents, series.length, timeline);
+  if (group > 1) notices.push(`The timeline merges every ${group} consecutive events (${n.toLocaleString('en-US')} events, cap ${caps.maxTimelineEvents.toLocaleString('en-US')}): peaks shorter than a group are not visible.`);
+
+  // The largest allocations, with detail, for hover and the allocation table.
+  const order = capture.allocs.map((_, i) => i).sort((x, y) => capture.allocs[y].bytes - capture.allocs[x].bytes);
+  const kept = order.slice(0, caps.maxAllocations).sort((x, y) => x - y);
+  if (order.length > kept.length) {
+    notices.push(`Allocation details embedded for the ${kept.length.toLocaleString('en-US')} largest of ${order.length.toLocaleString('en-US')} allocations; hover and the table list only those.`);
+  }
+  const allocations: ReportAllocations = { t0: [], t1: [], bytes: [], series: [], layer: [], kernel: [], stack: [] };
+  for (const i of kept) {
+    const a = capture.allocs[i];
+    allocations.t0.push(a.t);
+    allocations.t1.push(a.freeT ?? -1);
+    allocations.bytes.push(a.bytes);
+    allocations.series.push(allocSeries[i]);
+    allocations.layer.push(table.str(a.layer));
+    allocations.kernel.push(table.str(a.kernel));
+    allocations.stack.push(a.stack ? table.stack(a.stack, () => capture.stacks.get(a.stack) ?? [], caps.maxFrames) : -1);
+  }
+
+  // Modules in tree order (parents before children, siblings by natural path order).
+  const byParent = new Map<number, typeof capture.modules>();
+  for (const m of capture.modules) {
+    const list = byParent.get(m.parentId) ?? [];
+    list.push(m);
+    byParent.set(m.parentId, list);
+  }
+  const modules: ReportModule[] = [];
+  const walk = (parentId: number, depth: number): void => {
+    const list = (byParent.get(parentId) ?? []).sort((x, y) => x.path.localeCompare(y.path, 'en', { numeric: true }));
+    for (const m of list) {
+      const st = m.states;
+      modules.push({
+        path: m.path,
+        className: m.className,
+        depth,
+        parameterBytes: st?.parameterBytes ?? 0,
+        bufferBytes: st?.bufferBytes ?? 0,
+        states: st?.states ?? {},
+        localPeakForward: st?.localPeakForward ?? {},
+        localPeakBackward: st?.localPeakBackward ?? {},
+      });
+      walk(m.id, depth + 1);
+    }
+  };
+  walk(-1, 0);
+
+  // Kernels: the recorder's statistics; derived from allocations if the capture ended before any were written.
+  // "Retained" is what the kernel's outputs still hold when the record ends (tidy frees most of them).
+  const aliveAtEnd = new Map<string, number>();
+  for (const a of capture.allocs) if (a.kernel && a.freeT === null) aliveAtEnd.set(a.kernel, (aliveAtEnd.get(a.kernel) ?? 0) + a.bytes);
+  let kernels: ReportKernel[] = capture.kernels.map((k) => ({ ...k, bytesRetained: aliveAtEnd.get(k.name) ?? 0 }));
+  if (kernels.length === 0) {
+    const derived = new Map<string, { name: string; calls: number; bytesAllocated: number; bytesRetained: number; peakAdded: number }>();
+    for (const a of capture.allocs) {
+      if (!a.kernel) continue;
+      const k = derived.get(a.kernel) ?? { name: a.kernel, calls: 0, bytesAllocated: 0, bytesRetained: 0, peakAdded: 0 };
+      k.bytesAllocated += a.bytes;
+      if (a.freeT === null) k.bytesRetained += a.bytes;
+      k.peakAdded = Math.max(k.peakAdded, a.bytes);
+      derived.set(a.kernel, k);
+    }
+    kernels = [...derived.values()];
+    if (kernels.length) notices.push('Kernel call counts were not written before the capture ended; the kernel table is derived from allocations (calls unknown).');
+  }
+  kernels.sort((x, y) => y.bytesAllocated - x.bytesAllocated);
+  if (kernels.length > caps.maxKernels) {
+    notices.push(`Kernel table: the top ${caps.maxKernels} of ${kernels.length} kernels by bytes allocated.`);
+    kernels = kernels.slice(0, caps.maxKernels);
+  }
+
+  const leakReport = findLeaks(capture);
+  let leaks: ReportLeak[] = leakReport.groups.map((g) => ({
+    bytes: g.bytes,
+    count: g.count,
+    kernel: g.kernel,
+    layer: g.layer,
+    device: g.device,
+    categories: g.categories,
+    userFrame: g.userFrame ?? userFrame(g.stack),
+    frames: g.stack.slice(0, caps.maxFrames),
+    perStep: g.perStep,
+    liveAtStepEnd: g.liveAtStepEnd,
+  }));
+  if (leaks.length > caps.maxLeaks) {
+    notices.push(`Leaks: the ${caps.maxLeaks} largest of ${leaks.length} groups.`);
+    leaks = leaks.slice(0, caps.maxLeaks);
+  }
+
+  let truncated: string | null = null;
+  if (capture.truncated) {
+    truncated = `This capture is truncated: ${capture.truncated.reason} (line ${capture.truncated.line}${capture.truncated.bytesIgnored ? `, ${capture.truncated.bytesIgnored} bytes ignored` : ''}). The report shows what was written up to there.`;
+  }
+  if (capture.end?.dropped) {
+    notices.push(`${capture.end.dropped.toLocaleString('en-US')} allocations were not recorded individually (--max-entries ${capture.header.maxEntries}); step totals still count them.`);
+  }
+  if (capture.end?.error) notices.push(`The program ended with an error: ${capture.end.error}`);
+  if (capture.unmatchedFrees) notices.push(`${capture.unmatchedFrees} frees of storages made before recording began were ignored.`);
+  if (!capture.header.stacks) notices.push('Recorded without --stacks: leaks and allocations are located by layer and kernel only.');
+
+  const script = capture.header.argv[0] ?? 'program';
+  return {
+    version: REPORT_DATA_VERSION,
+    title: `memscope · ${script.split(/[\\/]/).pop()}`,
+    source: { kind: 'capture', file, detail: `memscope run ${capture.header.argv.join(' ')} · ${capture.header.created}` },
+    notices,
+    truncated,
+    timeUnit: 'ms',
+    series,
+    timeline: { dt: timeline.dt, series: timeline.series, bytes: timeline.bytes },
+    steps: capture.steps.map((p) => ({ t: p.t, step: p.step })),
+    strings: table.strings,
+    stacks: table.stacks,
+    allocations,
+    allocationsTotal: capture.allocs.length,
+    modules,
+    kernels,
+    leaks,
+    leakNote: leakReport.note,
+    segments: [],
+    blockStates: [],
+  };
+}
+
+function catOrder(c: string): number {
+  const i = (CATEGORIES as readonly string[]).indexOf(c);
+  return i < 0 ? CATEGORIES.length : i;
+}
