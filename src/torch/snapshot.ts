@@ -10,6 +10,9 @@
  */
 import type { PlainValue } from './pickle/reader.js';
 
+// The readers: `readSnapshot(bytes)` (fast, columnar) and `normaliseSnapshot(readPickle(bytes))`.
+export { normaliseSnapshot, readSnapshot, type ReadSnapshotOptions } from './snapshot-decoder.js';
+
 /** Block states PyTorch writes, in the order their codes use (`BlockTable.state` indexes `stateNames`). */
 export const KNOWN_BLOCK_STATES = ['active_allocated', 'active_awaiting_free', 'inactive'] as const;
 

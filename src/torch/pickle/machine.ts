@@ -165,7 +165,12 @@ function applySafeGlobal(fn: SafeGlobal, args: unknown, at: number): unknown {
 }
 
 /** Runs the machine over `bytes` and returns what STOP returns (after `builder.finish`). */
-export function runPickle(bytes: Uint8Array, builder: PickleBuilder, limits: PickleLimits): unknown {
+export function runPickle(
+  bytes: Uint8Array,
+  builder: PickleBuilder,
+  limits: PickleLimits,
+  onProgress?: (bytesRead: number, totalBytes: number) => void,
+): unknown {
   const b = bytes;
   const len = b.length;
   const view = new DataView(b.buffer, b.byteOffset, b.byteLength);
@@ -178,6 +183,8 @@ export function runPickle(bytes: Uint8Array, builder: PickleBuilder, limits: Pic
   const maxItems = limits.maxContainerItems;
   let pos = 0;
   let at = 0;
+  const progressStep = onProgress ? Math.max(1 << 20, Math.floor(len / 200)) : Infinity;
+  let nextProgress = progressStep;
 
   const truncated = (need: number): MemscopeError =>
     pickleError('pickle-truncated', at, `file ends inside ${opcodeName(b[at]!)} (needs ${need} more bytes, ${len - pos} left)`);
@@ -284,6 +291,10 @@ export function runPickle(bytes: Uint8Array, builder: PickleBuilder, limits: Pic
       throw pickleError('pickle-truncated', at, 'file ends before STOP');
     }
     at = pos;
+    if (pos >= nextProgress) {
+      onProgress!(pos, len);
+      nextProgress = pos + progressStep;
+    }
     const op = b[pos++]!;
     switch (op) {
       case Op.BINGET:
@@ -521,6 +532,7 @@ export function runPickle(bytes: Uint8Array, builder: PickleBuilder, limits: Pic
       }
       case Op.STOP: {
         const value = pop();
+        onProgress?.(len, len);
         return builder.finish(value);
       }
       case Op.POP:

@@ -1,0 +1,866 @@
+/**
+ * Snapshot pickle → `MemorySnapshot`, two ways that share one assembler:
+ *
+ * - `readSnapshot(bytes)` (fast path) runs the pickle machine with a builder that recognises, at
+ *   SETITEMS time, the three dict shapes that make up almost all of a snapshot — frames
+ *   `{name, filename, line}`, blocks and trace entries — and stores them straight into interned
+ *   tables and typed-array columns instead of building a Map per dict. Frame lists are interned into
+ *   stacks and their arrays dropped. Anything it does not recognise stays a generic dict/list and
+ *   goes through the same checks as the slow path, so recognition is an optimisation, not a
+ *   different reader.
+ * - `normaliseSnapshot(value)` takes a value from `readPickle` (Maps and arrays).
+ *
+ * Both end in `assemble()`, which walks segments / device_traces, checks every field's type and
+ * names the path of anything wrong (`segments[3].blocks[7].size`).
+ */
+import { MemscopeError } from '../core/errors.js';
+import { DEFAULT_PICKLE_LIMITS, isTuple, makeTuple, pickleError, runPickle, type PickleBuilder, type PickleLimits } from './pickle/machine.js';
+import { readPickle, toPlain, type PickleValue, type PlainValue } from './pickle/reader.js';
+import {
+  KNOWN_BLOCK_STATES,
+  KNOWN_TRACE_ACTIONS,
+  type BlockTable,
+  type ExternalAnnotation,
+  type Frame,
+  type MemorySnapshot,
+  type Segment,
+  type StackTable,
+  type TraceTable,
+} from './snapshot.js';
+
+// ---------------------------------------------------------------------------------------------
+// Growable typed-array columns
+
+class F64Column {
+  data = new Float64Array(1024);
+  length = 0;
+  push(v: number): void {
+    if (this.length === this.data.length) {
+      const next = new Float64Array(this.data.length * 2);
+      next.set(this.data);
+      this.data = next;
+    }
+    this.data[this.length++] = v;
+  }
+  finish(): Float64Array {
+    return this.data.slice(0, this.length);
+  }
+}
+
+class I32Column {
+  data = new Int32Array(1024);
+  length = 0;
+  push(v: number): void {
+    if (this.length === this.data.length) {
+      const next = new Int32Array(this.data.length * 2);
+      next.set(this.data);
+      this.data = next;
+    }
+    this.data[this.length++] = v;
+  }
+  finish(): Int32Array {
+    return this.data.slice(0, this.length);
+  }
+}
+
+class U8Column {
+  data = new Uint8Array(1024);
+  length = 0;
+  push(v: number): void {
+    if (this.length === this.data.length) {
+      const next = new Uint8Array(this.data.length * 2);
+      next.set(this.data);
+      this.data = next;
+    }
+    this.data[this.length++] = v;
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Fast-path nodes: what the recognising builder puts on the pickle stack instead of Map / Array
+
+const GENERIC = 0;
+const FRAME = 1;
+const BLOCK = 2;
+const TRACE = 3;
+
+class RawDict {
+  kind = GENERIC;
+  /** frame id / raw block id / raw trace id for recognised dicts */
+  id = -1;
+  map: Map<unknown, unknown> | null = null;
+}
+
+class RawList {
+  /** null once the list was interned as a stack (its frames live in the stack table) */
+  items: unknown[] | null = [];
+  stack = -1;
+}
+
+/** The fast path met something it does not handle; readSnapshot retries with the generic reader. */
+class FastPathBail extends Error {}
+
+// Trace entry keys → bits, for `format.traceKeys` without a Set insert per event.
+const TRACE_KEYS = ['action', 'addr', 'size', 'stream', 'time_us', 'frames', 'compile_context', 'user_metadata', 'device_free'] as const;
+
+function safeInt(v: unknown): v is number {
+  return typeof v === 'number' && Number.isSafeInteger(v);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Interned tables and raw columns shared by both paths
+
+class SnapshotTables {
+  readonly frames: Frame[] = [];
+  private readonly frameIds = new Map<string, number>();
+  readonly stackOffsets = new I32Column();
+  readonly stackFrames = new I32Column();
+  private readonly stackByHash = new Map<number, number>();
+  private readonly stackNext = new I32Column(); // collision chain
+  private scratch = new Int32Array(256);
+  readonly strings: string[] = [];
+  private readonly stringIds = new Map<string, number>();
+  readonly stateNames: string[] = [...KNOWN_BLOCK_STATES];
+  readonly actionNames: string[] = [...KNOWN_TRACE_ACTIONS];
+  private readonly stateCodes = new Map<string, number>(KNOWN_BLOCK_STATES.map((s, i) => [s, i]));
+  private readonly actionCodes = new Map<string, number>(KNOWN_TRACE_ACTIONS.map((s, i) => [s, i]));
+
+  // raw blocks (encounter order)
+  readonly bAddress = new F64Column();
+  readonly bSize = new F64Column();
+  readonly bRequested = new F64Column();
+  readonly bState = new U8Column();
+  readonly bStack = new I32Column();
+
+  // raw trace events (encounter order)
+  readonly tAction = new U8Column();
+  readonly tAddr = new F64Column();
+  readonly tSize = new F64Column();
+  readonly tStream = new F64Column();
+  readonly tTime = new F64Column();
+  readonly tStack = new I32Column();
+  tCompile: I32Column | null = null;
+  tUser: I32Column | null = null;
+  tDeviceFree: F64Column | null = null;
+  traceKeyMask = 0;
+  readonly otherTraceKeys = new Set<string>();
+  legacyHistory = false;
+
+  constructor() {
+    // stack 0: the empty stack
+    this.stackOffsets.push(0);
+    this.stackOffsets.push(0);
+    this.stackNext.push(-1);
+  }
+
+  internFrame(name: string, filename: string, line: number): number {
+    const key = `${line}\u0000${filename}\u0000${name}`;
+    let id = this.frameIds.get(key);
+    if (id === undefined) {
+      id = this.frames.length;
+      this.frames.push({ name, filename, line });
+      this.frameIds.set(key, id);
+    }
+    return id;
+  }
+
+  scratchFor(n: number): Int32Array {
+    if (this.scratch.length < n) this.scratch = new Int32Array(n * 2);
+    return this.scratch;
+  }
+
+  /** Interns ids[0..n) (frame ids, innermost first) as a stack. */
+  internStack(ids: Int32Array, n: number): number {
+    if (n === 0) return 0;
+    let h = n | 0;
+    for (let i = 0; i < n; i++) h = Math.imul(h ^ ids[i]!, 0x9e3779b1) ^ (h >>> 15);
+    const frames = this.stackFrames;
+    const offsets = this.stackOffsets;
+    let id = this.stackByHash.get(h);
+    const head = id ?? -1;
+    while (id !== undefined && id >= 0) {
+      const start = offsets.data[id]!;
+      if (offsets.data[id + 1]! - start === n) {
+        let same = true;
+        for (let i = 0; i < n; i++) {
+          if (frames.data[start + i] !== ids[i]) {
+            same = false;
+            break;
+          }
+        }
+        if (same) return id;
+      }
+      id = this.stackNext.data[id]!;
+    }
+    const newId = offsets.length - 1;
+    for (let i = 0; i < n; i++) frames.push(ids[i]!);
+    offsets.push(frames.length);
+    this.stackNext.push(head);
+    this.stackByHash.set(h, newId);
+    return newId;
+  }
+
+  string(s: string): number {
+    let id = this.stringIds.get(s);
+    if (id === undefined) {
+      id = this.strings.length;
+      this.strings.push(s);
+      this.stringIds.set(s, id);
+    }
+    return id;
+  }
+
+  stateCode(s: string): number {
+    let c = this.stateCodes.get(s);
+    if (c === undefined) {
+      if (this.stateNames.length >= 255) throw new MemscopeError('snapshot-shape', 'snapshot: more than 255 distinct block states');
+      c = this.stateNames.length;
+      this.stateNames.push(s);
+      this.stateCodes.set(s, c);
+    }
+    return c;
+  }
+
+  actionCode(s: string): number {
+    let c = this.actionCodes.get(s);
+    if (c === undefined) {
+      if (this.actionNames.length >= 255) throw new MemscopeError('snapshot-shape', 'snapshot: more than 255 distinct trace actions');
+      c = this.actionNames.length;
+      this.actionNames.push(s);
+      this.actionCodes.set(s, c);
+    }
+    return c;
+  }
+
+  pushBlock(address: number, size: number, requested: number, state: number, stack: number): number {
+    this.bAddress.push(address);
+    this.bSize.push(size);
+    this.bRequested.push(requested);
+    this.bState.push(state);
+    this.bStack.push(stack);
+    return this.bSize.length - 1;
+  }
+
+  pushTrace(
+    action: number,
+    addr: number,
+    size: number,
+    stream: number,
+    time: number,
+    stack: number,
+    compile: number,
+    user: number,
+    deviceFree: number,
+  ): number {
+    const i = this.tAddr.length;
+    this.tAction.push(action);
+    this.tAddr.push(addr);
+    this.tSize.push(size);
+    this.tStream.push(stream);
+    this.tTime.push(time);
+    this.tStack.push(stack);
+    if (compile >= 0 || this.tCompile) (this.tCompile ??= filledI32(i, -1)).push(compile);
+    if (user >= 0 || this.tUser) (this.tUser ??= filledI32(i, -1)).push(user);
+    if (!Number.isNaN(deviceFree) || this.tDeviceFree) (this.tDeviceFree ??= filledF64(i, NaN)).push(deviceFree);
+    return i;
+  }
+}
+
+function filledI32(n: number, v: number): I32Column {
+  const c = new I32Column();
+  for (let i = 0; i < n; i++) c.push(v);
+  return c;
+}
+
+function filledF64(n: number, v: number): F64Column {
+  const c = new F64Column();
+  for (let i = 0; i < n; i++) c.push(v);
+  return c;
+}
+
+// ---------------------------------------------------------------------------------------------
+// The recognising builder (fast path)
+
+class SnapshotBuilder implements PickleBuilder {
+  constructor(private readonly t: SnapshotTables) {}
+
+  newDict(): unknown {
+    return new RawDict();
+  }
+
+  newList(): unknown {
+    return new RawList();
+  }
+
+  appendItems(target: unknown, stack: unknown[], start: number, end: number, at: number): void {
+    if (!(target instanceof RawList)) throw pickleError('pickle-corrupt', at, 'APPEND target is not a list');
+    const items = target.items;
+    if (items === null) throw new FastPathBail();
+    for (let i = start; i < end; i++) items.push(stack[i]);
+  }
+
+  setItems(target: unknown, stack: unknown[], start: number, end: number, at: number): void {
+    if (!(target instanceof RawDict)) throw pickleError('pickle-corrupt', at, 'SETITEMS target is not a dict');
+    if (target.kind !== GENERIC) throw new FastPathBail(); // a recognised dict being modified again
+    if (target.map === null) {
+      const first = stack[start];
+      const n = (end - start) >> 1;
+      if (first === 'action') {
+        const id = this.trace(stack, start, end);
+        if (id >= 0) {
+          target.kind = TRACE;
+          target.id = id;
+          return;
+        }
+      } else if (n === 3 && (first === 'name' || first === 'filename' || first === 'line')) {
+        const id = this.frame(stack, start, end);
+        if (id >= 0) {
+          target.kind = FRAME;
+          target.id = id;
+          return;
+        }
+      } else if (first === 'address' || first === 'size') {
+        const id = this.block(stack, start, end);
+        if (id >= 0) {
+          target.kind = BLOCK;
+          target.id = id;
+          return;
+        }
+      }
+      target.map = new Map();
+    }
+    const map = target.map;
+    for (let i = start; i < end; i += 2) {
+      const key = stack[i];
+      if (key instanceof RawDict || key instanceof RawList || key instanceof Map || (key instanceof Set && !Object.isFrozen(key))) {
+        throw pickleError('pickle-corrupt', at, 'dict key is an unhashable list, dict or set');
+      }
+      map.set(key, stack[i + 1]);
+    }
+  }
+
+  finish(value: unknown): unknown {
+    return value;
+  }
+
+  private frame(kv: unknown[], start: number, end: number): number {
+    let name: unknown, filename: unknown, line: unknown;
+    for (let i = start; i < end; i += 2) {
+      const k = kv[i];
+      if (k === 'name') name = kv[i + 1];
+      else if (k === 'filename') filename = kv[i + 1];
+      else if (k === 'line') line = kv[i + 1];
+      else return -1;
+    }
+    if (typeof name !== 'string' || typeof filename !== 'string' || !safeInt(line)) return -1;
+    return this.t.internFrame(name, filename, line);
+  }
+
+  /** Stack id of a frames list, interning it (and dropping its array) the first time. */
+  private stackOf(v: unknown): number {
+    if (!(v instanceof RawList)) return -1;
+    if (v.stack >= 0) return v.stack;
+    const items = v.items!;
+    const n = items.length;
+    const ids = this.t.scratchFor(n);
+    for (let i = 0; i < n; i++) {
+      const f = items[i];
+      if (!(f instanceof RawDict) || f.kind !== FRAME) return -1;
+      ids[i] = f.id;
+    }
+    v.stack = this.t.internStack(ids, n);
+    v.items = null;
+    return v.stack;
+  }
+
+  private block(kv: unknown[], start: number, end: number): number {
+    let address: unknown, size: unknown, requested: unknown, state: unknown;
+    let stack = 0;
+    for (let i = start; i < end; i += 2) {
+      const k = kv[i];
+      const v = kv[i + 1];
+      if (k === 'address') address = v;
+      else if (k === 'size') size = v;
+      else if (k === 'requested_size') requested = v;
+      else if (k === 'state') state = v;
+      else if (k === 'frames') {
+        stack = this.stackOf(v);
+        if (stack < 0) return -1;
+      } else return -1; // 'history' (legacy) and anything new: the generic path handles it
+    }
+    if (!safeInt(address) || !safeInt(size) || typeof state !== 'string') return -1;
+    if (requested !== undefined && !safeInt(requested)) return -1;
+    const t = this.t;
+    return t.pushBlock(address, size, requested === undefined ? size : requested, t.stateCode(state), stack);
+  }
+
+  private trace(kv: unknown[], start: number, end: number): number {
+    let action: unknown, addr: unknown, size: unknown, stream: unknown, time: unknown, compile: unknown, user: unknown, deviceFree: unknown;
+    let stack = 0;
+    let mask = 0;
+    for (let i = start; i < end; i += 2) {
+      const k = kv[i];
+      const v = kv[i + 1];
+      if (k === 'action') (action = v), (mask |= 1);
+      else if (k === 'addr') (addr = v), (mask |= 2);
+      else if (k === 'size') (size = v), (mask |= 4);
+      else if (k === 'stream') (stream = v), (mask |= 8);
+      else if (k === 'time_us') (time = v), (mask |= 16);
+      else if (k === 'frames') {
+        stack = this.stackOf(v);
+        if (stack < 0) return -1;
+        mask |= 32;
+      } else if (k === 'compile_context') (compile = v), (mask |= 64);
+      else if (k === 'user_metadata') (user = v), (mask |= 128);
+      else if (k === 'device_free') (deviceFree = v), (mask |= 256);
+      else return -1;
+    }
+    if (typeof action !== 'string' || !safeInt(addr) || !safeInt(size)) return -1;
+    if (stream !== undefined && !safeInt(stream)) return -1;
+    if (time !== undefined && typeof time !== 'number') return -1;
+    if (compile !== undefined && typeof compile !== 'string') return -1;
+    if (user !== undefined && typeof user !== 'string') return -1;
+    if (deviceFree !== undefined && !safeInt(deviceFree)) return -1;
+    const t = this.t;
+    t.traceKeyMask |= mask;
+    return t.pushTrace(
+      t.actionCode(action),
+      addr,
+      size,
+      stream === undefined ? 0 : stream,
+      time === undefined ? NaN : time,
+      stack,
+      compile === undefined ? -1 : t.string(compile),
+      user === undefined ? -1 : t.string(user),
+      deviceFree === undefined ? NaN : deviceFree,
+    );
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Assembly (both paths): segments, blocks in segment order, per-device traces
+
+function shapeError(path: string, message: string): MemscopeError {
+  return new MemscopeError('snapshot-shape', `snapshot: ${path}: ${message}`);
+}
+
+function describe(v: unknown): string {
+  if (v === null) return 'None';
+  if (v === undefined) return 'missing';
+  if (typeof v === 'bigint') return `int ${v} (beyond 2^53)`;
+  if (typeof v === 'string') return 'a str';
+  if (typeof v === 'number') return Number.isInteger(v) ? `int ${v}` : `float ${v}`;
+  if (typeof v === 'boolean') return 'a bool';
+  if (v instanceof RawDict || v instanceof Map) return 'a dict';
+  if (v instanceof RawList || Array.isArray(v)) return isTuple(v) ? 'a tuple' : 'a list';
+  if (v instanceof Uint8Array) return 'bytes';
+  return 'an unexpected value';
+}
+
+class Assembler {
+  /** Frame dicts are shared objects in real files (the pickle memo): resolve each once. */
+  private readonly frameIdByObject = new Map<unknown, number>();
+  constructor(private readonly t: SnapshotTables) {}
+
+  /** Map view of a generic dict node (RawDict or Map), or null if not a dict. */
+  dict(v: unknown): Map<unknown, unknown> | null {
+    if (v instanceof Map) return v;
+    if (v instanceof RawDict) return v.kind === GENERIC ? (v.map ?? new Map()) : this.recognisedToMap(v);
+    return null;
+  }
+
+  list(v: unknown, path: string): readonly unknown[] {
+    if (Array.isArray(v)) return v;
+    if (v instanceof RawList) return v.items ?? this.stackToFrameDicts(v.stack);
+    throw shapeError(path, `expected a list, found ${describe(v)}`);
+  }
+
+  int(v: unknown, path: string): number {
+    if (safeInt(v)) return v;
+    if (typeof v === 'bigint') throw shapeError(path, `${v} is beyond 2^53, which memscope's columns cannot hold exactly`);
+    throw shapeError(path, `expected an int, found ${describe(v)}`);
+  }
+
+  optInt(v: unknown, path: string, fallback: number): number {
+    return v === undefined || v === null ? fallback : this.int(v, path);
+  }
+
+  str(v: unknown, path: string): string {
+    if (typeof v === 'string') return v;
+    throw shapeError(path, `expected a str, found ${describe(v)}`);
+  }
+
+  frameId(v: unknown, path: string): number {
+    if (v instanceof RawDict && v.kind === FRAME) return v.id;
+    const known = this.frameIdByObject.get(v);
+    if (known !== undefined) return known;
+    const d = this.dict(v);
+    if (!d) throw shapeError(path, `expected a frame dict, found ${describe(v)}`);
+    const id = this.t.internFrame(this.str(d.get('name'), `${path}.name`), this.str(d.get('filename'), `${path}.filename`), this.int(d.get('line'), `${path}.line`));
+    this.frameIdByObject.set(v, id);
+    return id;
+  }
+
+  stack(v: unknown, path: string): number {
+    if (v === undefined || v === null) return 0;
+    if (v instanceof RawList && v.stack >= 0) return v.stack;
+    const items = this.list(v, path);
+    const ids = new Int32Array(items.length);
+    items.forEach((f, i) => (ids[i] = this.frameId(f, `${path}[${i}]`)));
+    const id = this.t.internStack(ids, ids.length);
+    if (v instanceof RawList) {
+      v.stack = id;
+      v.items = null;
+    }
+    return id;
+  }
+
+  /** Raw block id of a block node. */
+  block(v: unknown, path: string): number {
+    if (v instanceof RawDict && v.kind === BLOCK) return v.id;
+    const d = this.dict(v);
+    if (!d) throw shapeError(path, `expected a block dict, found ${describe(v)}`);
+    const size = this.int(d.get('size'), `${path}.size`);
+    let requested = this.optInt(d.get('requested_size'), `${path}.requested_size`, size);
+    let stack = this.stack(d.get('frames'), `${path}.frames`);
+    const history = d.get('history');
+    if (history !== undefined && history !== null) {
+      // PyTorch ≤ 2.0: the allocation's stack and requested size live in history[0].
+      this.t.legacyHistory = true;
+      const entries = this.list(history, `${path}.history`);
+      const first = entries.length > 0 ? this.dict(entries[0]) : null;
+      if (first) {
+        if (!d.has('frames')) stack = this.stack(first.get('frames'), `${path}.history[0].frames`);
+        if (!d.has('requested_size')) requested = this.optInt(first.get('real_size'), `${path}.history[0].real_size`, size);
+      }
+    }
+    return this.t.pushBlock(
+      this.int(d.get('address'), `${path}.address`),
+      size,
+      requested,
+      this.t.stateCode(this.str(d.get('state'), `${path}.state`)),
+      stack,
+    );
+  }
+
+  /** Raw trace id of a trace entry node. */
+  traceEntry(v: unknown, path: string): number {
+    if (v instanceof RawDict && v.kind === TRACE) return v.id;
+    const d = this.dict(v);
+    if (!d) throw shapeError(path, `expected a trace entry dict, found ${describe(v)}`);
+    const t = this.t;
+    let mask = 0;
+    for (const k of d.keys()) {
+      const bit = TRACE_KEYS.indexOf(k as (typeof TRACE_KEYS)[number]);
+      if (bit >= 0) mask |= 1 << bit;
+      else t.otherTraceKeys.add(String(k));
+    }
+    t.traceKeyMask |= mask;
+    const opt = (key: string): number => {
+      const x = d.get(key);
+      return x === undefined || x === null ? -1 : t.string(this.str(x, `${path}.${key}`));
+    };
+    const time = d.get('time_us');
+    const deviceFree = d.get('device_free');
+    return t.pushTrace(
+      t.actionCode(this.str(d.get('action'), `${path}.action`)),
+      this.int(d.get('addr'), `${path}.addr`),
+      this.int(d.get('size'), `${path}.size`),
+      this.optInt(d.get('stream'), `${path}.stream`, 0),
+      time === undefined || time === null ? NaN : typeof time === 'number' ? time : this.int(time, `${path}.time_us`),
+      this.stack(d.get('frames'), `${path}.frames`),
+      opt('compile_context'),
+      opt('user_metadata'),
+      deviceFree === undefined || deviceFree === null ? NaN : this.int(deviceFree, `${path}.device_free`),
+    );
+  }
+
+  segments(v: unknown): { segments: Segment[]; blocks: BlockTable } {
+    const list = this.list(v, 'segments');
+    const raw: number[] = [];
+    const owner: number[] = [];
+    const segments: Segment[] = [];
+    list.forEach((node, index) => {
+      const path = `segments[${index}]`;
+      const d = this.dict(node);
+      if (!d) throw shapeError(path, `expected a segment dict, found ${describe(node)}`);
+      const firstBlock = raw.length;
+      const blocks = this.list(d.get('blocks') ?? [], `${path}.blocks`);
+      blocks.forEach((b, j) => {
+        raw.push(this.block(b, `${path}.blocks[${j}]`));
+        owner.push(index);
+      });
+      const pool = d.get('segment_pool_id');
+      let poolId: readonly [number, number] | null = null;
+      if (pool !== undefined && pool !== null) {
+        const p = this.list(pool, `${path}.segment_pool_id`);
+        if (p.length !== 2) throw shapeError(`${path}.segment_pool_id`, `expected a pair, found ${p.length} items`);
+        poolId = makeTuple([this.int(p[0], `${path}.segment_pool_id[0]`), this.int(p[1], `${path}.segment_pool_id[1]`)]) as readonly [number, number];
+      }
+      const totalSize = this.int(d.get('total_size'), `${path}.total_size`);
+      // Sizes PyTorch has written since 1.x; derived from the blocks if a file lacks them.
+      const sumBlocks = (pred: (state: string) => boolean): number => {
+        let s = 0;
+        for (let k = firstBlock; k < raw.length; k++) if (pred(this.t.stateNames[this.t.bState.data[raw[k]!]!]!)) s += this.t.bSize.data[raw[k]!]!;
+        return s;
+      };
+      const allocated = d.get('allocated_size');
+      const active = d.get('active_size');
+      const requested = d.get('requested_size');
+      const expandable = d.get('is_expandable');
+      segments.push({
+        index,
+        device: this.optInt(d.get('device'), `${path}.device`, -1),
+        address: this.int(d.get('address'), `${path}.address`),
+        totalSize,
+        allocatedSize: allocated === undefined ? sumBlocks((s) => s === 'active_allocated') : this.int(allocated, `${path}.allocated_size`),
+        activeSize: active === undefined ? sumBlocks((s) => s.startsWith('active')) : this.int(active, `${path}.active_size`),
+        requestedSize: requested === undefined || requested === null ? null : this.int(requested, `${path}.requested_size`),
+        stream: this.optInt(d.get('stream'), `${path}.stream`, 0),
+        segmentType: d.get('segment_type') === undefined ? 'large' : this.str(d.get('segment_type'), `${path}.segment_type`),
+        poolId,
+        isExpandable: expandable === true,
+        stack: this.stack(d.get('frames'), `${path}.frames`),
+        firstBlock,
+        blockCount: raw.length - firstBlock,
+      });
+    });
+    const t = this.t;
+    const n = raw.length;
+    const blocks: BlockTable = {
+      count: n,
+      segment: Int32Array.from(owner),
+      address: gatherF64(t.bAddress.data, raw),
+      size: gatherF64(t.bSize.data, raw),
+      requestedSize: gatherF64(t.bRequested.data, raw),
+      state: Uint8Array.from(raw, (r) => t.bState.data[r]!),
+      stack: Int32Array.from(raw, (r) => t.bStack.data[r]!),
+    };
+    return { segments, blocks };
+  }
+
+  traces(v: unknown): TraceTable[] {
+    if (v === undefined || v === null) return [];
+    const devices = this.list(v, 'device_traces');
+    const ids = devices.map((dev, d) => {
+      const entries = this.list(dev, `device_traces[${d}]`);
+      const out = new Int32Array(entries.length);
+      for (let i = 0; i < entries.length; i++) out[i] = this.traceEntry(entries[i], `device_traces[${d}][${i}]`);
+      return out;
+    });
+    const t = this.t;
+    // Columns are final only now: generic entries may have been appended above.
+    const action = t.tAction.data;
+    const cols = {
+      addr: t.tAddr.data,
+      size: t.tSize.data,
+      stream: t.tStream.data,
+      time: t.tTime.data,
+      stack: t.tStack.data,
+      compile: t.tCompile?.data ?? null,
+      user: t.tUser?.data ?? null,
+      deviceFree: t.tDeviceFree?.data ?? null,
+    };
+    return ids.map((rows, device) => {
+      const n = rows.length;
+      const first = n > 0 ? rows[0]! : 0;
+      let contiguous = true;
+      for (let i = 0; i < n; i++) {
+        if (rows[i] !== first + i) {
+          contiguous = false;
+          break;
+        }
+      }
+      // Contiguous rows (the normal case): views, no copy. Otherwise gather.
+      const f64 = (c: Float64Array): Float64Array => (contiguous ? c.subarray(first, first + n) : gatherF64(c, rows));
+      const i32 = (c: Int32Array): Int32Array => (contiguous ? c.subarray(first, first + n) : Int32Array.from(rows, (r) => c[r]!));
+      return {
+        device,
+        count: n,
+        action: contiguous ? action.subarray(first, first + n) : Uint8Array.from(rows, (r) => action[r]!),
+        addr: f64(cols.addr),
+        size: f64(cols.size),
+        stream: f64(cols.stream),
+        timeUs: f64(cols.time),
+        stack: i32(cols.stack),
+        compileContext: cols.compile ? i32(cols.compile) : null,
+        userMetadata: cols.user ? i32(cols.user) : null,
+        deviceFree: cols.deviceFree ? f64(cols.deviceFree) : null,
+      };
+    });
+  }
+
+  /** Plain JSON-ready copy of a generic node (allocator_settings, annotations, unknown keys). */
+  plain(v: unknown, path: string): PlainValue {
+    return toPlain(this.toPickleValue(v, path, 0));
+  }
+
+  toPickleValue(v: unknown, path: string, depth: number): PickleValue {
+    if (depth > 1000) throw shapeError(path, 'nested deeper than 1000');
+    if (v instanceof RawDict) {
+      const d = this.dict(v)!;
+      const out = new Map<PickleValue, PickleValue>();
+      for (const [k, x] of d) out.set(k as PickleValue, this.toPickleValue(x, path, depth + 1));
+      return out;
+    }
+    if (v instanceof RawList) return this.list(v, path).map((x) => this.toPickleValue(x, path, depth + 1));
+    if (v instanceof Map) {
+      const out = new Map<PickleValue, PickleValue>();
+      for (const [k, x] of v) out.set(k as PickleValue, this.toPickleValue(x, path, depth + 1));
+      return out;
+    }
+    if (Array.isArray(v)) {
+      const items = v.map((x) => this.toPickleValue(x, path, depth + 1));
+      return isTuple(v) ? makeTuple(items) : items;
+    }
+    return v as PickleValue;
+  }
+
+  private recognisedToMap(v: RawDict): Map<unknown, unknown> {
+    const t = this.t;
+    const i = v.id;
+    if (v.kind === FRAME) {
+      const f = t.frames[i]!;
+      return new Map<unknown, unknown>([
+        ['name', f.name],
+        ['filename', f.filename],
+        ['line', f.line],
+      ]);
+    }
+    if (v.kind === BLOCK) {
+      return new Map<unknown, unknown>([
+        ['address', t.bAddress.data[i]],
+        ['size', t.bSize.data[i]],
+        ['requested_size', t.bRequested.data[i]],
+        ['state', t.stateNames[t.bState.data[i]!]],
+        ['frames', this.stackToFrameDicts(t.bStack.data[i]!)],
+      ]);
+    }
+    const m = new Map<unknown, unknown>([
+      ['action', t.actionNames[t.tAction.data[i]!]],
+      ['addr', t.tAddr.data[i]],
+      ['size', t.tSize.data[i]],
+      ['stream', t.tStream.data[i]],
+    ]);
+    if (!Number.isNaN(t.tTime.data[i]!)) m.set('time_us', t.tTime.data[i]);
+    m.set('frames', this.stackToFrameDicts(t.tStack.data[i]!));
+    return m;
+  }
+
+  private stackToFrameDicts(stack: number): Map<unknown, unknown>[] {
+    const t = this.t;
+    const out: Map<unknown, unknown>[] = [];
+    for (let k = t.stackOffsets.data[stack]!; k < t.stackOffsets.data[stack + 1]!; k++) {
+      const f = t.frames[t.stackFrames.data[k]!]!;
+      out.push(new Map<unknown, unknown>([['name', f.name], ['filename', f.filename], ['line', f.line]]));
+    }
+    return out;
+  }
+}
+
+function gatherF64(source: Float64Array, rows: ArrayLike<number>): Float64Array {
+  const out = new Float64Array(rows.length);
+  for (let i = 0; i < rows.length; i++) out[i] = source[rows[i]!]!;
+  return out;
+}
+
+const MODELLED_KEYS = new Set(['segments', 'device_traces', 'allocator_settings', 'external_annotations']);
+
+function assemble(root: unknown, t: SnapshotTables): MemorySnapshot {
+  const a = new Assembler(t);
+  let top = a.dict(root);
+  if (!top) {
+    // PyTorch 1.x `memory_snapshot()` returned the segment list alone.
+    if (Array.isArray(root) || root instanceof RawList) top = new Map<unknown, unknown>([['segments', root]]);
+    else throw shapeError('top level', `expected a dict with 'segments', found ${describe(root)}`);
+  }
+  if (!top.has('segments')) throw shapeError('top level', "no 'segments' key: not a PyTorch memory snapshot");
+  const { segments, blocks } = a.segments(top.get('segments'));
+  const traces = a.traces(top.get('device_traces'));
+  const settings = top.get('allocator_settings');
+  const allocatorSettings = settings === undefined || settings === null ? null : a.plain(settings, 'allocator_settings');
+  if (allocatorSettings !== null && (typeof allocatorSettings !== 'object' || Array.isArray(allocatorSettings))) {
+    throw shapeError('allocator_settings', 'expected a dict');
+  }
+  const annotations: ExternalAnnotation[] = [];
+  const rawAnnotations = top.get('external_annotations');
+  if (rawAnnotations !== undefined && rawAnnotations !== null) {
+    a.list(rawAnnotations, 'external_annotations').forEach((x, i) => {
+      const path = `external_annotations[${i}]`;
+      const d = a.dict(x);
+      if (!d) throw shapeError(path, `expected a dict, found ${describe(x)}`);
+      annotations.push({
+        stage: a.str(d.get('stage'), `${path}.stage`),
+        name: a.str(d.get('name'), `${path}.name`),
+        device: a.optInt(d.get('device'), `${path}.device`, -1),
+        timeUs: typeof d.get('time_us') === 'number' ? (d.get('time_us') as number) : a.int(d.get('time_us'), `${path}.time_us`),
+      });
+    });
+  }
+  const extra: { [key: string]: PlainValue } = {};
+  const unknownKeys: string[] = [];
+  for (const [k, v] of top) {
+    if (typeof k === 'string' && MODELLED_KEYS.has(k)) continue;
+    unknownKeys.push(String(k));
+    extra[String(k)] = a.plain(v, String(k));
+  }
+  const traceKeys = TRACE_KEYS.filter((_, bit) => t.traceKeyMask & (1 << bit)) as string[];
+  traceKeys.push(...t.otherTraceKeys);
+  const stacks: StackTable = {
+    count: t.stackOffsets.length - 1,
+    offsets: t.stackOffsets.finish(),
+    frameIds: t.stackFrames.finish(),
+  };
+  return {
+    segments,
+    blocks,
+    traces,
+    frames: t.frames,
+    stacks,
+    strings: t.strings,
+    stateNames: t.stateNames,
+    actionNames: t.actionNames,
+    allocatorSettings: allocatorSettings as { [key: string]: PlainValue } | null,
+    externalAnnotations: annotations,
+    format: {
+      hasAllocatorSettings: top.has('allocator_settings'),
+      hasExternalAnnotations: top.has('external_annotations'),
+      legacyBlockHistory: t.legacyHistory,
+      traceKeys: traceKeys.sort(),
+      unknownKeys,
+    },
+    extra,
+  };
+}
+
+// ---------------------------------------------------------------------------------------------
+
+export interface ReadSnapshotOptions {
+  limits?: Partial<PickleLimits>;
+  /** Called every ~0.5% of the file (at least every MiB) while reading; for progress bars. */
+  onProgress?: (bytesRead: number, totalBytes: number) => void;
+}
+
+/** Normalises a snapshot already read with `readPickle`. */
+export function normaliseSnapshot(value: PickleValue): MemorySnapshot {
+  return assemble(value, new SnapshotTables());
+}
+
+/**
+ * Reads a pickled PyTorch memory snapshot (`_dump_snapshot`) into memscope's model, fast and
+ * without building a JavaScript object per block or event. Throws MemscopeError on bad input.
+ */
+export function readSnapshot(bytes: Uint8Array, options: ReadSnapshotOptions = {}): MemorySnapshot {
+  if (!(bytes instanceof Uint8Array)) throw new MemscopeError('bad-argument', 'readSnapshot: expected a Uint8Array');
+  const limits: PickleLimits = { ...DEFAULT_PICKLE_LIMITS, ...options.limits };
+  const tables = new SnapshotTables();
+  let root: unknown;
+  try {
+    root = runPickle(bytes, new SnapshotBuilder(tables), limits, options.onProgress);
+  } catch (e) {
+    if (!(e instanceof FastPathBail)) throw e;
+    // Something the fast path does not model (e.g. a recognised dict modified later): read generically.
+    return normaliseSnapshot(readPickle(bytes, limits));
+  }
+  return assemble(root, tables);
+}
