@@ -36,7 +36,8 @@ function table(headers: string[], rows: { cells: (string | Node)[]; search: stri
   t.append(el('thead', {}, head));
   const body = el('tbody');
   for (const r of rows) {
-    const tr = el('tr', { 'data-search': r.search.toLowerCase() });
+    // Rows without search text (nested state and per-step tables) are never filtered.
+    const tr = el('tr', r.search ? { 'data-search': r.search.toLowerCase() } : {});
     r.cells.forEach((c, i) => tr.append(el('td', numeric.includes(i) ? { class: 'num' } : {}, c)));
     body.append(tr);
     if (r.detail) {
