@@ -1,0 +1,6 @@
+// memscope/tfjs: the TensorFlow.js adapter and TFJS-specific helpers.
+export { tfjsAdapter } from './adapter.js';
+export { annotate } from './annotate.js';
+export { readDeviceMemory } from './device-memory.js';
+export { MemTracker } from './mem-tracker.js';
+export { MemoryTracker } from './memory-tracker.js';

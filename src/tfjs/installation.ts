@@ -1,0 +1,947 @@
+import type {
+  EventContext,
+  GradientPair,
+  KernelEvent,
+  MemoryEventSink,
+  Phase,
+  ScopeKind,
+  TensorRef,
+} from '../core/events.js';
+import {
+  type DataId,
+  type PatchedEngineMethod,
+  type TfBackend,
+  type TfEngine,
+  type TfKernelParams,
+  type TfTensor,
+  PATCHED_ENGINE_METHODS,
+  isTensorLike,
+  isVariableLike,
+} from './engine-types.js';
+import { type TfLayer, TfjsModule, TfjsOptimizer, TfjsStorage, TfjsTensorRef, storageBytes } from './refs.js';
+
+/**
+ * One installation of memscope's hooks on the global TFJS engine, shared by
+ * every attached session (reference counted by the adapter). See
+ * docs/TFJS_INSTRUMENTATION.md for what is patched and what each event means.
+ */
+
+/** The adapter's live context (EventContext is its read-only view). */
+class LiveContext implements EventContext {
+  phase: Phase = 'none';
+  module: TfjsModule | null = null;
+  kernel: string | null = null;
+  step = 0;
+  seq = 0;
+}
+
+/** One forward invocation of a module. Tape nodes recorded inside it point at it. */
+interface Frame {
+  readonly module: TfjsModule;
+  readonly parent: Frame | null;
+  readonly depth: number;
+  /**
+   * Opened by memscope, not by the module's own `call`: tfjs-layers runs a
+   * root model's layers from `fit`/`predict`/`evaluate` without calling the
+   * root's `call`, so the root's forward spans its first layer's start to its
+   * last output layer's end.
+   */
+  readonly implicit: boolean;
+  /** Implicit frames: output layers that have not finished yet. */
+  readonly pending: Set<object> | null;
+  /** Implicit frames: the outputs of the output layers that finished. */
+  readonly outputs: TensorRef[];
+  /** Engine scope depth when the frame opened; an implicit frame never outlives it. */
+  readonly scopeDepth: number;
+}
+
+/** One `engine.gradients` call in progress. */
+interface GradientRun {
+  /** 0 before its 'forward' tidy, 1 inside it, 2 between, 3 inside 'backward', 4 after. */
+  state: number;
+  /** The backward frame that was current when this run's backprop began. */
+  bwBase: Frame | null;
+}
+
+const SCOPE_PLAIN = 0;
+const SCOPE_GRAD_FORWARD = 1;
+const SCOPE_GRAD_BACKWARD = 2;
+
+type Fn = (...args: never[]) => unknown;
+
+interface InstanceWrap {
+  readonly target: Record<string, unknown>;
+  readonly key: string;
+  readonly hadOwn: boolean;
+  readonly previous: unknown;
+  readonly wrapper: unknown;
+}
+
+export class Installation {
+  active = true;
+  readonly ctx = new LiveContext();
+
+  /** Failures inside memscope's own hook logic, swallowed so the program runs on. */
+  internalErrors = 0;
+  private warnedInternal = false;
+  private readonly warnedSinks = new WeakSet<object>();
+
+  private sinks: MemoryEventSink[] = [];
+  // Per-handler subscriber lists, recomputed on (un)subscribe so the hot path
+  // only tests `.length`.
+  private allocSinks: MemoryEventSink[] = [];
+  private freeSinks: MemoryEventSink[] = [];
+  private createSinks: MemoryEventSink[] = [];
+  private disposeSinks: MemoryEventSink[] = [];
+  private kernelStartSinks: MemoryEventSink[] = [];
+  private kernelEndSinks: MemoryEventSink[] = [];
+  private scopeStartSinks: MemoryEventSink[] = [];
+  private scopeEndSinks: MemoryEventSink[] = [];
+  private moduleEnterSinks: MemoryEventSink[] = [];
+  private moduleExitSinks: MemoryEventSink[] = [];
+  private bwEnterSinks: MemoryEventSink[] = [];
+  private bwExitSinks: MemoryEventSink[] = [];
+  private gradStartSinks: MemoryEventSink[] = [];
+  private gradEndSinks: MemoryEventSink[] = [];
+  private optStartSinks: MemoryEventSink[] = [];
+  private optEndSinks: MemoryEventSink[] = [];
+  private assignSinks: MemoryEventSink[] = [];
+  private wantKernels = false;
+
+  private readonly storages = new WeakMap<DataId, TfjsStorage>();
+  readonly live = new Set<TfjsStorage>();
+  private readonly tensorRefs = new WeakMap<TfTensor, TfjsTensorRef>();
+  private readonly backendNames = new WeakMap<object, string>();
+
+  private readonly engineOriginals = new Map<PatchedEngineMethod, Fn>();
+  private readonly engineWrappers = new Map<PatchedEngineMethod, Fn>();
+  private readonly engineProto: Record<string, unknown>;
+  /** Prototypes whose `assign` memscope replaced → the original. */
+  private readonly assignOriginals = new Map<Record<string, unknown>, { original: Fn; wrapper: Fn }>();
+  private readonly instanceWraps: InstanceWrap[] = [];
+
+  readonly modules = new WeakMap<object, TfjsModule>();
+  private moduleCount = 0;
+  readonly optimizers = new WeakMap<object, TfjsOptimizer>();
+
+  private fwdTop: Frame | null = null;
+  private bwTop: Frame | null = null;
+  private forwardDepth = 0;
+  private backwardDepth = 0;
+  private optimizerDepth = 0;
+  private readonly gradRuns: GradientRun[] = [];
+  private readonly scopeObjs: object[] = [];
+  private readonly scopeMarks: number[] = [];
+  private assigning: TfTensor | null = null;
+
+  readonly toRef = (t: TfTensor): TensorRef => this.refFor(t);
+
+  constructor(readonly engine: TfEngine) {
+    this.engineProto = Object.getPrototypeOf(engine) as Record<string, unknown>;
+    this.patchEngine();
+    // Weights and optimizer state usually exist before tracking starts: they
+    // are the engine's registered variables, so memscope can know them.
+    for (const name of Object.keys(engine.state.registeredVariables)) {
+      const v = engine.state.registeredVariables[name];
+      if (v == null) continue;
+      this.patchVariableClassOf(v);
+      if (!v.isDisposed && this.storages.get(v.dataId) === undefined) this.adopt(v, false);
+    }
+  }
+
+  // ---------------------------------------------------------------- sinks
+
+  subscribe(sink: MemoryEventSink): void {
+    this.sinks.push(sink);
+    this.recomputeWants();
+  }
+
+  unsubscribe(sink: MemoryEventSink): void {
+    const i = this.sinks.indexOf(sink);
+    if (i >= 0) this.sinks.splice(i, 1);
+    this.recomputeWants();
+  }
+
+  private recomputeWants(): void {
+    const pick = (k: keyof MemoryEventSink) => this.sinks.filter((s) => typeof s[k] === 'function');
+    this.allocSinks = pick('onStorageAlloc');
+    this.freeSinks = pick('onStorageFree');
+    this.createSinks = pick('onTensorCreate');
+    this.disposeSinks = pick('onTensorDispose');
+    this.kernelStartSinks = pick('onKernelStart');
+    this.kernelEndSinks = pick('onKernelEnd');
+    this.scopeStartSinks = pick('onScopeStart');
+    this.scopeEndSinks = pick('onScopeEnd');
+    this.moduleEnterSinks = pick('onModuleEnter');
+    this.moduleExitSinks = pick('onModuleExit');
+    this.bwEnterSinks = pick('onBackwardModuleEnter');
+    this.bwExitSinks = pick('onBackwardModuleExit');
+    this.gradStartSinks = pick('onGradientStart');
+    this.gradEndSinks = pick('onGradientEnd');
+    this.optStartSinks = pick('onOptimizerStepStart');
+    this.optEndSinks = pick('onOptimizerStepEnd');
+    this.assignSinks = pick('onVariableAssign');
+    this.wantKernels = this.kernelStartSinks.length > 0 || this.kernelEndSinks.length > 0;
+  }
+
+  get sinkCount(): number {
+    return this.sinks.length;
+  }
+
+  private sinkError(sink: MemoryEventSink, err: unknown): void {
+    if (this.warnedSinks.has(sink)) return;
+    this.warnedSinks.add(sink);
+    console.warn('memscope: an event sink threw; the error was isolated from the program:', err);
+  }
+
+  internalError(err: unknown): void {
+    this.internalErrors++;
+    if (this.warnedInternal) return;
+    this.warnedInternal = true;
+    console.warn('memscope: internal error in a TFJS hook; the event was skipped and TFJS ran on:', err);
+  }
+
+  /** Calls `method` on every sink in `list` with (a, ctx) or (a, b, ctx). */
+  private emit(list: MemoryEventSink[], method: keyof MemoryEventSink, a: unknown, b?: unknown, two = false): void {
+    if (list.length === 0) return;
+    const ctx = this.ctx;
+    ctx.seq++;
+    for (let i = 0; i < list.length; i++) {
+      const sink = list[i]!;
+      try {
+        const f = sink[method] as (...args: unknown[]) => void;
+        if (two) f.call(sink, a, b, ctx);
+        else f.call(sink, a, ctx);
+      } catch (err) {
+        this.sinkError(sink, err);
+      }
+    }
+  }
+
+  // ------------------------------------------------------------- storages
+
+  private deviceOf(engine: TfEngine, backend: TfBackend | undefined): string {
+    if (backend == null) return engine.backendName ?? 'unknown';
+    const cached = this.backendNames.get(backend);
+    if (cached !== undefined) return cached;
+    for (const name of Object.keys(engine.registry)) {
+      if (engine.registry[name] === backend) {
+        this.backendNames.set(backend, name);
+        return name;
+      }
+    }
+    return engine.backendName ?? 'unknown';
+  }
+
+  private newStorage(engine: TfEngine, dataId: DataId, dtype: string, size: number, shape: readonly number[], adopted: boolean): TfjsStorage {
+    const info = engine.state.tensorInfo.get(dataId);
+    const backend = info?.backend;
+    const bytes = storageBytes(dtype, size, () => backend?.readSync?.(dataId));
+    const s = new TfjsStorage(this.deviceOf(engine, backend), bytes, dtype, shape, adopted);
+    this.storages.set(dataId, s);
+    this.live.add(s);
+    return s;
+  }
+
+  /** Makes a storage known that TFJS created before memscope could see it. */
+  private adopt(t: TfTensor, announce: boolean): TfjsStorage {
+    const engine = this.engine;
+    if (!engine.state.tensorInfo.has(t.dataId)) {
+      // Already released by the engine: a dead storage, never live.
+      return new TfjsStorage(this.deviceOf(engine, undefined), storageBytes(t.dtype, t.size, () => []), t.dtype, t.shape, true);
+    }
+    const s = this.newStorage(engine, t.dataId, t.dtype, t.size, t.shape, true);
+    if (announce) this.emit(this.allocSinks, 'onStorageAlloc', s);
+    return s;
+  }
+
+  refFor(t: TfTensor): TfjsTensorRef {
+    let r = this.tensorRefs.get(t);
+    if (r === undefined) {
+      const s = this.storages.get(t.dataId) ?? this.adopt(t, true);
+      r = new TfjsTensorRef(t, this.storages, s);
+      this.tensorRefs.set(t, r);
+    }
+    return r;
+  }
+
+  /** After `engine.trackTensor(a)`: `isNew` when the engine made a new dataId entry. */
+  onTrack(engine: TfEngine, a: TfTensor, isNew: boolean): void {
+    let s = this.storages.get(a.dataId);
+    if (s === undefined || isNew) {
+      if (s !== undefined) this.release(a.dataId, s); // stale: cannot happen unless the engine was reset
+      s = this.newStorage(engine, a.dataId, a.dtype, a.size, a.shape, !isNew);
+      if (this.allocSinks.length > 0) this.emit(this.allocSinks, 'onStorageAlloc', s);
+    }
+    if (this.createSinks.length > 0 && a !== this.assigning) {
+      let r = this.tensorRefs.get(a);
+      if (r === undefined) {
+        r = new TfjsTensorRef(a, this.storages, s);
+        this.tensorRefs.set(a, r);
+      }
+      this.emit(this.createSinks, 'onTensorCreate', r);
+    }
+  }
+
+  onDispose(a: TfTensor): void {
+    if (this.disposeSinks.length === 0 || a === this.assigning) return;
+    const r = this.tensorRefs.get(a);
+    if (r !== undefined && !r.disposed) {
+      r.disposed = true;
+      this.emit(this.disposeSinks, 'onTensorDispose', r);
+    }
+  }
+
+  private release(dataId: DataId, s: TfjsStorage): void {
+    this.storages.delete(dataId);
+    this.live.delete(s);
+    if (this.freeSinks.length > 0) this.emit(this.freeSinks, 'onStorageFree', s);
+  }
+
+  onDataIdRemoved(engine: TfEngine, dataId: DataId): void {
+    if (engine.state.tensorInfo.has(dataId)) return;
+    const s = this.storages.get(dataId);
+    if (s !== undefined) this.release(dataId, s);
+  }
+
+  onMoved(engine: TfEngine, dataId: DataId): void {
+    const old = this.storages.get(dataId);
+    if (old !== undefined) this.release(dataId, old);
+    const info = engine.state.tensorInfo.get(dataId);
+    if (info === undefined) return;
+    let size = 1;
+    for (const d of info.shape) size *= d;
+    const s = this.newStorage(engine, dataId, info.dtype, size, info.shape, old === undefined);
+    this.emit(this.allocSinks, 'onStorageAlloc', s);
+  }
+
+  // --------------------------------------------------------------- context
+
+  private updateCtx(): void {
+    const ctx = this.ctx;
+    if (this.optimizerDepth > 0) ctx.phase = 'optimizer';
+    else if (this.backwardDepth > 0) ctx.phase = 'backward';
+    else if (this.fwdTop !== null || this.forwardDepth > 0) ctx.phase = 'forward';
+    else ctx.phase = 'none';
+    ctx.module = this.backwardDepth > 0 && this.optimizerDepth === 0 ? (this.bwTop?.module ?? null) : (this.fwdTop?.module ?? null);
+  }
+
+  // --------------------------------------------------------------- kernels
+
+  kernelStart(name: string, params: TfKernelParams): KernelEvent | null {
+    if (!this.wantKernels) return null;
+    const inputs: TensorRef[] = [];
+    const map = params.inputs;
+    if (map != null) {
+      for (const k in map) {
+        const t = map[k];
+        if (isTensorLike(t)) inputs.push(this.refFor(t));
+      }
+    }
+    const ev: KernelEvent = { name, inputs, outputs: [], composite: params.kernelName == null };
+    this.emit(this.kernelStartSinks, 'onKernelStart', ev);
+    return ev;
+  }
+
+  kernelEnd(start: KernelEvent, out: unknown): void {
+    const outputs = out == null ? [] : this.refsOf(out);
+    this.emit(this.kernelEndSinks, 'onKernelEnd', { name: start.name, inputs: start.inputs, outputs, composite: start.composite });
+  }
+
+  private refsOf(x: unknown): TensorRef[] {
+    const out: TensorRef[] = [];
+    const visit = (v: unknown): void => {
+      if (isTensorLike(v)) {
+        if (!v.isDisposed || this.storages.get(v.dataId) !== undefined) out.push(this.refFor(v));
+      } else if (Array.isArray(v)) for (const e of v) visit(e);
+    };
+    visit(x);
+    return out;
+  }
+
+  // ---------------------------------------------------------------- scopes
+
+  onScopeStart(engine: TfEngine): void {
+    const scope = engine.state.activeScope;
+    if (scope == null) return;
+    let mark = SCOPE_PLAIN;
+    const run = this.gradRuns[this.gradRuns.length - 1];
+    if (run !== undefined) {
+      if (run.state === 0 && scope.name === 'forward') {
+        run.state = 1;
+        mark = SCOPE_GRAD_FORWARD;
+        this.forwardDepth++;
+      } else if (run.state === 2 && scope.name === 'backward') {
+        run.state = 3;
+        run.bwBase = this.bwTop;
+        mark = SCOPE_GRAD_BACKWARD;
+        this.backwardDepth++;
+      }
+    }
+    this.scopeObjs.push(scope);
+    this.scopeMarks.push(mark);
+    if (mark !== SCOPE_PLAIN) this.updateCtx();
+    if (this.scopeStartSinks.length > 0) this.emit(this.scopeStartSinks, 'onScopeStart', scope.name, 'tidy' satisfies ScopeKind, true);
+  }
+
+  /** Before `engine.endScope`: returns what the ending scope was to memscope. */
+  beforeScopeEnd(engine: TfEngine): { mark: number; name: string } | null {
+    const scope = engine.state.activeScope;
+    if (scope == null) return null;
+    const n = this.scopeObjs.length;
+    const mark = n > 0 && this.scopeObjs[n - 1] === scope ? this.scopeMarks[n - 1]! : -1;
+    if (mark === SCOPE_GRAD_BACKWARD) {
+      // Backprop is over: leave every module it entered before the tidy frees
+      // backprop's intermediates (they are still live at the Exit events).
+      const run = this.gradRuns[this.gradRuns.length - 1];
+      this.backwardTo(run?.bwBase ?? null);
+    }
+    return { mark, name: scope.name };
+  }
+
+  afterScopeEnd(engine: TfEngine, ended: { mark: number; name: string }): void {
+    if (ended.mark >= 0) {
+      this.scopeObjs.pop();
+      this.scopeMarks.pop();
+    }
+    const run = this.gradRuns[this.gradRuns.length - 1];
+    if (ended.mark === SCOPE_GRAD_FORWARD) {
+      this.forwardDepth--;
+      if (run !== undefined) run.state = 2;
+    } else if (ended.mark === SCOPE_GRAD_BACKWARD) {
+      this.backwardDepth--;
+      if (run !== undefined) run.state = 4;
+    }
+    // An implicit module frame never outlives the engine scope it opened in
+    // (fit/predict run each batch's forward inside a tidy).
+    const depth = engine.state.scopeStack.length;
+    while (this.fwdTop !== null && this.fwdTop.implicit && this.fwdTop.scopeDepth > depth) {
+      this.closeFrame(this.fwdTop, this.fwdTop.outputs);
+    }
+    this.updateCtx();
+    if (this.scopeEndSinks.length > 0) this.emit(this.scopeEndSinks, 'onScopeEnd', ended.name, 'tidy' satisfies ScopeKind, true);
+  }
+
+  annotationStart(name: string): void {
+    this.emit(this.scopeStartSinks, 'onScopeStart', name, 'annotation' satisfies ScopeKind, true);
+  }
+
+  annotationEnd(name: string): void {
+    this.emit(this.scopeEndSinks, 'onScopeEnd', name, 'annotation' satisfies ScopeKind, true);
+  }
+
+  // ------------------------------------------------------------- gradients
+
+  gradientStart(xs: TfTensor[]): GradientRun {
+    const run: GradientRun = { state: 0, bwBase: null };
+    this.gradRuns.push(run);
+    if (this.gradStartSinks.length > 0) this.emit(this.gradStartSinks, 'onGradientStart', this.refsOf(xs));
+    return run;
+  }
+
+  gradientEnd(run: GradientRun, xs: TfTensor[], result: { grads: Array<TfTensor | null | undefined> } | null): void {
+    const i = this.gradRuns.lastIndexOf(run);
+    if (i >= 0) this.gradRuns.length = i;
+    if (this.bwTop !== run.bwBase && run.state >= 3) this.backwardTo(run.bwBase);
+    this.updateCtx();
+    if (this.gradEndSinks.length > 0) {
+      const pairs: GradientPair[] = [];
+      if (result !== null) {
+        for (let k = 0; k < xs.length; k++) {
+          const g = result.grads[k];
+          pairs.push({ x: this.refFor(xs[k]!), grad: isTensorLike(g) ? this.refFor(g) : null });
+        }
+      }
+      this.emit(this.gradEndSinks, 'onGradientEnd', pairs);
+    }
+  }
+
+  /** After `addTapeNode`: ties the node's gradient closure to the module that recorded it. */
+  onTapeNode(engine: TfEngine): void {
+    if (this.moduleCount === 0) return;
+    const tape = engine.state.activeTape;
+    if (tape == null || tape.length === 0) return;
+    const node = tape[tape.length - 1]!;
+    const gradient = node.gradient;
+    if (typeof gradient !== 'function') return;
+    const frame = this.fwdTop;
+    node.gradient = (dys: unknown[]) => {
+      if (this.active && this.backwardDepth > 0) {
+        try {
+          this.backwardTo(frame);
+        } catch (err) {
+          this.internalError(err);
+        }
+      }
+      return gradient(dys);
+    };
+  }
+
+  /**
+   * Moves backprop's position to `target` (the frame that recorded the node
+   * about to run): exits the frames being left, innermost first, then enters
+   * the frames being reached, outermost first.
+   */
+  private backwardTo(target: Frame | null): void {
+    const cur = this.bwTop;
+    if (cur === target) return;
+    let a = cur;
+    let b = target;
+    while (a !== b) {
+      if (a === null) b = b!.parent;
+      else if (b === null) a = a.parent;
+      else if (a.depth > b.depth) a = a.parent;
+      else if (b.depth > a.depth) b = b.parent;
+      else {
+        a = a.parent;
+        b = b.parent;
+      }
+    }
+    const common = a;
+    for (let f = cur; f !== null && f !== common; f = f.parent) {
+      this.ctx.module = f.module;
+      this.emit(this.bwExitSinks, 'onBackwardModuleExit', f.module);
+      this.bwTop = f.parent;
+    }
+    const path: Frame[] = [];
+    for (let f = target; f !== null && f !== common; f = f.parent) path.push(f);
+    for (let i = path.length - 1; i >= 0; i--) {
+      const f = path[i]!;
+      this.bwTop = f;
+      this.ctx.module = f.module;
+      this.emit(this.bwEnterSinks, 'onBackwardModuleEnter', f.module);
+    }
+    this.bwTop = target;
+    this.updateCtx();
+  }
+
+  // --------------------------------------------------------------- modules
+
+  /** Instruments `layer` and its nested layers; returns its module. */
+  instrumentModule(layer: TfLayer, name: string, parent: TfjsModule | null): TfjsModule {
+    const existing = this.modules.get(layer);
+    if (existing !== undefined) return existing;
+    const path = parent === null ? name : `${parent.path}.${name}`;
+    const className = layer.getClassName?.() ?? layer.constructor.className ?? layer.constructor.name;
+    const mod = new TfjsModule(layer, path, className, parent, this.toRef);
+    this.modules.set(layer, mod);
+    this.moduleCount++;
+    if (parent !== null) parent.children.push(mod);
+    this.wrapLayerCall(layer, mod);
+    const children = Array.isArray(layer.layers) ? layer.layers : [];
+    for (const child of children) {
+      if (child == null || typeof child.call !== 'function') continue;
+      // InputLayers never run (executors feed their outputs), so they are not modules.
+      const childClass = child.getClassName?.() ?? child.constructor.name;
+      if (childClass === 'InputLayer') continue;
+      this.instrumentModule(child, child.name, mod);
+    }
+    return mod;
+  }
+
+  private wrapLayerCall(layer: TfLayer, mod: TfjsModule): void {
+    const previous = layer.call;
+    const inst = this;
+    const wrapper = function (this: unknown, inputs: unknown, kwargs: unknown): unknown {
+      if (!inst.active) return previous.call(this, inputs, kwargs);
+      let frame: Frame | null = null;
+      try {
+        frame = inst.enterModule(mod, inputs);
+      } catch (err) {
+        inst.internalError(err);
+      }
+      let out: unknown;
+      try {
+        out = previous.call(this, inputs, kwargs);
+      } catch (userError) {
+        if (frame !== null) {
+          try {
+            inst.exitModule(frame, null);
+          } catch (err) {
+            inst.internalError(err);
+          }
+        }
+        throw userError;
+      }
+      if (frame !== null) {
+        try {
+          inst.exitModule(frame, out);
+        } catch (err) {
+          inst.internalError(err);
+        }
+      }
+      return out;
+    };
+    this.wrapInstance(layer as unknown as Record<string, unknown>, 'call', wrapper);
+  }
+
+  private openFrame(mod: TfjsModule, implicit: boolean, inputs: unknown): Frame {
+    const parent = this.fwdTop;
+    const outputLayers = implicit ? mod.layer.outputLayers : undefined;
+    const frame: Frame = {
+      module: mod,
+      parent,
+      depth: parent === null ? 0 : parent.depth + 1,
+      implicit,
+      pending: implicit && Array.isArray(outputLayers) && outputLayers.length > 0 ? new Set<object>(outputLayers) : null,
+      outputs: [],
+      scopeDepth: this.engine.state.scopeStack.length,
+    };
+    this.fwdTop = frame;
+    this.updateCtx();
+    if (this.moduleEnterSinks.length > 0) this.emit(this.moduleEnterSinks, 'onModuleEnter', mod, this.refsOf(inputs), true);
+    return frame;
+  }
+
+  private closeFrame(frame: Frame, outputs: readonly TensorRef[]): void {
+    this.ctx.module = frame.module;
+    if (this.moduleExitSinks.length > 0) this.emit(this.moduleExitSinks, 'onModuleExit', frame.module, outputs, true);
+    this.fwdTop = frame.parent;
+    this.updateCtx();
+  }
+
+  enterModule(mod: TfjsModule, inputs: unknown): Frame {
+    const top = this.fwdTop;
+    const parent = mod.parent;
+    if (parent !== null && (top === null || top.module !== parent)) {
+      // Ancestors whose own `call` did not run (a root model driven by
+      // fit/predict): open them implicitly, outermost first.
+      const missing: TfjsModule[] = [];
+      for (let p: TfjsModule | null = parent; p !== null && (top === null || p !== top.module); p = p.parent) missing.push(p);
+      for (let i = missing.length - 1; i >= 0; i--) this.openFrame(missing[i]!, true, inputs);
+    }
+    return this.openFrame(mod, false, inputs);
+  }
+
+  /** `out` null: the module's call threw (its Exit fires with no outputs). */
+  exitModule(frame: Frame, out: unknown): void {
+    // Implicit frames opened inside this call and still open end with it.
+    while (this.fwdTop !== null && this.fwdTop !== frame && frame.depth < this.fwdTop.depth) {
+      this.closeFrame(this.fwdTop, this.fwdTop.outputs);
+    }
+    if (this.fwdTop !== frame) return; // already closed by a scope end
+    const outputs = out === null || this.moduleExitSinks.length === 0 ? [] : this.refsOf(out);
+    this.closeFrame(frame, outputs);
+    if (out === null) return;
+    // A finished output layer may complete an implicitly opened ancestor.
+    let done: Frame = frame;
+    let top = this.fwdTop as Frame | null;
+    while (top !== null && top.implicit && top.pending !== null && top.pending.delete(done.module.layer)) {
+      for (const o of outputs) top.outputs.push(o);
+      if (top.pending.size > 0) break;
+      this.closeFrame(top, top.outputs);
+      done = top;
+      top = this.fwdTop;
+    }
+  }
+
+  // ------------------------------------------------------------ optimizers
+
+  instrumentOptimizer(optimizer: object): TfjsOptimizer {
+    const existing = this.optimizers.get(optimizer);
+    if (existing !== undefined) return existing;
+    const ctor = (optimizer as { constructor?: { className?: string; name?: string } }).constructor;
+    const className = (optimizer as { getClassName?: () => string }).getClassName?.() ?? ctor?.className ?? ctor?.name ?? 'Optimizer';
+    const ref = new TfjsOptimizer(optimizer, className, this.toRef, isTensorLike);
+    this.optimizers.set(optimizer, ref);
+    const previous = (optimizer as { applyGradients: Fn }).applyGradients as (this: unknown, g: unknown) => unknown;
+    const inst = this;
+    const wrapper = function (this: unknown, grads: unknown): unknown {
+      if (!inst.active) return previous.call(this, grads);
+      try {
+        inst.optimizerStart(ref);
+      } catch (err) {
+        inst.internalError(err);
+      }
+      try {
+        return previous.call(this, grads);
+      } finally {
+        try {
+          inst.optimizerEnd(ref);
+        } catch (err) {
+          inst.internalError(err);
+        }
+      }
+    };
+    this.wrapInstance(optimizer as Record<string, unknown>, 'applyGradients', wrapper);
+    return ref;
+  }
+
+  private optimizerStart(ref: TfjsOptimizer): void {
+    this.optimizerDepth++;
+    this.updateCtx();
+    this.emit(this.optStartSinks, 'onOptimizerStepStart', ref);
+  }
+
+  private optimizerEnd(ref: TfjsOptimizer): void {
+    this.ctx.step++;
+    this.emit(this.optEndSinks, 'onOptimizerStepEnd', ref);
+    this.optimizerDepth--;
+    this.updateCtx();
+  }
+
+  // ---------------------------------------------------------------- assign
+
+  beforeAssign(v: TfTensor): TfjsStorage | undefined {
+    return this.storages.get(v.dataId);
+  }
+
+  afterAssign(v: TfTensor, previous: TfjsStorage | undefined): void {
+    if (previous === undefined || this.assignSinks.length === 0) return;
+    this.emit(this.assignSinks, 'onVariableAssign', this.refFor(v), previous, true);
+  }
+
+  // -------------------------------------------------------------- patching
+
+  private wrapInstance(target: Record<string, unknown>, key: string, wrapper: unknown): void {
+    const hadOwn = Object.prototype.hasOwnProperty.call(target, key);
+    const previous = target[key];
+    target[key] = wrapper;
+    this.instanceWraps.push({ target, key, hadOwn, previous, wrapper });
+  }
+
+  /** Finds the prototype that defines `assign` for this variable's class and patches it once. */
+  patchVariableClassOf(v: TfTensor): void {
+    let proto = Object.getPrototypeOf(v) as Record<string, unknown> | null;
+    while (proto !== null && !Object.prototype.hasOwnProperty.call(proto, 'assign')) {
+      proto = Object.getPrototypeOf(proto) as Record<string, unknown> | null;
+    }
+    if (proto === null || this.assignOriginals.has(proto)) return;
+    const original = proto['assign'] as (this: TfTensor, value: TfTensor) => void;
+    if (typeof original !== 'function') return;
+    const inst = this;
+    const wrapper = function (this: TfTensor, value: TfTensor): void {
+      if (!inst.active) return original.call(this, value);
+      let previous: TfjsStorage | undefined;
+      try {
+        previous = inst.beforeAssign(this);
+      } catch (err) {
+        inst.internalError(err);
+      }
+      const outer = inst.assigning;
+      inst.assigning = this;
+      try {
+        original.call(this, value);
+      } finally {
+        inst.assigning = outer;
+      }
+      try {
+        inst.afterAssign(this, previous);
+      } catch (err) {
+        inst.internalError(err);
+      }
+    };
+    proto['assign'] = wrapper;
+    this.assignOriginals.set(proto, { original: original as Fn, wrapper: wrapper as Fn });
+  }
+
+  private patchEngine(): void {
+    const proto = this.engineProto;
+    for (const name of PATCHED_ENGINE_METHODS) {
+      const original = proto[name];
+      if (typeof original !== 'function') throw new Error(`engine method ${name} is missing`);
+      this.engineOriginals.set(name, original as Fn);
+    }
+    const inst = this;
+    const o = <K extends PatchedEngineMethod>(k: K) => this.engineOriginals.get(k) as unknown as TfEngine[K];
+    const trackTensor = o('trackTensor');
+    const disposeTensor = o('disposeTensor');
+    const removeDataId = o('removeDataId');
+    const moveData = o('moveData');
+    const runKernelFunc = o('runKernelFunc');
+    const addTapeNode = o('addTapeNode');
+    const gradients = o('gradients');
+    const startScope = o('startScope');
+    const endScope = o('endScope');
+    const incRef = o('incRef');
+
+    const wrappers: { [K in PatchedEngineMethod]: TfEngine[K] } = {
+      trackTensor(this: TfEngine, a, backend) {
+        if (!inst.active) return trackTensor.call(this, a, backend);
+        const before = this.state.numDataBuffers;
+        trackTensor.call(this, a, backend);
+        try {
+          inst.onTrack(this, a, this.state.numDataBuffers !== before);
+        } catch (err) {
+          inst.internalError(err);
+        }
+      },
+      incRef(this: TfEngine, a, backend) {
+        incRef.call(this, a, backend);
+        // A new variable (makeVariable) or an assign: make sure its class's
+        // assign is instrumented, whichever tfjs-core copy it came from.
+        if (inst.active && isVariableLike(a)) {
+          try {
+            inst.patchVariableClassOf(a);
+          } catch (err) {
+            inst.internalError(err);
+          }
+        }
+      },
+      disposeTensor(this: TfEngine, a) {
+        disposeTensor.call(this, a);
+        if (!inst.active) return;
+        try {
+          inst.onDispose(a);
+        } catch (err) {
+          inst.internalError(err);
+        }
+      },
+      removeDataId(this: TfEngine, dataId, backend) {
+        removeDataId.call(this, dataId, backend);
+        if (!inst.active) return;
+        try {
+          inst.onDataIdRemoved(this, dataId);
+        } catch (err) {
+          inst.internalError(err);
+        }
+      },
+      moveData(this: TfEngine, backend, dataId) {
+        moveData.call(this, backend, dataId);
+        if (!inst.active) return;
+        try {
+          inst.onMoved(this, dataId);
+        } catch (err) {
+          inst.internalError(err);
+        }
+      },
+      runKernelFunc(this: TfEngine, params) {
+        if (!inst.active) return runKernelFunc.call(this, params);
+        const ctx = inst.ctx;
+        const previousKernel = ctx.kernel;
+        let start: KernelEvent | null = null;
+        try {
+          ctx.kernel = params.kernelName ?? this.state.activeScope?.name ?? '';
+          if (inst.wantKernels) start = inst.kernelStart(ctx.kernel, params);
+        } catch (err) {
+          inst.internalError(err);
+        }
+        let out: TfTensor | TfTensor[];
+        try {
+          out = runKernelFunc.call(this, params);
+        } catch (userError) {
+          if (start !== null) {
+            try {
+              inst.kernelEnd(start, null);
+            } catch (err) {
+              inst.internalError(err);
+            }
+          }
+          ctx.kernel = previousKernel;
+          throw userError;
+        }
+        if (start !== null) {
+          try {
+            inst.kernelEnd(start, out);
+          } catch (err) {
+            inst.internalError(err);
+          }
+        }
+        ctx.kernel = previousKernel;
+        return out;
+      },
+      addTapeNode(this: TfEngine, ...args: unknown[]) {
+        addTapeNode.apply(this, args);
+        if (!inst.active) return;
+        try {
+          inst.onTapeNode(this);
+        } catch (err) {
+          inst.internalError(err);
+        }
+      },
+      gradients(this: TfEngine, f, xs, dy, allowNoGradients) {
+        if (!inst.active) return gradients.call(this, f, xs, dy, allowNoGradients);
+        let run: GradientRun | null = null;
+        try {
+          run = inst.gradientStart(xs);
+        } catch (err) {
+          inst.internalError(err);
+        }
+        let result: ReturnType<TfEngine['gradients']>;
+        try {
+          result = gradients.call(this, f, xs, dy, allowNoGradients);
+        } catch (userError) {
+          if (run !== null) {
+            try {
+              inst.gradientEnd(run, xs, null);
+            } catch (err) {
+              inst.internalError(err);
+            }
+          }
+          throw userError;
+        }
+        if (run !== null) {
+          try {
+            inst.gradientEnd(run, xs, result);
+          } catch (err) {
+            inst.internalError(err);
+          }
+        }
+        return result;
+      },
+      startScope(this: TfEngine, name) {
+        startScope.call(this, name);
+        if (!inst.active) return;
+        try {
+          inst.onScopeStart(this);
+        } catch (err) {
+          inst.internalError(err);
+        }
+      },
+      endScope(this: TfEngine, result) {
+        if (!inst.active) return endScope.call(this, result);
+        let ended: { mark: number; name: string } | null = null;
+        try {
+          ended = inst.beforeScopeEnd(this);
+        } catch (err) {
+          inst.internalError(err);
+        }
+        endScope.call(this, result);
+        if (ended === null) return;
+        try {
+          inst.afterScopeEnd(this, ended);
+        } catch (err) {
+          inst.internalError(err);
+        }
+      },
+    };
+    for (const name of PATCHED_ENGINE_METHODS) {
+      const w = wrappers[name] as unknown as Fn;
+      this.engineWrappers.set(name, w);
+      proto[name] = w;
+    }
+  }
+
+  /**
+   * Restores every patched method to the exact function it replaced, and
+   * removes every per-instance wrapper. A method someone else re-patched on
+   * top of memscope's wrapper is left alone (restoring it would drop their
+   * patch); memscope's wrapper beneath it turns into a pass-through.
+   */
+  uninstall(): void {
+    this.active = false;
+    const proto = this.engineProto;
+    for (const [name, original] of this.engineOriginals) {
+      if (proto[name] === this.engineWrappers.get(name)) proto[name] = original;
+    }
+    for (const [vproto, { original, wrapper }] of this.assignOriginals) {
+      if (vproto['assign'] === wrapper) vproto['assign'] = original;
+    }
+    this.assignOriginals.clear();
+    for (let i = this.instanceWraps.length - 1; i >= 0; i--) {
+      const w = this.instanceWraps[i]!;
+      if (w.target[w.key] !== w.wrapper) continue;
+      if (w.hadOwn) w.target[w.key] = w.previous;
+      else delete w.target[w.key];
+    }
+    this.instanceWraps.length = 0;
+    this.live.clear();
+    this.sinks = [];
+    this.recomputeWants();
+  }
+
+  /** For tests: the function memscope replaced (by identity). */
+  originalEngineMethod(name: PatchedEngineMethod): unknown {
+    return this.engineOriginals.get(name);
+  }
+}

@@ -1,0 +1,187 @@
+import type { DeviceName, ModuleRef, OptimizerRef, StorageRef, TensorRef } from '../core/events.js';
+import type { DataId, TfTensor } from './engine-types.js';
+
+let nextStorageId = 1;
+
+/** One storage per TFJS dataId per device. Immutable once made: a move makes a new one. */
+export class TfjsStorage implements StorageRef {
+  readonly id = nextStorageId++;
+  constructor(
+    readonly device: DeviceName,
+    readonly bytes: number,
+    readonly dtype: string,
+    readonly shape: readonly number[],
+    /**
+     * True when the dataId existed before memscope saw it being created (made
+     * before install, and first touched afterwards). Such a storage gets its
+     * onStorageAlloc when memscope first meets it, not when TFJS made it.
+     */
+    readonly adopted: boolean,
+  ) {}
+}
+
+/**
+ * Bytes a dataId holds on its backend. Numeric dtypes: elements × element
+ * size (the engine's own rule). complex64: 8 bytes per element — the backend
+ * keeps a float32 real and a float32 imaginary buffer, which the engine counts
+ * as 0 on the complex container. string: the encoded byte length of every
+ * element, read from the backend (the engine counts this only for tensors made
+ * by `makeTensor`, and 0 for strings made by kernels).
+ */
+export function storageBytes(dtype: string, size: number, readStrings: () => unknown): number {
+  switch (dtype) {
+    case 'float32':
+    case 'int32':
+      return size * 4;
+    case 'bool':
+      return size;
+    case 'complex64':
+      return size * 8;
+    case 'string': {
+      let total = 0;
+      try {
+        const vals = readStrings();
+        if (Array.isArray(vals)) for (const v of vals) total += (v as { length?: number })?.length ?? 0;
+      } catch {
+        // Unreadable string data: count nothing rather than guess.
+      }
+      return total;
+    }
+    default:
+      return size * 4;
+  }
+}
+
+/**
+ * A tensor handle. `storage` follows the tensor's dataId now (a variable's
+ * changes on assign, any tensor's on a move between backends); after the
+ * storage is freed it keeps answering the last one it had.
+ */
+export class TfjsTensorRef implements TensorRef {
+  disposed = false;
+  constructor(
+    readonly tensor: TfTensor,
+    private readonly storages: WeakMap<DataId, TfjsStorage>,
+    private last: TfjsStorage,
+  ) {}
+  get id(): number {
+    return this.tensor.id;
+  }
+  get storage(): TfjsStorage {
+    const s = this.storages.get(this.tensor.dataId);
+    if (s !== undefined) this.last = s;
+    return this.last;
+  }
+  get dtype(): string {
+    return this.tensor.dtype;
+  }
+  get shape(): readonly number[] {
+    return this.tensor.shape;
+  }
+  get variableName(): string | undefined {
+    return typeof this.tensor.assign === 'function' ? this.tensor.name : undefined;
+  }
+  get trainable(): boolean | undefined {
+    return typeof this.tensor.assign === 'function' ? this.tensor.trainable : undefined;
+  }
+}
+
+let nextModuleId = 1;
+
+/** What memscope reads from a tfjs-layers Layer (duck-typed). */
+export interface TfLayer {
+  name: string;
+  call: (inputs: unknown, kwargs: unknown) => unknown;
+  trainableWeights?: Array<{ read?: () => TfTensor; val?: TfTensor }>;
+  nonTrainableWeights?: Array<{ read?: () => TfTensor; val?: TfTensor }>;
+  layers?: TfLayer[];
+  outputLayers?: TfLayer[];
+  getClassName?: () => string;
+  constructor: { name: string; className?: string };
+}
+
+export class TfjsModule implements ModuleRef {
+  readonly id = nextModuleId++;
+  readonly children: TfjsModule[] = [];
+  /** Depth from the root (root = 0). */
+  readonly depth: number;
+  constructor(
+    readonly layer: TfLayer,
+    readonly path: string,
+    readonly className: string,
+    readonly parent: TfjsModule | null,
+    private readonly toRef: (t: TfTensor) => TensorRef,
+  ) {
+    this.depth = parent === null ? 0 : parent.depth + 1;
+  }
+  get root(): TfjsModule {
+    let m: TfjsModule = this;
+    while (m.parent !== null) m = m.parent;
+    return m;
+  }
+  isAncestorOf(m: TfjsModule | null): boolean {
+    for (let p = m; p !== null; p = p.parent) if (p === this) return true;
+    return false;
+  }
+  /**
+   * The layer's own weights, read through the Layer getters so a frozen layer
+   * (`trainable = false`) reports its weights as buffers. A container's weight
+   * lists are its children's, so containers report none of their own.
+   */
+  parameters(): TensorRef[] {
+    return this.children.length > 0 ? [] : this.weights(this.layer.trainableWeights);
+  }
+  buffers(): TensorRef[] {
+    return this.children.length > 0 ? [] : this.weights(this.layer.nonTrainableWeights);
+  }
+  private weights(list: Array<{ read?: () => TfTensor; val?: TfTensor }> | undefined): TensorRef[] {
+    const out: TensorRef[] = [];
+    if (!Array.isArray(list)) return out;
+    for (const w of list) {
+      // LayerVariable keeps its tf.Variable in `val`; `read()` returns it too
+      // but throws once disposed.
+      const v = w?.val;
+      if (v != null && !v.isDisposed) out.push(this.toRef(v));
+    }
+    return out;
+  }
+}
+
+let nextOptimizerId = 1;
+
+export class TfjsOptimizer implements OptimizerRef {
+  readonly id = nextOptimizerId++;
+  constructor(
+    readonly optimizer: object,
+    readonly className: string,
+    private readonly toRef: (t: TfTensor) => TensorRef,
+    private readonly isTensor: (x: unknown) => x is TfTensor,
+  ) {}
+  /**
+   * Every tensor the optimizer holds in its own properties: variables (Adam's
+   * accBeta1/accBeta2), arrays of `{originalName, variable}` (the moments and
+   * accumulators every tfjs optimizer keeps), and kept tensors (SGD's
+   * learning-rate scalar `c`, momentum's `m`). Read now: state is made lazily on
+   * the first step.
+   */
+  stateVariables(): TensorRef[] {
+    const out: TensorRef[] = [];
+    const seen = new Set<TfTensor>();
+    const add = (t: unknown): void => {
+      if (this.isTensor(t) && !t.isDisposed && !seen.has(t)) {
+        seen.add(t);
+        out.push(this.toRef(t));
+      }
+    };
+    for (const key of Object.keys(this.optimizer)) {
+      const v = (this.optimizer as Record<string, unknown>)[key];
+      if (Array.isArray(v)) {
+        for (const e of v) {
+          if (this.isTensor(e)) add(e);
+          else if (e != null && typeof e === 'object') add((e as { variable?: unknown }).variable);
+        }
+      } else add(v);
+    }
+    return out;
+  }
+}
