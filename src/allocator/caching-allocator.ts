@@ -87,7 +87,8 @@ export interface ExpandableSegment {
   readonly size: number;
   readonly pageSize: number;
   readonly stream: number;
-  readonly mappedPages: boolean[];
+  /** Indexes of the pages that are mapped. */
+  readonly mappedPages: Set<number>;
 }
 
 function compareBySize(a: Block, b: Block): number {
@@ -669,7 +670,7 @@ export class CachingAllocatorModel {
     const total = this.backend.totalMemory;
     const vaSize = Math.ceil((total + Math.floor(total / 8)) / pageSize) * pageSize;
     const base = this.backend.reserveAddressSpace(vaSize);
-    const segment: ExpandableSegment = { base, size: vaSize, pageSize, stream, mappedPages: new Array<boolean>(vaSize / pageSize).fill(false) };
+    const segment: ExpandableSegment = { base, size: vaSize, pageSize, stream, mappedPages: new Set<number>() };
     this.expandableSegments.push(segment);
     const candidate = makeBlock(stream, vaSize, pool, base, segment);
     candidate.mapped = false;
@@ -688,7 +689,7 @@ export class CachingAllocatorModel {
         return { address: segment.base + begin * page, size: 0 };
       }
     }
-    for (let i = begin; i < end; i++) segment.mappedPages[i] = true;
+    for (let i = begin; i < end; i++) segment.mappedPages.add(i);
     return { address: segment.base + begin * page, size: (end - begin) * page };
   }
 
@@ -731,7 +732,7 @@ export class CachingAllocatorModel {
     const unmappedSize = (end - begin) * page;
     for (let i = begin; i < end; i++) {
       this.backend.unmapPage(segment.base + i * page, page);
-      segment.mappedPages[i] = false;
+      segment.mappedPages.delete(i);
     }
     const pool = block.pool;
     pool.blocks.delete(block);
@@ -789,11 +790,6 @@ export class CachingAllocatorModel {
   traceEntries(): TraceEntry[] {
     if (this.ring.length < this.history.maxEntries || this.history.maxEntries === 0) return this.ring.slice();
     return [...this.ring.slice(this.ringNext), ...this.ring.slice(0, this.ringNext)];
-  }
-
-  /** Adds a 'snapshot' marker to the ring (PyTorch records one when a snapshot is taken). */
-  markSnapshot(): void {
-    this.recordTrace('snapshot', 0, 0, 0, null);
   }
 
   // ---------------------------------------------------------------- state

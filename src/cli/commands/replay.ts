@@ -1,0 +1,107 @@
+import type { Command } from 'commander';
+import { humanBytes } from '../../core/units.js';
+import { MemscopeError } from '../../core/errors.js';
+import { parseSnapshot, replaySnapshot, whatIf, type Rate, type WhatIfResult } from '../../allocator/replay.js';
+import { parseAllocatorConf } from '../../allocator/settings.js';
+import { readSnapshotFile } from '../../allocator/read-snapshot-node.js';
+import { renderTable } from '../../report/table.js';
+
+const UNIT: Record<string, number> = { '': 1, b: 1, k: 1024, kb: 1024, kib: 1024, m: 1024 ** 2, mb: 1024 ** 2, mib: 1024 ** 2, g: 1024 ** 3, gb: 1024 ** 3, gib: 1024 ** 3, t: 1024 ** 4, tib: 1024 ** 4 };
+
+/** '17179869184', '16GiB', '16G', '1.5 GiB' → bytes (binary units, as PyTorch reports them). */
+export function parseByteSize(text: string): number {
+  const m = /^\s*([0-9]+(?:\.[0-9]+)?)\s*([a-zA-Z]*)\s*$/.exec(text);
+  const mult = m ? UNIT[m[2].toLowerCase()] : undefined;
+  if (!m || mult === undefined) throw new MemscopeError('bad-argument', `--capacity: cannot read ${JSON.stringify(text)} as a size (e.g. 16GiB, 24G, 17179869184)`);
+  const bytes = Math.floor(Number(m[1]) * mult);
+  if (!(bytes > 0 && Number.isSafeInteger(bytes))) throw new MemscopeError('bad-argument', `--capacity: ${JSON.stringify(text)} is not a positive size`);
+  return bytes;
+}
+
+function pct(r: Rate): string {
+  return `${r.matched}/${r.total}  ${(r.rate * 100).toFixed(2)}%`;
+}
+
+function whatIfColumn(r: WhatIfResult): string[] {
+  return [
+    humanBytes(r.peakReservedBytes),
+    humanBytes(r.peakAllocatedBytes),
+    `${(r.fragmentationAtPeak * 100).toFixed(1)}%`,
+    String(r.peakSegments),
+    String(r.deviceAllocs),
+    String(r.allocRetries),
+    r.oom ? `yes, at trace event ${r.oom.traceIndex} (${humanBytes(r.oom.requestedBytes)})` : 'no',
+  ];
+}
+
+export function register(program: Command): void {
+  program
+    .command('replay')
+    .description("replay a PyTorch memory snapshot's trace through memscope's caching-allocator model: fidelity against PyTorch, or what the run would cost under other settings")
+    .argument('<snapshot>', 'a snapshot from torch.cuda.memory._dump_snapshot (pickle or JSON) with a trace')
+    .option('--alloc-conf <conf>', 'what-if: PYTORCH_CUDA_ALLOC_CONF-style settings, e.g. expandable_segments:True')
+    .option('--capacity <bytes>', 'what-if: device capacity (e.g. 24GiB); the run stops at the first OOM')
+    .option('--device <n>', 'device whose trace to use in what-if mode', '0')
+    .option('--json', 'print the result as JSON')
+    .action((file: string, opts: { allocConf?: string; capacity?: string; device: string; json?: boolean }) => {
+      const raw = readSnapshotFile(file);
+      if (opts.allocConf === undefined && opts.capacity === undefined) {
+        const report = replaySnapshot(raw);
+        if (opts.json) {
+          process.stdout.write(JSON.stringify({ file, ...report }, null, 2) + '\n');
+          return;
+        }
+        if (report.devices.length === 0) {
+          process.stdout.write(`${file}: no device trace to replay (record with _record_memory_history(enabled='all'))\n`);
+          return;
+        }
+        const out: string[] = [];
+        out.push(`replay of ${file} under its recorded settings (${report.hasSettings ? JSON.stringify(report.settings) : 'none recorded: PyTorch defaults'})`);
+        for (const d of report.devices) {
+          out.push(`device ${d.device}: ${d.traceEvents} trace events, ${d.allocs} allocs; start state ${d.startSegments} segments, ${d.startLiveBlocks} live blocks`);
+          out.push(
+            renderTable(
+              ['compared with PyTorch', 'matched'],
+              [
+                ['alloc addresses', pct(d.allocAddresses)],
+                ['segment events (order, address, size)', `${pct(d.segmentEvents)} (model emitted ${d.segmentEvents.model})`],
+                ['final segments', pct(d.finalSegments)],
+                ['final blocks', pct(d.finalBlocks)],
+              ],
+              { align: ['left', 'right'] },
+            ),
+          );
+          for (const p of [...d.startStateProblems, ...d.unsupported]) out.push(`  note: ${p}`);
+          if (d.mismatches.length > 0) {
+            out.push('first mismatches:');
+            for (const m of d.mismatches) out.push(`  [event ${m.traceIndex}] ${m.kind}: ${m.message}`);
+          }
+        }
+        process.stdout.write(out.join('\n') + '\n');
+        return;
+      }
+      const device = Number(opts.device);
+      const snap = parseSnapshot(raw);
+      if (!Number.isInteger(device) || device < 0 || !(snap.traces[device]?.length)) {
+        throw new MemscopeError('bad-argument', `${file}: device ${opts.device} has no trace to replay`);
+      }
+      const capacity = opts.capacity === undefined ? null : parseByteSize(opts.capacity);
+      const settings = opts.allocConf === undefined ? snap.settings : parseAllocatorConf(opts.allocConf);
+      const recorded = whatIf(raw, snap.settings, capacity, device);
+      const proposed = whatIf(raw, settings, capacity, device);
+      if (opts.json) {
+        process.stdout.write(JSON.stringify({ file, device, recorded, whatIf: proposed }, null, 2) + '\n');
+        return;
+      }
+      const head = ['', `recorded settings (${snap.settings.conf || 'defaults'})`, `what-if (${settings.conf || 'defaults'})`];
+      const labels = ['peak reserved', 'peak allocated', 'fragmentation at peak', 'peak segments', 'cudaMalloc/map calls', 'alloc retries', 'out of memory'];
+      const a = whatIfColumn(recorded);
+      const b = whatIfColumn(proposed);
+      process.stdout.write(
+        `what-if replay of ${file}, device ${device}${capacity !== null ? `, capacity ${humanBytes(capacity)}` : ', unlimited capacity'}\n` +
+          renderTable(head, labels.map((l, i) => [l, a[i], b[i]]), { align: ['left', 'right', 'right'] }) +
+          '\n' +
+          (proposed.oom ? `what-if OOM: ${proposed.oom.message}\n` : ''),
+      );
+    });
+}
