@@ -292,7 +292,7 @@ export function renderLineChart(options: LineChartOptions): string {
       `<g class="marker" data-label="${escapeXml(m.label)}" data-x="${m.x}"><title>${escapeXml(`${m.label} at x = ${m.x}`)}</title>` +
         `<line x1="${x}" y1="${top}" x2="${x}" y2="${top + plotH}" stroke="${color}" stroke-width="1.5"${dash}/>` +
         (showLabel
-          ? `<text transform="translate(${num(px + 4)} ${top + 6}) rotate(90)" font-size="11" ${FONT} fill="${color}">${escapeXml(m.label)}</text>`
+          ? `<text transform="translate(${num(px + 6)} ${top + 6}) rotate(90)" font-size="11" ${FONT} fill="${color}">${escapeXml(m.label)}</text>`
           : '') +
         `</g>`,
     );

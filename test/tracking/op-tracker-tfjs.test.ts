@@ -303,16 +303,18 @@ describe('MemoryTracker on a real TFJS model (cpu)', () => {
     }
   });
 
-  it('model.fit under track(): one marker pair per batch step, forward names from the layers', async () => {
+  it('model.fit under track(): one marker pair per batch step, the compiled optimizer found, names from the layers', async () => {
     const model = buildNet();
     model.compile({ optimizer: tf.train.sgd(0.1), loss: 'meanSquaredError' });
     const { xs, ys } = data();
     const tracker = new MemoryTracker();
     await tracker.track(model, () => model.fit(xs, ys, { epochs: 2, batchSize: BATCH, verbose: 0 }));
-    expect(tracker.markers.map((m) => m.name)).toEqual(['fw_start', 'fw_bw_boundary', 'fw_start', 'fw_bw_boundary']);
+    expect(tracker.markers.map((m) => `${m.name}@${m.step}`)).toEqual(['fw_start@0', 'fw_bw_boundary@0', 'fw_start@1', 'fw_bw_boundary@1']);
     const names = tracker.records.map((r) => r.name);
     expect(names.some((n) => n.startsWith('net.bn.forward.'))).toBe(true);
     expect(names.some((n) => n.startsWith('net.inner.inner_dense.backward.'))).toBe(true);
+    // SGD's update of each weight, found without naming the optimizer.
+    expect(names.some((n) => n.startsWith('(no layer).optimizer.'))).toBe(true);
     expect(tracker.monitoring).toBe(false);
     model.dispose();
     xs.dispose();
