@@ -47,12 +47,11 @@ export function tensorLabel(key: TensorKey, ordinals: ReadonlyMap<TensorKey, num
  */
 export function formatDataFlow(
   profile: MemoryProfile,
-  named: readonly (readonly [name: string, tensor: TensorMeta | null])[] = [],
+  named: readonly (readonly [name: string, key: TensorKey | null])[] = [],
 ): string {
   const ordinals = storageOrdinals(profile);
   const lines: string[] = [];
-  for (const [name, meta] of named) {
-    const key = profile.keyOf(meta);
+  for (const [name, key] of named) {
     lines.push(`${(name + ':').padEnd(8)} ${key ? tensorLabel(key, ordinals) : '???'}`);
   }
   if (lines.length > 0) lines.push('');
@@ -69,7 +68,8 @@ export function formatDataFlow(
 /**
  * Every kernel the profile recorded (nested ones too, like PyTorch's dispatch
  * mode ground truth), with each tensor as `allocation id (categories of its
- * versions)`; annotation scopes become section headers like `mark_region`.
+ * versions)`; annotation scopes and the backward pass become section headers
+ * like the test's `mark_region`.
  */
 export function formatCategories(profile: MemoryProfile): string {
   const { keys, categories } = profile.categorySnapshot();
@@ -90,7 +90,7 @@ export function formatCategories(profile: MemoryProfile): string {
   const out: string[] = [];
   for (const e of traverseDfs(profile.recording.roots)) {
     if (e.kind !== 'op') continue;
-    if (e.opKind === 'annotation') {
+    if (e.opKind === 'annotation' || e.role === 'backward-region') {
       out.push(`\n${`-- ${e.name} `.padEnd(105, '-')}`);
     } else if (e.opKind === 'kernel') {
       const inputs = (e.inputs ?? []).map(label).join(', ');

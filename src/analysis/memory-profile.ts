@@ -500,6 +500,11 @@ export class MemoryProfile {
     return this.keys.fromMeta(t);
   }
 
+  /** The key of the storage a framework tensor (by its id) was last seen on, or null if never seen. */
+  keyOfTensor(tensorId: number): TensorKey | null {
+    return this.keys.fromMeta(this.recording.tensors.get(tensorId));
+  }
+
   /** (param, grad) pairs an event reveals, as keys (PyTorch's `extract_gradients`). */
   extractGradients(e: ProfileEvent): { param: TensorKey | null; grad: TensorKey }[] {
     const out: { param: TensorKey | null; grad: TensorKey }[] = [];

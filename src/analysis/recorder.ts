@@ -43,6 +43,12 @@ export interface RecordedProfile {
   readonly roots: readonly ProfileEvent[];
   /** Highest bytes allocated per device while recording (storages alive at start included). */
   readonly peakAllocatedBytes: ReadonlyMap<DeviceName, number>;
+  /**
+   * Every tensor seen, by the framework's tensor id, on the storage it was
+   * last seen on (a variable: its storage after its last assign). Lets callers
+   * find a tensor they hold, e.g. `profile.keyOfTensor(t.id)`.
+   */
+  readonly tensors: ReadonlyMap<number, TensorMeta>;
   /** Wall clock (ns, same clock as the events) when recording started and ended. */
   readonly startNs: number;
   readonly endNs: number;
@@ -72,6 +78,8 @@ export class ProfileRecorder implements MemoryEventSink {
   /** tensorId → storageId it was last seen on (a variable moves on assign). */
   private readonly storageOfTensor = new Map<number, number>();
   private readonly metas: TensorMeta[] = [];
+  private readonly storageInfo = new Map<number, { readonly device: DeviceName; readonly bytes: number }>();
+  private readonly tensorInfo = new Map<number, { readonly dtype: string; readonly shape: readonly number[]; readonly variableName?: string }>();
   private readonly allocations: AllocationEvent[] = [];
 
   /** Latest gradient returned for each differentiated tensor (by tensor id): TFJS keeps no `.grad`. */
@@ -85,11 +93,15 @@ export class ProfileRecorder implements MemoryEventSink {
 
   constructor(
     readonly config: ProfileConfig,
-    options: { baseline?: Iterable<StorageRef>; clock?: NsClock } = {},
+    options: { clock?: NsClock } = {},
   ) {
     this.clock = options.clock ?? defaultClock;
-    for (const s of options.baseline ?? []) this.addLive(s.device, s.bytes);
     this.firstNs = this.now();
+  }
+
+  /** Storages alive when recording started (counted towards the peak; not events). */
+  addBaseline(storages: Iterable<StorageRef>): void {
+    for (const s of storages) this.addLive(s.device, s.bytes);
   }
 
   private readonly clock: NsClock;
@@ -98,6 +110,10 @@ export class ProfileRecorder implements MemoryEventSink {
 
   onStorageAlloc(storage: StorageRef, _ctx?: EventContext): void {
     this.addLive(storage.device, storage.bytes);
+    // The TFJS adapter announces a storage made before it was installed when it
+    // first meets it (TfjsStorage.adopted): that is no allocation. Left out,
+    // the storage shows as PREEXISTING, as in PyTorch.
+    if ((storage as { readonly adopted?: boolean }).adopted === true) return;
     if (!this.config.profileMemory || this.finished) return;
     this.leaf(this.allocation(storage, true));
   }
@@ -159,12 +175,7 @@ export class ProfileRecorder implements MemoryEventSink {
 
   onModuleExit(module: ModuleRef, _outputs: readonly TensorRef[], _ctx?: EventContext): void {
     if (!this.config.withStack || this.finished) return;
-    const e = this.pop((o) => o.kind === 'module' && this.moduleRefs.get(o) === module);
-    if (e?.kind === 'module') {
-      const seen = new Set(e.parameters.map((p) => p.param.tensorId));
-      for (const p of this.moduleParameters(module)) if (!seen.has(p.param.tensorId)) e.parameters.push(p);
-      this.moduleRefs.delete(e);
-    }
+    this.pop((o) => o.kind === 'module' && this.moduleRefs.get(o) === module);
   }
 
   onGradientStart(_xs: readonly TensorRef[], _ctx?: EventContext): void {
@@ -191,8 +202,7 @@ export class ProfileRecorder implements MemoryEventSink {
 
   onOptimizerStepEnd(optimizer: OptimizerRef, _ctx?: EventContext): void {
     if (!this.config.withStack || this.finished) return;
-    const e = this.pop((o) => o.kind === 'optimizer' && this.optimizerRefs.get(o) === optimizer);
-    if (e?.kind === 'optimizer') this.completeOptimizerStep(e, optimizer);
+    this.pop((o) => o.kind === 'optimizer' && this.optimizerRefs.get(o) === optimizer);
   }
 
   onVariableAssign(variable: TensorRef, previous: StorageRef, _ctx?: EventContext): void {
@@ -229,20 +239,29 @@ export class ProfileRecorder implements MemoryEventSink {
   finish(): RecordedProfile {
     if (this.finished) return this.finished;
     const endNs = this.now();
-    while (this.open.length > 0) {
-      const e = this.open.pop()!;
-      e.endSeq = this.seq++;
-      e.endNs = endNs;
-      if (e.kind === 'optimizer') {
-        const ref = this.optimizerRefs.get(e);
-        if (ref) this.completeOptimizerStep(e, ref);
-      }
-    }
+    while (this.open.length > 0) this.close(this.open.pop()!, this.seq++, endNs);
     this.assignTensorIds();
     this.nameClosures();
+    const tensors = new Map<number, TensorMeta>();
+    for (const [tensorId, storageId] of this.storageOfTensor) {
+      const storage = this.storageInfo.get(storageId)!;
+      const t = this.tensorInfo.get(tensorId)!;
+      tensors.set(tensorId, {
+        tensorId,
+        storageId,
+        allocationId: this.allocationIds.get(storageId)!,
+        id: this.idOfStorage(storageId)!,
+        device: storage.device,
+        dtype: t.dtype,
+        shape: [...t.shape],
+        bytes: storage.bytes,
+        ...(t.variableName !== undefined ? { variableName: t.variableName } : {}),
+      });
+    }
     this.finished = {
       config: this.config,
       roots: this.roots,
+      tensors,
       peakAllocatedBytes: new Map(this.peakBytes),
       startNs: this.firstNs,
       endNs,
@@ -317,10 +336,27 @@ export class ProfileRecorder implements MemoryEventSink {
     let closed: ProfileEvent | null = null;
     while (this.open.length > i) {
       closed = this.open.pop()!;
-      closed.endSeq = endSeq;
-      closed.endNs = endNs;
+      this.close(closed, endSeq, endNs);
     }
     return closed;
+  }
+
+  /** Ends an event, completing what layer and optimizer events learn at their end. */
+  private close(e: ProfileEvent, endSeq: number, endNs: number): void {
+    e.endSeq = endSeq;
+    e.endNs = endNs;
+    if (e.kind === 'module') {
+      const module = this.moduleRefs.get(e);
+      if (module) {
+        // Weights may not exist at enter (TFJS layers build on first call).
+        const seen = new Set(e.parameters.map((p) => p.param.tensorId));
+        for (const p of this.moduleParameters(module)) if (!seen.has(p.param.tensorId)) e.parameters.push(p);
+        this.moduleRefs.delete(e);
+      }
+    } else if (e.kind === 'optimizer') {
+      const ref = this.optimizerRefs.get(e);
+      if (ref) this.completeOptimizerStep(e, ref);
+    }
   }
 
   private allocationIdOf(storageId: number): number {
@@ -335,6 +371,8 @@ export class ProfileRecorder implements MemoryEventSink {
   /** Notes that `tensor` lives on its storage now (linking storages a tensor moved between). */
   private observe(tensor: TensorRef): void {
     const storageId = tensor.storage.id;
+    this.storageInfo.set(storageId, tensor.storage);
+    this.tensorInfo.set(tensor.id, tensor);
     this.allocationIdOf(storageId);
     this.tensorStorages.add(storageId);
     const before = this.storageOfTensor.get(tensor.id);
@@ -392,9 +430,15 @@ export class ProfileRecorder implements MemoryEventSink {
     }
     const order = [...groupFirst.entries()].sort((a, b) => a[1] - b[1]);
     const idOfRoot = new Map<number, number>(order.map(([root], i) => [root, i]));
-    const idOf = (storageId: number) => (this.tensorStorages.has(storageId) ? idOfRoot.get(this.find(storageId))! : null);
-    for (const m of this.metas) m.id = idOf(m.storageId)!;
-    for (const a of this.allocations) a.id = idOf(a.storageId);
+    this.idOfRoot = idOfRoot;
+    for (const m of this.metas) m.id = this.idOfStorage(m.storageId)!;
+    for (const a of this.allocations) a.id = this.idOfStorage(a.storageId);
+  }
+
+  private idOfRoot = new Map<number, number>();
+
+  private idOfStorage(storageId: number): number | null {
+    return this.tensorStorages.has(storageId) ? this.idOfRoot.get(this.find(storageId))! : null;
   }
 
   /** A closure tidy has no name of its own: call it after the backward scope or kernels it ran. */

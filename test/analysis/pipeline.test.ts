@@ -24,15 +24,11 @@ describe('pipeline on hand-built events', () => {
     const [z] = s.kernel('Mul', [x, y], [[25]]);
     s.view('Reshape', z!);
     const profile = new MemoryProfile(s.recorder.finish());
-    // Look the named tensors up through the recorded kernel inputs.
-    const kernel = profile.opTree.sortedNodes.find((e) => e.kind === 'op' && e.name === 'Mul');
-    const inputs = kernel?.kind === 'op' ? kernel.inputs! : [];
-    const outputs = kernel?.kind === 'op' ? kernel.outputs! : [];
     expect(
       formatDataFlow(profile, [
-        ['x', inputs[0]!],
-        ['y', inputs[1]!],
-        ['z', outputs[0]!],
+        ['x', profile.keyOfTensor(x.id)],
+        ['y', profile.keyOfTensor(y.id)],
+        ['z', profile.keyOfTensor(z!.id)],
       ]),
     ).toMatchInlineSnapshot(`
       "x:       T0
