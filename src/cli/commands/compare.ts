@@ -1,0 +1,21 @@
+import type { Command } from 'commander';
+import { compareSnapshots, formatComparison } from '../../report/torch-text.js';
+import { intOption, openSnapshotWithProgress, printJson, textStyle } from '../torch-common.js';
+
+export function register(program: Command): void {
+  program
+    .command('compare')
+    .description('what changed between two memory snapshots: live memory by allocating frame, and segments only in one of them')
+    .argument('<before>', 'the earlier snapshot pickle')
+    .argument('<after>', 'the later snapshot pickle')
+    .option('--top <n>', 'frames listed', '20')
+    .option('--json', 'print the comparison as JSON')
+    .action(async (beforeFile: string, afterFile: string, opts: { top?: string; json?: boolean }) => {
+      const top = intOption(opts.top, '--top', 20);
+      const before = await openSnapshotWithProgress(beforeFile, 'compare');
+      const after = await openSnapshotWithProgress(afterFile, 'compare');
+      const cmp = compareSnapshots(before, after);
+      if (opts.json) printJson(cmp);
+      else process.stdout.write(formatComparison(cmp, { top, style: textStyle(), before: beforeFile, after: afterFile }));
+    });
+}

@@ -1,0 +1,23 @@
+import type { Command } from 'commander';
+import { renderSnapshotFlameGraph } from '../../report/snapshot-flamegraph.js';
+import { blockFlameStacks } from '../../torch/snapshot-analysis.js';
+import { intOption, openSnapshotWithProgress, printJson, writeOutput } from '../torch-common.js';
+
+export function register(program: Command): void {
+  program
+    .command('memory')
+    .description('flame graph of reserved memory by allocating stack (like _memory_viz.py memory, no flamegraph.pl needed)')
+    .argument('<snapshot>', 'a memory snapshot pickle (torch.cuda.memory._dump_snapshot)')
+    .option('-o, --output <file>', 'SVG file to write', 'memory.svg')
+    .option('--device <n>', 'only this CUDA device')
+    .option('--json', 'print the weighted stacks as JSON instead of drawing them')
+    .action(async (file: string, opts: { output: string; device?: string; json?: boolean }) => {
+      const device = opts.device === undefined ? null : intOption(opts.device, '--device', 0);
+      const snapshot = await openSnapshotWithProgress(file, 'memory');
+      if (opts.json) {
+        printJson(blockFlameStacks(snapshot, false, device));
+        return;
+      }
+      writeOutput(opts.output, renderSnapshotFlameGraph(snapshot, 'memory', { device }), 'a flame graph');
+    });
+}

@@ -1,0 +1,29 @@
+import type { Command } from 'commander';
+import { traceEventLines } from '../../report/torch-text.js';
+import { snapshotTimeline, traceLines } from '../../torch/snapshot-analysis.js';
+import { intOption, openWithProgress, printJson } from '../torch-common.js';
+
+export function register(program: Command): void {
+  program
+    .command('trace')
+    .description("print a snapshot's allocator trace (like _memory_viz.py trace) or a profiler trace's memory events as readable lines")
+    .argument('<file>', 'a snapshot pickle recorded with history, a Kineto trace or export_memory_timeline JSON')
+    .option('--frames', 'add the top stack frame to each snapshot trace line')
+    .option('--limit <n>', 'lines per device for profiler traces (default: all)')
+    .option('--json', 'print the events as JSON columns (time, bytes, allocated, reserved per device)')
+    .action(async (file: string, opts: { frames?: boolean; limit?: string; json?: boolean }) => {
+      const limit = intOption(opts.limit, '--limit', Number.POSITIVE_INFINITY);
+      const opened = await openWithProgress(file);
+      const trace = opened.kind === 'snapshot' ? snapshotTimeline(opened.snapshot) : opened.trace;
+      if (opts.json) {
+        printJson({
+          source: trace.source,
+          devices: trace.devices.map((d) => ({ device: d.device, count: d.count, time: d.time, bytes: d.bytes, allocated: d.allocated, reserved: d.reserved })),
+        });
+        return;
+      }
+      const lines = opened.kind === 'snapshot' ? traceLines(opened.snapshot, { frames: opts.frames }) : traceEventLines(opened.trace, { limit });
+      if (lines.length === 0) lines.push('(no trace events: record them with torch.cuda.memory._record_memory_history() before taking the snapshot)');
+      process.stdout.write(lines.join('\n') + '\n');
+    });
+}

@@ -1,0 +1,372 @@
+/**
+ * Text reports for PyTorch files (snapshots and traces): the bodies of
+ * `memscope summary`, `stats` and `compare`. Pure functions returning strings;
+ * the CLI decides about colour by passing a `TextStyle`.
+ */
+import { humanBytes } from '../core/units.js';
+import { renderMemorySummary } from '../allocator/summary.js';
+import { renderTable } from './table.js';
+import {
+  devicePeak,
+  memoryByOperator,
+  type MemoryTrace,
+} from '../torch/memory-trace.js';
+import {
+  compareSnapshots,
+  fragmentation,
+  largestAllocations,
+  SEGMENT_MAP_LEGEND,
+  SEGMENT_MAP_PAGE,
+  snapshotDevices,
+  snapshotMemoryStats,
+  snapshotTotals,
+  totalsByFrame,
+  traceActionCounts,
+  type SnapshotComparison,
+} from '../torch/snapshot-analysis.js';
+import type { MemorySnapshot } from '../torch/snapshot.js';
+
+/** Emphasis hooks (picocolors functions on a TTY, identity elsewhere). */
+export interface TextStyle {
+  readonly heading: (s: string) => string;
+  readonly dim: (s: string) => string;
+  readonly up: (s: string) => string;
+  readonly down: (s: string) => string;
+}
+
+export const PLAIN: TextStyle = { heading: (s) => s, dim: (s) => s, up: (s) => s, down: (s) => s };
+
+const count = (n: number): string => n.toLocaleString('en-US');
+const signedBytes = (n: number): string => (n > 0 ? `+${humanBytes(n)}` : n < 0 ? `-${humanBytes(-n)}` : '0 B');
+const percent = (x: number): string => `${(x * 100).toFixed(1)}%`;
+
+// ---------------------------------------------------------------- traces
+
+const SOURCE_DESCRIPTION: Record<string, string> = {
+  kineto: 'Kineto chrome trace ([memory] events with Addr / Total Allocated / Total Reserved)',
+  'kineto-2021': 'Kineto chrome trace, 2021 layout ([memory] events with Bytes only; totals summed by memscope)',
+  'memory-timeline': 'export_memory_timeline JSON ([times, sizes by category])',
+  'memory-timeline-raw': 'export_memory_timeline_raw JSON ([time, action, bytes, category] events)',
+  snapshot: "snapshot's device_traces",
+};
+
+export interface TraceSummaryOptions {
+  /** Operators listed per device. */
+  readonly top?: number;
+  readonly style?: TextStyle;
+}
+
+/** Peak allocated/reserved per device and memory added per operator. */
+export function formatTraceSummary(trace: MemoryTrace, options: TraceSummaryOptions = {}): string {
+  const style = options.style ?? PLAIN;
+  const top = options.top ?? 15;
+  const out: string[] = [];
+  out.push(style.heading(SOURCE_DESCRIPTION[trace.source] ?? trace.source));
+  out.push(`${count(trace.eventCount)} events, ${count(trace.memoryEventCount)} memory events, ${count(trace.operators.count)} CPU operator spans`);
+  out.push('');
+  const rows = trace.devices.map((d) => {
+    const p = devicePeak(d);
+    const t0 = d.count ? d.time[0]! : 0;
+    const gpu = /^cuda:(\d+)$/.exec(d.device);
+    const name = gpu && trace.deviceNames[Number(gpu[1])] ? `${d.device} (${trace.deviceNames[Number(gpu[1])]})` : d.device;
+    return [
+      name,
+      count(p.events),
+      count(p.allocations),
+      count(p.frees),
+      humanBytes(p.peakAllocated),
+      `${((p.peakAllocatedTime - t0) / 1000).toFixed(1)} ms`,
+      p.peakReserved === null ? 'not recorded' : humanBytes(p.peakReserved),
+      d.allocatedIsRelative ? 'unknown' : humanBytes(p.baseline),
+      humanBytes(p.finalAllocated),
+    ];
+  });
+  out.push(
+    renderTable(
+      ['device', 'events', 'allocs', 'frees', 'peak allocated', 'peak at', 'peak reserved', 'in use at start', 'in use at end'],
+      rows,
+      { align: ['left', 'right', 'right', 'right', 'right', 'right', 'right', 'right', 'right'] },
+    ),
+  );
+  if (trace.devices.some((d) => d.allocatedIsRelative)) {
+    out.push(
+      style.dim(
+        'This layout records no totals: allocated is summed from the start of the trace (memory allocated before profiling is not counted), and reserved memory is not recorded.',
+      ),
+    );
+  }
+  for (const d of trace.devices) {
+    if (d.inconsistentTotals > 0) {
+      out.push(`warning: ${d.device}: ${d.inconsistentTotals} events whose Total Allocated is not the previous total plus Bytes (events lost or reordered)`);
+    }
+  }
+  if (trace.operators.count > 0) {
+    for (const d of trace.devices) {
+      // Operators that only enclose others (no event of their own) show in "incl." only.
+      const rowsByOp = memoryByOperator(trace, d).filter((r) => r.allocations + r.frees > 0);
+      out.push('');
+      out.push(style.heading(`Memory added per operator on ${d.device} (top ${Math.min(top, rowsByOp.length)} of ${rowsByOp.length}, by self net)`));
+      out.push(
+        renderTable(
+          ['operator', 'allocs', 'frees', 'self allocated', 'self freed', 'self net', 'incl. net'],
+          rowsByOp
+            .slice(0, top)
+            .map((r) => [r.name, count(r.allocations), count(r.frees), humanBytes(r.selfAllocated), humanBytes(r.selfFreed), signedBytes(r.selfNet), signedBytes(r.inclusiveNet)]),
+          { align: ['left', 'right', 'right', 'right', 'right', 'right', 'right'] },
+        ),
+      );
+    }
+    out.push(style.dim('self: events whose innermost enclosing CPU operator (same thread) is this one; incl.: nested operators too.'));
+  }
+  if (trace.categoryNames && trace.devices[0]?.categoryBytes) {
+    const d = trace.devices[0];
+    const peakIndex = indexOfMax(d.allocated);
+    out.push('');
+    out.push(style.heading('By category at the peak'));
+    out.push(
+      renderTable(
+        ['category', 'bytes at peak', 'max'],
+        trace.categoryNames.map((c, k) => [c, humanBytes(d.categoryBytes![k]![peakIndex] ?? 0), humanBytes(maxOf(d.categoryBytes![k]!))]),
+        { align: ['left', 'right', 'right'] },
+      ),
+    );
+  }
+  return out.join('\n') + '\n';
+}
+
+function indexOfMax(a: Float64Array): number {
+  let k = 0;
+  for (let i = 1; i < a.length; i++) if (a[i]! > a[k]!) k = i;
+  return k;
+}
+
+function maxOf(a: Float64Array): number {
+  let m = 0;
+  for (const v of a) if (v > m) m = v;
+  return m;
+}
+
+/** The JSON form of the trace summary. */
+export function traceSummaryJson(trace: MemoryTrace, top = 15): unknown {
+  return {
+    kind: 'trace',
+    source: trace.source,
+    events: trace.eventCount,
+    memoryEvents: trace.memoryEventCount,
+    operatorSpans: trace.operators.count,
+    devices: trace.devices.map((d) => ({
+      ...devicePeak(d),
+      name: trace.deviceNames[Number(/^cuda:(\d+)$/.exec(d.device)?.[1] ?? NaN)] ?? null,
+      inconsistentTotals: d.inconsistentTotals,
+      operators: trace.operators.count > 0 ? memoryByOperator(trace, d).slice(0, top) : [],
+    })),
+  };
+}
+
+// ---------------------------------------------------------------- snapshots
+
+export interface SnapshotSummaryOptions {
+  readonly top?: number;
+  readonly frames?: number;
+  readonly style?: TextStyle;
+}
+
+/** memory_summary-style table per device, largest live allocations, totals by allocating frame. */
+export function formatSnapshotSummary(snapshot: MemorySnapshot, options: SnapshotSummaryOptions = {}): string {
+  const style = options.style ?? PLAIN;
+  const top = options.top ?? 10;
+  const frames = options.frames ?? 3;
+  const out: string[] = [];
+  const totals = snapshotTotals(snapshot);
+  out.push(
+    style.heading(
+      `CUDA memory snapshot: ${count(snapshot.segments.length)} segments, ${count(snapshot.blocks.count)} blocks, ` +
+        `${count(snapshot.traces.reduce((s, t) => s + t.count, 0))} trace events`,
+    ),
+  );
+  out.push(
+    `reserved ${humanBytes(totals.all.reserved)}, allocated ${humanBytes(totals.all.allocated)}, active ${humanBytes(totals.all.active)}` +
+      (totals.all.requested === null ? '' : `, requested ${humanBytes(totals.all.requested)}`) +
+      ` (from the segments' own fields)`,
+  );
+  const disagree: string[] = [];
+  if (totals.all.allocated !== totals.all.allocatedFromBlocks) disagree.push(`allocated ${humanBytes(totals.all.allocatedFromBlocks)} from blocks`);
+  if (totals.all.active !== totals.all.activeFromBlocks) disagree.push(`active ${humanBytes(totals.all.activeFromBlocks)} from blocks`);
+  if (totals.all.requested !== null && totals.all.requested !== totals.all.requestedFromBlocks) disagree.push(`requested ${humanBytes(totals.all.requestedFromBlocks)} from blocks`);
+  if (disagree.length) out.push(`warning: segment fields and blocks disagree: ${disagree.join(', ')}`);
+  const counts = traceActionCounts(snapshot);
+  for (const c of counts) {
+    out.push(`trace, device ${c.device}: ${Object.entries(c.counts).map(([a, n]) => `${count(n)} ${a}`).join(', ')}`);
+  }
+  for (const device of snapshotDevices(snapshot)) {
+    const { stats, notes } = snapshotMemoryStats(snapshot, device);
+    out.push('');
+    out.push(renderMemorySummary(stats, device).trimEnd());
+    for (const n of notes) out.push(style.dim(n));
+  }
+  const pools = summarisePools(snapshot);
+  if (pools.length > 1) {
+    out.push('');
+    out.push(style.heading('Memory pools'));
+    out.push(renderTable(['pool', 'segments', 'reserved', 'allocated'], pools, { align: ['left', 'right', 'right', 'right'] }));
+  }
+  const largest = largestAllocations(snapshot, top, frames);
+  out.push('');
+  out.push(style.heading(`Largest live allocations (top ${largest.length})`));
+  out.push(
+    renderTable(
+      ['size', 'requested', 'device', 'address', 'allocated at ← called from'],
+      largest.map((a) => [humanBytes(a.size), humanBytes(a.requestedSize), `cuda:${a.device}`, `0x${a.address.toString(16)}`, a.frames.length ? a.frames.join(' ← ') : '<no frames recorded>']),
+      { align: ['right', 'right', 'left', 'left', 'left'] },
+    ),
+  );
+  const byFrame = totalsByFrame(snapshot);
+  out.push('');
+  out.push(style.heading(`Live memory by allocating frame (top ${Math.min(top, byFrame.length)} of ${byFrame.length})`));
+  out.push(
+    renderTable(
+      ['allocating frame', 'blocks', 'bytes', 'share'],
+      byFrame.slice(0, top).map((r) => [r.frame, count(r.blocks), humanBytes(r.bytes), percent(totals.all.allocatedFromBlocks ? r.bytes / totals.all.allocatedFromBlocks : 0)]),
+      { align: ['left', 'right', 'right', 'right'] },
+    ),
+  );
+  out.push(style.dim('allocating frame: the innermost Python frame outside torch itself; else the innermost Python frame; for C++-only stacks (autograd thread) the ATen operator.'));
+  return out.join('\n') + '\n';
+}
+
+function summarisePools(snapshot: MemorySnapshot): string[][] {
+  const acc = new Map<string, { segments: number; reserved: number; allocated: number }>();
+  for (const s of snapshot.segments) {
+    const key = `cuda:${s.device} ${s.poolId ? `(${s.poolId[0]}, ${s.poolId[1]})` : '(default)'} ${s.segmentType}`;
+    let a = acc.get(key);
+    if (!a) acc.set(key, (a = { segments: 0, reserved: 0, allocated: 0 }));
+    a.segments++;
+    a.reserved += s.totalSize;
+    a.allocated += s.allocatedSize;
+  }
+  return [...acc].sort().map(([k, a]) => [k, count(a.segments), humanBytes(a.reserved), humanBytes(a.allocated)]);
+}
+
+export function snapshotSummaryJson(snapshot: MemorySnapshot, top = 10, frames = 3): unknown {
+  return {
+    kind: 'snapshot',
+    segments: snapshot.segments.length,
+    blocks: snapshot.blocks.count,
+    totals: snapshotTotals(snapshot),
+    traceActions: traceActionCounts(snapshot),
+    devices: snapshotDevices(snapshot).map((device) => ({ device, ...snapshotMemoryStats(snapshot, device) })),
+    largestAllocations: largestAllocations(snapshot, top, frames),
+    byAllocatingFrame: totalsByFrame(snapshot).slice(0, top),
+  };
+}
+
+/** `_memory_viz.py stats`: segment map, internal vs external free, fragmentation. */
+export function formatFragmentation(snapshot: MemorySnapshot, options: { style?: TextStyle } = {}): string {
+  const style = options.style ?? PLAIN;
+  const r = fragmentation(snapshot);
+  const out: string[] = [];
+  out.push(style.heading(`Segments of ${humanBytes(SEGMENT_MAP_PAGE)} or more (one character per ${humanBytes(SEGMENT_MAP_PAGE)} page)`));
+  const sorted = [...r.segments].sort((a, b) => a.totalSize - b.totalSize || a.allocated - b.allocated);
+  for (const s of sorted) {
+    if (s.totalSize < SEGMENT_MAP_PAGE) continue;
+    const free = s.freeInternal + s.freeExternal;
+    const internal = free > 0 ? ` (${percent(s.freeInternal / free)} internal)` : '';
+    out.push(`[${s.map}] ${humanBytes(s.totalSize)} reserved, ${humanBytes(free)} free${internal}${s.stream ? `, stream_${s.stream}` : ''}`);
+  }
+  const free = r.freeInternal + r.freeExternal;
+  out.push('');
+  out.push(
+    renderTable(
+      ['figure', 'value'],
+      [
+        ['segments', count(r.segments.length)],
+        ['reserved', humanBytes(r.totalReserved)],
+        ['allocated (requested bytes)', humanBytes(r.totalAllocated)],
+        ['free', `${humanBytes(free)}${free ? ` (${percent(r.freeInternal / free)} internal)` : ''}`],
+        ['  internal (rounding inside allocations)', humanBytes(r.freeInternal)],
+        ['  external (gaps between allocations)', humanBytes(r.freeExternal)],
+        ['external fragmentation (external / reserved)', percent(r.externalFragmentation)],
+        ['largest free block', humanBytes(r.largestFreeBlock)],
+        ['free scatter (1 − largest free / external free)', percent(r.freeScatter)],
+      ],
+      { align: ['left', 'right'] },
+    ),
+  );
+  out.push(style.dim(SEGMENT_MAP_LEGEND));
+  return out.join('\n') + '\n';
+}
+
+/** What changed between two snapshots, by allocating frame. */
+export function formatComparison(cmp: SnapshotComparison, options: { top?: number; style?: TextStyle; before?: string; after?: string } = {}): string {
+  const style = options.style ?? PLAIN;
+  const top = options.top ?? 20;
+  const out: string[] = [];
+  out.push(style.heading(`${options.before ?? 'before'} → ${options.after ?? 'after'}`));
+  out.push(
+    renderTable(
+      ['', 'before', 'after', 'change'],
+      [
+        ['allocated', humanBytes(cmp.allocatedBefore), humanBytes(cmp.allocatedAfter), signedBytes(cmp.allocatedAfter - cmp.allocatedBefore)],
+        ['reserved', humanBytes(cmp.reservedBefore), humanBytes(cmp.reservedAfter), signedBytes(cmp.reservedAfter - cmp.reservedBefore)],
+        ['segments only here', count(cmp.segmentsOnlyBefore.length), count(cmp.segmentsOnlyAfter.length), ''],
+      ],
+      { align: ['left', 'right', 'right', 'right'] },
+    ),
+  );
+  out.push('');
+  out.push(style.heading(`Changes by allocating frame (top ${Math.min(top, cmp.changes.length)} of ${cmp.changes.length})`));
+  if (cmp.changes.length === 0) out.push('(no change in live memory by frame)');
+  else {
+    out.push(
+      renderTable(
+        ['allocating frame', 'before', 'after', 'change', 'blocks'],
+        cmp.changes.slice(0, top).map((c) => [
+          c.frame,
+          humanBytes(c.before),
+          humanBytes(c.after),
+          c.delta > 0 ? style.up(signedBytes(c.delta)) : c.delta < 0 ? style.down(signedBytes(c.delta)) : '0 B',
+          `${c.blocksBefore} → ${c.blocksAfter}`,
+        ]),
+        { align: ['left', 'right', 'right', 'right', 'right'] },
+      ),
+    );
+  }
+  return out.join('\n') + '\n';
+}
+
+export { compareSnapshots };
+
+/**
+ * A profiler trace's memory events as readable lines, per device:
+ * time since the device's first event, signed size, allocated total after the
+ * event (and reserved when it changed), the innermost enclosing operator.
+ */
+export function traceEventLines(trace: MemoryTrace, options: { limit?: number } = {}): string[] {
+  const limit = options.limit ?? Infinity;
+  const out: string[] = [];
+  const ops = trace.operators;
+  for (const d of trace.devices) {
+    out.push(`Device ${d.device} ---------------- ${d.count} events${d.allocatedIsRelative ? ' (totals relative to the trace start)' : ''}`);
+    const t0 = d.count ? d.time[0]! : 0;
+    let lastReserved = NaN;
+    const n = Math.min(d.count, limit);
+    for (let i = 0; i < n; i++) {
+      const b = d.bytes[i]!;
+      const op = d.operator[i]!;
+      const where = op >= 0 ? `  in ${ops.names[ops.nameIndex[op]!]}` : '';
+      let reserved = '';
+      if (d.reserved && d.reserved[i] !== lastReserved) {
+        reserved = `, reserved ${humanBytes(d.reserved[i]!)}`;
+        lastReserved = d.reserved[i]!;
+      }
+      const addr = d.addr && Number.isFinite(d.addr[i]!) ? ` @0x${d.addr[i]!.toString(16)}` : '';
+      out.push(
+        `${((d.time[i]! - t0) / 1000).toFixed(3).padStart(10)} ms  ${(b >= 0 ? 'alloc ' : 'free  ')}${humanBytes(Math.abs(b)).padStart(11)}${addr}  → ${humanBytes(d.allocated[i]!)}${reserved}${where}`,
+      );
+    }
+    if (n < d.count) out.push(`… ${d.count - n} more events (raise --limit)`);
+    const p = devicePeak(d);
+    out.push(`peak ${humanBytes(p.peakAllocated)} at ${((p.peakAllocatedTime - t0) / 1000).toFixed(3)} ms; ${humanBytes(p.finalAllocated)} at the end`);
+  }
+  return out;
+}

@@ -1,0 +1,73 @@
+/**
+ * Opens any PyTorch memory file memscope reads, by content rather than name:
+ * a pickled CUDA memory snapshot (`_dump_snapshot`), a Kineto chrome trace
+ * with `[memory]` events, or `export_memory_timeline` JSON — each optionally
+ * gzipped. Used by the analysis commands (summary, stats, trace, plot, …).
+ */
+import { readFile } from 'node:fs/promises';
+import { MemscopeError } from '../core/errors.js';
+import { fileChunks, isGzip, readFileHead, readJsonTraceFile, type ReadProgress } from './chrome-trace-node.js';
+import type { MemoryTrace } from './memory-trace.js';
+import { readSnapshot } from './snapshot-decoder.js';
+import type { MemorySnapshot } from './snapshot.js';
+
+export type MemoryFile =
+  | { readonly kind: 'snapshot'; readonly path: string; readonly snapshot: MemorySnapshot }
+  | { readonly kind: 'trace'; readonly path: string; readonly trace: MemoryTrace };
+
+export interface OpenOptions {
+  readonly onProgress?: (p: ReadProgress) => void;
+}
+
+/** Pickle protocol 2+ starts with the PROTO opcode. */
+const PROTO = 0x80;
+
+async function gunzipWhole(path: string, options: OpenOptions): Promise<Uint8Array> {
+  const parts: Uint8Array[] = [];
+  let length = 0;
+  for await (const chunk of fileChunks(path, options)) {
+    parts.push(chunk);
+    length += chunk.length;
+  }
+  const out = new Uint8Array(length);
+  let at = 0;
+  for (const p of parts) {
+    out.set(p, at);
+    at += p.length;
+  }
+  return out;
+}
+
+async function firstDecompressedByte(path: string): Promise<number | undefined> {
+  for await (const chunk of fileChunks(path)) {
+    if (chunk.length > 0) return chunk[0];
+  }
+  return undefined;
+}
+
+export async function openMemoryFile(path: string, options: OpenOptions = {}): Promise<MemoryFile> {
+  const head = await readFileHead(path, 2);
+  if (head.length === 0) throw new MemscopeError('empty-file', `${path}: the file is empty`);
+  const gz = isGzip(head);
+  const first = gz ? await firstDecompressedByte(path) : head[0];
+  if (first === PROTO) {
+    const bytes = gz ? await gunzipWhole(path, options) : new Uint8Array(await readFile(path));
+    const snapshot = readSnapshot(bytes, {
+      onProgress: options.onProgress ? (bytesRead, totalBytes) => options.onProgress!({ bytesRead, totalBytes }) : undefined,
+    });
+    return { kind: 'snapshot', path, snapshot };
+  }
+  return { kind: 'trace', path, trace: await readJsonTraceFile(path, options) };
+}
+
+/** Opens a file that must be a snapshot (segments, memory, compare). */
+export async function openSnapshotFile(path: string, verb: string, options: OpenOptions = {}): Promise<MemorySnapshot> {
+  const file = await openMemoryFile(path, options);
+  if (file.kind !== 'snapshot') {
+    throw new MemscopeError(
+      'needs-snapshot',
+      `${path}: \`memscope ${verb}\` needs a memory snapshot (torch.cuda.memory._dump_snapshot pickle); this is a ${file.trace.source} trace`,
+    );
+  }
+  return file.snapshot;
+}

@@ -1,0 +1,882 @@
+/**
+ * Analyses of a normalised CUDA memory snapshot (src/torch/snapshot.ts), the
+ * questions PyTorch's torch/cuda/_memory_viz.py answers — totals, segment
+ * fill and fragmentation, live memory by allocating frame, flame-graph stacks,
+ * readable trace lines — as plain functions over the model, so the CLI, the
+ * allocator's saveSegmentUsage/saveMemoryUsage and the browser viewer share them.
+ */
+import { humanBytes } from '../core/units.js';
+import type { FlameStack } from '../report/flamegraph-svg.js';
+import type { DeviceMemoryTimeline, MemoryTrace } from './memory-trace.js';
+import { EMPTY_OPERATORS } from './memory-trace.js';
+import { stackFrameIds, type Frame, type MemorySnapshot, type Segment } from './snapshot.js';
+
+// ---------------------------------------------------------------- frames
+
+/** A C++ symbol without its parameter list (`ns::f(int, long) const` → `ns::f`). */
+function withoutParameters(name: string): string {
+  let end = name.length;
+  if (name.endsWith(' const')) end -= 6;
+  if (name[end - 1] !== ')') return name;
+  let depth = 0;
+  for (let i = end - 1; i >= 0; i--) {
+    const c = name[i];
+    if (c === ')') depth++;
+    else if (c === '(') {
+      depth--;
+      if (depth === 0) return i > 0 ? name.slice(0, i) : name;
+    }
+  }
+  return name;
+}
+
+/** Longest frame label kept (C++ template names run to kilobytes). */
+const MAX_FRAME_LABEL = 160;
+
+/**
+ * `file:line:function` with the file's base name (Windows or POSIX paths), like _memory_viz;
+ * C++ frames without a file or line are shown as the bare symbol without its parameters.
+ */
+export function formatFrame(f: Frame, fullFilename = false): string {
+  const file = fullFilename ? f.filename : (f.filename.split(/[\\/]/).pop() ?? f.filename);
+  const label = (file === '' || file === '??') && f.line === 0 ? withoutParameters(f.name) : `${file}:${f.line}:${isPythonFrame(f) ? f.name : withoutParameters(f.name)}`;
+  return label.length > MAX_FRAME_LABEL ? label.slice(0, MAX_FRAME_LABEL - 1) + '…' : label;
+}
+
+/** Frames of the unwinder, the interpreter loop and dispatcher plumbing say nothing about who allocated. */
+const NOISE_FUNCTIONS = ['unwind::unwind', 'CapturedTraceback::gather', 'gather_with_cpp', '_start', '__libc_start_main', '__libc_init_first', 'PyEval_', 'PyObject_', 'PyFunction_', 'Py_RunMain', 'Py_BytesMain', 'pymain_', '_PyRun_', 'pyrun_file', 'run_mod', 'run_eval_code_obj', 'cfunction_vectorcall'];
+const NOISE_FILES = ['core/boxing', '/Register', '/Redispatch', 'pythonrun.c', 'Modules/main.c', 'Objects/call.c', 'Objects/methodobject.c', 'pycore_ceval.h', 'ceval.c', 'cpython/abstract.h'];
+
+export function isInformativeFrame(f: Frame): boolean {
+  for (const s of NOISE_FUNCTIONS) if (f.name.includes(s)) return false;
+  for (const s of NOISE_FILES) if (f.filename.includes(s)) return false;
+  return true;
+}
+
+function isPythonFrame(f: Frame): boolean {
+  return f.filename.endsWith('.py');
+}
+
+/** Python frames inside the torch package itself (site-packages/torch/…, or a source checkout's torch/…). */
+function isTorchInternal(f: Frame): boolean {
+  return /(^|[\\/])torch[\\/]/.test(f.filename);
+}
+
+/** C++ frames of the allocator and tensor factories: every allocation passes through them. */
+function isAllocatorPlumbing(f: Frame): boolean {
+  return /^(c10::cuda::CUDACachingAllocator|c10::|at::detail::|at::TensorBase at::detail::|at::empty|at::native::empty|at::\(anonymous namespace\)::create_out)/.test(f.name);
+}
+
+/** The ATen operator a C++ stack is running (`at::_ops::NAME::call`), if any. */
+const ATEN_OP = /at::_ops::(\w+)::(call|redispatch)\(/;
+
+export const NO_FRAMES = '<no frames recorded>';
+
+interface StackInfo {
+  /** Informative frames, innermost first. */
+  readonly frames: Frame[];
+  /** Index in `frames` of the allocating frame (−1 when there are none). */
+  readonly allocating: number;
+  readonly allocatingLabel: string;
+}
+
+/** Per-snapshot caches: stacks repeat on thousands of blocks. */
+class FrameLabels {
+  private readonly info = new Map<number, StackInfo>();
+  private readonly rootFirstLabels = new Map<number, string[]>();
+  constructor(private readonly snapshot: MemorySnapshot) {}
+
+  /**
+   * The frame an allocation is charged to: the innermost Python frame outside
+   * torch itself (the user's line), else the innermost Python frame, else (a
+   * C++-only stack, e.g. the autograd thread) the ATen operator it runs, else
+   * the innermost C++ frame past the allocator's own.
+   */
+  private stackInfo(stack: number): StackInfo {
+    let info = this.info.get(stack);
+    if (info) return info;
+    const frames = Array.from(stackFrameIds(this.snapshot, stack), (id) => this.snapshot.frames[id]!).filter(isInformativeFrame);
+    // The allocator's and tensor factories' own frames sit innermost on every C++ stack.
+    let plumbing = 0;
+    while (plumbing < frames.length && !isPythonFrame(frames[plumbing]!) && isAllocatorPlumbing(frames[plumbing]!)) plumbing++;
+    if (plumbing > 0 && plumbing < frames.length) frames.splice(0, plumbing);
+    let allocating = frames.findIndex((f) => isPythonFrame(f) && !isTorchInternal(f));
+    if (allocating < 0) allocating = frames.findIndex(isPythonFrame);
+    let label: string | null = null;
+    if (allocating < 0) {
+      const op = frames.findIndex((f) => ATEN_OP.test(f.name));
+      if (op >= 0) {
+        allocating = op;
+        label = `aten::${ATEN_OP.exec(frames[op]!.name)![1]} (C++ stack)`;
+      } else {
+        allocating = frames.findIndex((f) => !isAllocatorPlumbing(f));
+        if (allocating < 0 && frames.length) allocating = 0;
+      }
+    }
+    info = { frames, allocating, allocatingLabel: label ?? (allocating >= 0 ? formatFrame(frames[allocating]!) : NO_FRAMES) };
+    this.info.set(stack, info);
+    return info;
+  }
+
+  allocatingFrame(stack: number): string {
+    return this.stackInfo(stack).allocatingLabel;
+  }
+
+  /** Informative frames, outermost first (flame-graph order). */
+  rootFirst(stack: number): string[] {
+    let labels = this.rootFirstLabels.get(stack);
+    if (!labels) {
+      labels = this.stackInfo(stack).frames.map((f) => formatFrame(f)).reverse();
+      this.rootFirstLabels.set(stack, labels);
+    }
+    return labels;
+  }
+
+  /** The allocating frame and up to `n − 1` of its callers, innermost first. */
+  top(stack: number, n: number): string[] {
+    const info = this.stackInfo(stack);
+    if (info.allocating < 0) return [];
+    return info.frames.slice(info.allocating, info.allocating + n).map((f) => formatFrame(f));
+  }
+}
+
+const labelCache = new WeakMap<MemorySnapshot, FrameLabels>();
+function labels(snapshot: MemorySnapshot): FrameLabels {
+  let l = labelCache.get(snapshot);
+  if (!l) labelCache.set(snapshot, (l = new FrameLabels(snapshot)));
+  return l;
+}
+
+export function allocatingFrame(snapshot: MemorySnapshot, stack: number): string {
+  return labels(snapshot).allocatingFrame(stack);
+}
+
+// ---------------------------------------------------------------- totals
+
+export interface PoolTotals {
+  segments: number;
+  /** Σ total_size */
+  reserved: number;
+  /** Σ allocated_size as PyTorch wrote it. */
+  allocated: number;
+  /** Σ active_size as PyTorch wrote it. */
+  active: number;
+  /** Σ requested_size; null when the file has none. */
+  requested: number | null;
+  /** The same figures recomputed from the blocks (they should agree with the fields above). */
+  blocks: number;
+  allocatedFromBlocks: number;
+  activeFromBlocks: number;
+  requestedFromBlocks: number;
+  /** Blocks in active_allocated state. */
+  allocations: number;
+  /** Blocks in an active state (allocated or awaiting free). */
+  activeBlocks: number;
+  /** Inactive blocks inside split segments (PyTorch's "non-releasable" memory). */
+  inactiveSplit: number;
+  inactiveSplitBytes: number;
+  /** Inactive bytes in all segments. */
+  inactiveBytes: number;
+}
+
+export interface SnapshotTotals {
+  readonly device: number | null;
+  readonly all: PoolTotals;
+  readonly large: PoolTotals;
+  readonly small: PoolTotals;
+}
+
+function emptyPool(): PoolTotals {
+  return {
+    segments: 0,
+    reserved: 0,
+    allocated: 0,
+    active: 0,
+    requested: 0,
+    blocks: 0,
+    allocatedFromBlocks: 0,
+    activeFromBlocks: 0,
+    requestedFromBlocks: 0,
+    allocations: 0,
+    activeBlocks: 0,
+    inactiveSplit: 0,
+    inactiveSplitBytes: 0,
+    inactiveBytes: 0,
+  };
+}
+
+/** Devices that have segments or trace events, ascending. */
+export function snapshotDevices(snapshot: MemorySnapshot): number[] {
+  const set = new Set<number>();
+  for (const s of snapshot.segments) set.add(s.device);
+  for (const t of snapshot.traces) if (t.count > 0) set.add(t.device);
+  return [...set].sort((a, b) => a - b);
+}
+
+/** Reserved / allocated / active / requested totals, per pool, from segment fields and from blocks. */
+export function snapshotTotals(snapshot: MemorySnapshot, device: number | null = null): SnapshotTotals {
+  const pools = { all: emptyPool(), large: emptyPool(), small: emptyPool() };
+  const stateAllocated = snapshot.stateNames.indexOf('active_allocated');
+  const b = snapshot.blocks;
+  for (const seg of snapshot.segments) {
+    if (device !== null && seg.device !== device) continue;
+    const targets = [pools.all, seg.segmentType === 'small' ? pools.small : pools.large];
+    const split = seg.blockCount > 1;
+    for (const p of targets) {
+      p.segments++;
+      p.reserved += seg.totalSize;
+      p.allocated += seg.allocatedSize;
+      p.active += seg.activeSize;
+      if (seg.requestedSize === null || p.requested === null) p.requested = null;
+      else p.requested += seg.requestedSize;
+    }
+    for (let i = seg.firstBlock; i < seg.firstBlock + seg.blockCount; i++) {
+      const state = snapshot.stateNames[b.state[i]!]!;
+      const size = b.size[i]!;
+      for (const p of targets) {
+        p.blocks++;
+        if (b.state[i] === stateAllocated) {
+          p.allocations++;
+          p.allocatedFromBlocks += size;
+          p.requestedFromBlocks += b.requestedSize[i]!;
+        }
+        if (state.startsWith('active')) {
+          p.activeBlocks++;
+          p.activeFromBlocks += size;
+        } else {
+          p.inactiveBytes += size;
+          if (split) {
+            p.inactiveSplit++;
+            p.inactiveSplitBytes += size;
+          }
+        }
+      }
+    }
+  }
+  return { device, ...pools };
+}
+
+// ---------------------------------------------------------------- memory_stats-style figures
+
+export interface SnapshotStatsResult {
+  /** Flat torch.cuda.memory_stats keys (`allocated_bytes.all.current`, …). */
+  readonly stats: Record<string, number>;
+  /** Trace events replayed for the peak / total columns (0: no trace, peaks equal current). */
+  readonly traceEvents: number;
+  /** What the figures cannot say, for a note under the table. */
+  readonly notes: string[];
+}
+
+/** PyTorch's kSmallSize: blocks up to 1 MiB come from the small pool, whose segments are 2 MiB. */
+const SMALL_SIZE = 1 << 20;
+const SMALL_SEGMENT = 2 << 20;
+
+/**
+ * torch.cuda.memory_stats reconstructed from a snapshot: "current" from the
+ * segments and blocks; "peak", "allocated" and "freed" by replaying the
+ * device's trace backwards from the current state (so they cover the recorded
+ * trace window only). Families a trace cannot move (requested bytes,
+ * non-releasable splits) keep peak = current and zero totals, and say so.
+ */
+export function snapshotMemoryStats(snapshot: MemorySnapshot, device: number): SnapshotStatsResult {
+  const totals = snapshotTotals(snapshot, device);
+  const pools = ['all', 'large_pool', 'small_pool'] as const;
+  const byPool = { all: totals.all, large_pool: totals.large, small_pool: totals.small };
+  const current: Record<string, Record<(typeof pools)[number], number>> = {};
+  const families: Record<string, (p: PoolTotals) => number> = {
+    allocation: (p) => p.allocations,
+    segment: (p) => p.segments,
+    active: (p) => p.activeBlocks,
+    inactive_split: (p) => p.inactiveSplit,
+    allocated_bytes: (p) => p.allocatedFromBlocks,
+    reserved_bytes: (p) => p.reserved,
+    active_bytes: (p) => p.activeFromBlocks,
+    inactive_split_bytes: (p) => p.inactiveSplitBytes,
+    requested_bytes: (p) => p.requestedFromBlocks,
+  };
+  for (const [family, get] of Object.entries(families)) {
+    current[family] = { all: get(byPool.all), large_pool: get(byPool.large_pool), small_pool: get(byPool.small_pool) };
+  }
+  // Replay: per family and pool, the deltas of each event in order.
+  const trace = snapshot.traces.find((t) => t.device === device && t.count > 0);
+  const deltas: Record<string, { all: number[]; large_pool: number[]; small_pool: number[] }> = {};
+  for (const family of Object.keys(families)) deltas[family] = { all: [], large_pool: [], small_pool: [] };
+  let ooms = 0;
+  const notes: string[] = [];
+  if (trace) {
+    const push = (family: string, pool: 'large_pool' | 'small_pool', v: number): void => {
+      const d = deltas[family]!;
+      d.all.push(v);
+      d[pool].push(v);
+      // Keep the other pool's sequence aligned so "peak" is taken at the same instants.
+      d[pool === 'large_pool' ? 'small_pool' : 'large_pool'].push(0);
+    };
+    for (let i = 0; i < trace.count; i++) {
+      const action = snapshot.actionNames[trace.action[i]!];
+      const size = trace.size[i]!;
+      const blockPool = size <= SMALL_SIZE ? 'small_pool' : 'large_pool';
+      const segPool = size === SMALL_SEGMENT ? 'small_pool' : 'large_pool';
+      switch (action) {
+        case 'alloc':
+          push('allocation', blockPool, 1);
+          push('allocated_bytes', blockPool, size);
+          push('active', blockPool, 1);
+          push('active_bytes', blockPool, size);
+          break;
+        case 'free_requested':
+          push('allocation', blockPool, -1);
+          push('allocated_bytes', blockPool, -size);
+          break;
+        case 'free_completed':
+          push('active', blockPool, -1);
+          push('active_bytes', blockPool, -size);
+          break;
+        case 'segment_alloc':
+          push('segment', segPool, 1);
+          push('reserved_bytes', segPool, size);
+          break;
+        case 'segment_free':
+          push('segment', segPool, -1);
+          push('reserved_bytes', segPool, -size);
+          break;
+        case 'segment_map':
+          push('reserved_bytes', 'large_pool', size);
+          break;
+        case 'segment_unmap':
+          push('reserved_bytes', 'large_pool', -size);
+          break;
+        case 'oom':
+          ooms++;
+          break;
+      }
+    }
+    notes.push(
+      `Peak, Tot Alloc and Tot Freed cover the ${trace.count} events of the snapshot's trace (the allocator's history ring buffer), not the whole process; requested and non-releasable memory are not in the trace, so their peak is the current value.`,
+    );
+  } else {
+    notes.push('This snapshot has no trace: Peak Usage equals Cur Usage and Tot Alloc / Tot Freed are 0 (not recorded).');
+  }
+  const stats: Record<string, number> = {};
+  for (const family of Object.keys(families)) {
+    for (const pool of pools) {
+      const cur = current[family]![pool];
+      const seq = deltas[family]![pool];
+      // Walk backwards: the value before event i is the value after it minus its delta.
+      let value = cur;
+      let peak = cur;
+      let allocated = 0;
+      let freed = 0;
+      for (let i = seq.length - 1; i >= 0; i--) {
+        const d = seq[i]!;
+        if (d > 0) allocated += d;
+        else freed -= d;
+        value -= d;
+        if (value > peak) peak = value;
+      }
+      stats[`${family}.${pool}.current`] = cur;
+      stats[`${family}.${pool}.peak`] = peak;
+      stats[`${family}.${pool}.allocated`] = allocated;
+      stats[`${family}.${pool}.freed`] = freed;
+    }
+  }
+  // Oversize: larger than max_split_size, which is unlimited unless the settings say otherwise.
+  const maxSplit = Number(snapshot.allocatorSettings?.['max_split_size'] ?? -1);
+  let oversizeAllocations = 0;
+  let oversizeSegments = 0;
+  if (maxSplit > 0) {
+    for (const seg of snapshot.segments) {
+      if (seg.device !== device) continue;
+      if (seg.totalSize > maxSplit) oversizeSegments++;
+      for (let i = seg.firstBlock; i < seg.firstBlock + seg.blockCount; i++) {
+        if (snapshot.stateNames[snapshot.blocks.state[i]!] === 'active_allocated' && snapshot.blocks.size[i]! > maxSplit) oversizeAllocations++;
+      }
+    }
+  }
+  for (const [key, v] of [
+    ['oversize_allocations', oversizeAllocations],
+    ['oversize_segments', oversizeSegments],
+  ] as const) {
+    stats[`${key}.current`] = v;
+    stats[`${key}.peak`] = v;
+    stats[`${key}.allocated`] = 0;
+    stats[`${key}.freed`] = 0;
+  }
+  stats['num_ooms'] = ooms;
+  stats['num_alloc_retries'] = 0;
+  notes.push('cudaMalloc retries are not recorded in snapshots (shown as 0).');
+  return { stats, traceEvents: trace?.count ?? 0, notes };
+}
+
+// ---------------------------------------------------------------- live allocations
+
+export interface LiveAllocation {
+  readonly block: number;
+  readonly device: number;
+  readonly address: number;
+  readonly size: number;
+  readonly requestedSize: number;
+  readonly stream: number;
+  /** Informative frames, innermost first (up to the requested count). */
+  readonly frames: string[];
+  readonly allocatingFrame: string;
+}
+
+/** The `n` largest active_allocated blocks, largest first (address breaks ties). */
+export function largestAllocations(snapshot: MemorySnapshot, n: number, topFrames = 3, device: number | null = null): LiveAllocation[] {
+  const b = snapshot.blocks;
+  const allocated = snapshot.stateNames.indexOf('active_allocated');
+  const rows: number[] = [];
+  for (let i = 0; i < b.count; i++) {
+    if (b.state[i] !== allocated) continue;
+    if (device !== null && snapshot.segments[b.segment[i]!]!.device !== device) continue;
+    rows.push(i);
+  }
+  rows.sort((x, y) => b.size[y]! - b.size[x]! || b.address[x]! - b.address[y]!);
+  const l = labels(snapshot);
+  return rows.slice(0, n).map((i) => {
+    const seg = snapshot.segments[b.segment[i]!]!;
+    return {
+      block: i,
+      device: seg.device,
+      address: b.address[i]!,
+      size: b.size[i]!,
+      requestedSize: b.requestedSize[i]!,
+      stream: seg.stream,
+      frames: l.top(b.stack[i]!, topFrames),
+      allocatingFrame: l.allocatingFrame(b.stack[i]!),
+    };
+  });
+}
+
+export interface FrameTotal {
+  readonly frame: string;
+  readonly blocks: number;
+  readonly bytes: number;
+  readonly requested: number;
+}
+
+/** Live (active_allocated) memory grouped by allocating frame, largest first. */
+export function totalsByFrame(snapshot: MemorySnapshot, device: number | null = null): FrameTotal[] {
+  const b = snapshot.blocks;
+  const allocated = snapshot.stateNames.indexOf('active_allocated');
+  const l = labels(snapshot);
+  const acc = new Map<string, { blocks: number; bytes: number; requested: number }>();
+  for (let i = 0; i < b.count; i++) {
+    if (b.state[i] !== allocated) continue;
+    if (device !== null && snapshot.segments[b.segment[i]!]!.device !== device) continue;
+    const frame = l.allocatingFrame(b.stack[i]!);
+    let a = acc.get(frame);
+    if (!a) acc.set(frame, (a = { blocks: 0, bytes: 0, requested: 0 }));
+    a.blocks++;
+    a.bytes += b.size[i]!;
+    a.requested += b.requestedSize[i]!;
+  }
+  return [...acc]
+    .map(([frame, a]) => ({ frame, ...a }))
+    .sort((x, y) => y.bytes - x.bytes || (x.frame < y.frame ? -1 : 1));
+}
+
+// ---------------------------------------------------------------- fragmentation (`_memory_viz.py stats`)
+
+/** Page size of the segment map (20 MiB), as in _memory_viz.py's segsum. */
+export const SEGMENT_MAP_PAGE = 20 << 20;
+
+export interface SegmentFill {
+  readonly segment: number;
+  readonly device: number;
+  readonly address: number;
+  readonly totalSize: number;
+  readonly stream: number;
+  readonly segmentType: string;
+  /** Requested bytes of active_allocated blocks. */
+  readonly allocated: number;
+  /** Rounding waste inside active_allocated blocks (size − requested). */
+  readonly freeInternal: number;
+  /** Bytes in blocks not allocated (inactive or awaiting free): gaps between allocations. */
+  readonly freeExternal: number;
+  readonly largestFreeBlock: number;
+  /** One character per 20 MiB page (see SEGMENT_MAP_LEGEND). */
+  readonly map: string;
+}
+
+export interface FragmentationReport {
+  readonly segments: SegmentFill[];
+  readonly totalReserved: number;
+  readonly totalAllocated: number;
+  readonly freeInternal: number;
+  readonly freeExternal: number;
+  /** freeExternal / totalReserved: reserved memory unusable for a request larger than its gaps. */
+  readonly externalFragmentation: number;
+  /** 1 − largest free block / all external free: how scattered the free memory is. */
+  readonly freeScatter: number;
+  readonly largestFreeBlock: number;
+}
+
+export const SEGMENT_MAP_LEGEND = [
+  'Legend:',
+  '    [a     ] - a segment in the allocator',
+  `     ^-- a page (${humanBytes(SEGMENT_MAP_PAGE)}) of memory in the segment`,
+  "    a-z: pages filled with a single block's content",
+  "    ' ': page is completely free",
+  '    *: page is completely full with multiple blocks',
+  '    0-9: page is partially full with tensors of multiple blocks (9 == 90% full)',
+  '    (X% internal) - of the free memory, X% is free because the allocator rounded the allocation size up.',
+].join('\n');
+
+/** Per-segment fill and internal/external free memory, like `_memory_viz.py stats`. */
+export function fragmentation(snapshot: MemorySnapshot, device: number | null = null): FragmentationReport {
+  const b = snapshot.blocks;
+  const allocatedState = snapshot.stateNames.indexOf('active_allocated');
+  const fills: SegmentFill[] = [];
+  let totalReserved = 0;
+  let totalAllocated = 0;
+  let freeInternal = 0;
+  let freeExternal = 0;
+  let largestFree = 0;
+  for (const seg of snapshot.segments) {
+    if (device !== null && seg.device !== device) continue;
+    let allocated = 0;
+    let internal = 0;
+    let external = 0;
+    let largest = 0;
+    const ranges: [number, number][] = [];
+    let offset = 0;
+    for (let i = seg.firstBlock; i < seg.firstBlock + seg.blockCount; i++) {
+      const size = b.size[i]!;
+      if (b.state[i] === allocatedState) {
+        const req = b.requestedSize[i]!;
+        ranges.push([offset, req]);
+        allocated += req;
+        internal += size - req;
+      } else {
+        external += size;
+        if (size > largest) largest = size;
+      }
+      offset += size;
+    }
+    totalReserved += seg.totalSize;
+    totalAllocated += allocated;
+    freeInternal += internal;
+    freeExternal += external;
+    if (largest > largestFree) largestFree = largest;
+    fills.push({
+      segment: seg.index,
+      device: seg.device,
+      address: seg.address,
+      totalSize: seg.totalSize,
+      stream: seg.stream,
+      segmentType: seg.segmentType,
+      allocated,
+      freeInternal: internal,
+      freeExternal: external,
+      largestFreeBlock: largest,
+      map: segmentMap(seg, ranges),
+    });
+  }
+  return {
+    segments: fills,
+    totalReserved,
+    totalAllocated,
+    freeInternal,
+    freeExternal,
+    externalFragmentation: totalReserved > 0 ? freeExternal / totalReserved : 0,
+    freeScatter: freeExternal > 0 ? 1 - largestFree / freeExternal : 0,
+    largestFreeBlock: largestFree,
+  };
+}
+
+function segmentMap(seg: Segment, ranges: readonly [number, number][]): string {
+  const pages = Math.max(1, Math.ceil(seg.totalSize / SEGMENT_MAP_PAGE));
+  const chars: string[] = new Array(pages).fill(' ');
+  const frac = new Float64Array(pages);
+  ranges.forEach(([start, size], k) => {
+    if (size <= 0) return;
+    const end = start + size;
+    const mark = String.fromCharCode(97 + (k % 26));
+    for (let p = Math.floor(start / SEGMENT_MAP_PAGE); p < Math.ceil(end / SEGMENT_MAP_PAGE); p++) {
+      const s = Math.max(start, p * SEGMENT_MAP_PAGE);
+      const e = Math.min(end, (p + 1) * SEGMENT_MAP_PAGE);
+      frac[p]! += (e - s) / SEGMENT_MAP_PAGE;
+      chars[p] = chars[p] === ' ' ? mark : '0123456789*'[Math.min(10, Math.floor(frac[p]! * 10))]!;
+    }
+  });
+  return chars.join('');
+}
+
+// ---------------------------------------------------------------- flame-graph stacks
+
+/**
+ * `_memory_viz.py segments`/`memory` stacks: [stream, (segment,) state, frames…]
+ * weighted by requested bytes, plus a `<gaps>` leaf for what the block holds
+ * beyond them (rounding, or a whole inactive block).
+ */
+export function blockFlameStacks(snapshot: MemorySnapshot, bySegment: boolean, device: number | null = null): FlameStack[] {
+  const b = snapshot.blocks;
+  const l = labels(snapshot);
+  const out: FlameStack[] = [];
+  const multiDevice = new Set(snapshot.segments.map((s) => s.device)).size > 1;
+  for (const seg of snapshot.segments) {
+    if (device !== null && seg.device !== device) continue;
+    const prefix = [
+      ...(multiDevice ? [`device_${seg.device}`] : []),
+      `stream_${seg.stream}`,
+      ...(bySegment ? [`seg_${seg.index} @0x${seg.address.toString(16)} (${humanBytes(seg.totalSize)}, ${seg.segmentType})`] : []),
+    ];
+    for (let i = seg.firstBlock; i < seg.firstBlock + seg.blockCount; i++) {
+      const state = snapshot.stateNames[b.state[i]!]!;
+      const size = b.size[i]!;
+      const active = state.startsWith('active');
+      const accounted = active ? Math.min(size, b.requestedSize[i]!) : 0;
+      if (accounted > 0) {
+        const frames = l.rootFirst(b.stack[i]!);
+        out.push({ frames: [...prefix, state, ...(frames.length ? frames : ['<non-python>'])], weight: accounted });
+      }
+      if (size - accounted > 0) out.push({ frames: [...prefix, state, '<gaps>'], weight: size - accounted });
+    }
+  }
+  return out;
+}
+
+// ---------------------------------------------------------------- compare
+
+export interface FrameChange {
+  readonly frame: string;
+  readonly before: number;
+  readonly after: number;
+  readonly delta: number;
+  readonly blocksBefore: number;
+  readonly blocksAfter: number;
+}
+
+export interface SnapshotComparison {
+  readonly changes: FrameChange[];
+  readonly allocatedBefore: number;
+  readonly allocatedAfter: number;
+  readonly reservedBefore: number;
+  readonly reservedAfter: number;
+  /** Segments (by address and size) present in only one of the snapshots. */
+  readonly segmentsOnlyBefore: { address: number; totalSize: number }[];
+  readonly segmentsOnlyAfter: { address: number; totalSize: number }[];
+}
+
+/** What changed between two snapshots, by allocating frame (live bytes), largest change first. */
+export function compareSnapshots(before: MemorySnapshot, after: MemorySnapshot): SnapshotComparison {
+  const a = new Map(totalsByFrame(before).map((r) => [r.frame, r]));
+  const b = new Map(totalsByFrame(after).map((r) => [r.frame, r]));
+  const frames = new Set([...a.keys(), ...b.keys()]);
+  const changes: FrameChange[] = [];
+  for (const frame of frames) {
+    const x = a.get(frame);
+    const y = b.get(frame);
+    const delta = (y?.bytes ?? 0) - (x?.bytes ?? 0);
+    if (delta === 0 && (x?.blocks ?? 0) === (y?.blocks ?? 0)) continue;
+    changes.push({ frame, before: x?.bytes ?? 0, after: y?.bytes ?? 0, delta, blocksBefore: x?.blocks ?? 0, blocksAfter: y?.blocks ?? 0 });
+  }
+  changes.sort((p, q) => Math.abs(q.delta) - Math.abs(p.delta) || (p.frame < q.frame ? -1 : 1));
+  const key = (s: Segment): string => `${s.device}:${s.address}:${s.totalSize}`;
+  const beforeKeys = new Set(before.segments.map(key));
+  const afterKeys = new Set(after.segments.map(key));
+  const ta = snapshotTotals(before);
+  const tb = snapshotTotals(after);
+  return {
+    changes,
+    allocatedBefore: ta.all.allocatedFromBlocks,
+    allocatedAfter: tb.all.allocatedFromBlocks,
+    reservedBefore: ta.all.reserved,
+    reservedAfter: tb.all.reserved,
+    segmentsOnlyBefore: before.segments.filter((s) => !afterKeys.has(key(s))).map((s) => ({ address: s.address, totalSize: s.totalSize })),
+    segmentsOnlyAfter: after.segments.filter((s) => !beforeKeys.has(key(s))).map((s) => ({ address: s.address, totalSize: s.totalSize })),
+  };
+}
+
+// ---------------------------------------------------------------- trace
+
+export interface TraceActionCounts {
+  readonly device: number;
+  readonly counts: Record<string, number>;
+}
+
+export function traceActionCounts(snapshot: MemorySnapshot): TraceActionCounts[] {
+  return snapshot.traces
+    .filter((t) => t.count > 0)
+    .map((t) => {
+      const counts: Record<string, number> = {};
+      for (let i = 0; i < t.count; i++) {
+        const a = snapshot.actionNames[t.action[i]!]!;
+        counts[a] = (counts[a] ?? 0) + 1;
+      }
+      return { device: t.device, counts };
+    });
+}
+
+/**
+ * The trace as readable lines (`_memory_viz.py trace`): allocations get short
+ * names (a, b, …, reused after their free completes), addresses are shown as
+ * offsets into the segment that holds them.
+ */
+export function traceLines(snapshot: MemorySnapshot, options: { frames?: boolean } = {}): string[] {
+  const out: string[] = [];
+  const l = labels(snapshot);
+  for (const trace of snapshot.traces) {
+    if (trace.count === 0) continue;
+    out.push(`Device ${trace.device} ---------------- ${trace.count} entries`);
+    const free: string[] = [];
+    let next = 0;
+    const newName = (): string => {
+      const reused = free.pop();
+      if (reused !== undefined) return reused;
+      const n = next++;
+      return String.fromCharCode(97 + (n % 26)) + (n >= 26 ? String(Math.floor(n / 26)) : '');
+    };
+    const allocations = new Map<number, string>();
+    const liveSegments: { name: string; addr: number; size: number }[] = [];
+    const segmentNames = new Map<number, string>();
+    const known = snapshot.segments.filter((s) => s.device === trace.device);
+    const findSegment = (addr: number): [string, number] | null => {
+      for (const s of liveSegments) if (addr >= s.addr && addr < s.addr + s.size) return [s.name, s.addr];
+      for (const s of known) if (addr >= s.address && addr < s.address + s.totalSize) return [`seg_${s.index}`, s.address];
+      return null;
+    };
+    let live = 0;
+    for (let i = 0; i < trace.count; i++) {
+      const action = snapshot.actionNames[trace.action[i]!]!;
+      const addr = trace.addr[i]!;
+      const size = trace.size[i]!;
+      let line: string;
+      switch (action) {
+        case 'alloc': {
+          const name = newName();
+          const seg = findSegment(addr);
+          line = seg ? `${name} = ${seg[0]}[${addr - seg[1]}:${humanBytes(size)}]` : `${name} = MEM[0x${addr.toString(16)}:${humanBytes(size)}]`;
+          allocations.set(addr, name);
+          live += size;
+          break;
+        }
+        case 'free_requested':
+          line = `del ${allocations.get(addr) ?? `0x${addr.toString(16)}`} # ${humanBytes(size)}`;
+          break;
+        case 'free_completed': {
+          const name = allocations.get(addr);
+          line = `# free completed for ${name ?? `0x${addr.toString(16)}`} ${humanBytes(size)}`;
+          live -= size;
+          if (name !== undefined) {
+            allocations.delete(addr);
+            free.push(name);
+          }
+          break;
+        }
+        case 'segment_alloc': {
+          const name = newName();
+          line = `${name} = cudaMalloc(0x${addr.toString(16)}, ${humanBytes(size)})`;
+          liveSegments.push({ name, addr, size });
+          segmentNames.set(addr, name);
+          break;
+        }
+        case 'segment_free': {
+          const name = segmentNames.get(addr);
+          line = `cudaFree(${name ?? `0x${addr.toString(16)}`}) # ${humanBytes(size)}`;
+          if (name !== undefined) {
+            segmentNames.delete(addr);
+            const k = liveSegments.findIndex((s) => s.addr === addr);
+            if (k >= 0) liveSegments.splice(k, 1);
+            free.push(name);
+          }
+          break;
+        }
+        case 'segment_map':
+          line = `cuMemMap(0x${addr.toString(16)}, ${humanBytes(size)})`;
+          break;
+        case 'segment_unmap':
+          line = `cuMemUnmap(0x${addr.toString(16)}, ${humanBytes(size)})`;
+          break;
+        case 'oom': {
+          const df = trace.deviceFree ? trace.deviceFree[i]! : NaN;
+          line = `raise OutOfMemoryError() # ${humanBytes(size)} requested, ${Number.isNaN(df) ? '?' : humanBytes(df)} free on the device`;
+          break;
+        }
+        case 'snapshot':
+          line = '# snapshot taken';
+          break;
+        default:
+          line = `# ${action} 0x${addr.toString(16)} ${humanBytes(size)}`;
+      }
+      if (options.frames) {
+        const top = l.top(trace.stack[i]!, 1)[0];
+        if (top) line += `    @ ${top}`;
+      }
+      out.push(line);
+    }
+    out.push(`net change over the trace: ${humanBytes(live)} (allocations minus completed frees)`);
+  }
+  return out;
+}
+
+// ---------------------------------------------------------------- timeline
+
+/**
+ * The snapshot's device traces as memory timelines (for plots): allocated
+ * moves on alloc / free_completed, reserved on segment events. Both are
+ * anchored so they end at the snapshot's current state; events without
+ * `time_us` (older PyTorch) are placed at their index.
+ */
+export function snapshotTimeline(snapshot: MemorySnapshot): MemoryTrace {
+  const devices: DeviceMemoryTimeline[] = [];
+  let count = 0;
+  for (const t of snapshot.traces) {
+    if (t.count === 0) continue;
+    const n = t.count;
+    const time = new Float64Array(n);
+    const bytes = new Float64Array(n);
+    const allocated = new Float64Array(n);
+    const reserved = new Float64Array(n);
+    const addr = new Float64Array(n);
+    let net = 0;
+    let reservedNet = 0;
+    const reservedDelta = new Float64Array(n);
+    for (let i = 0; i < n; i++) {
+      const action = snapshot.actionNames[t.action[i]!];
+      const size = t.size[i]!;
+      time[i] = Number.isNaN(t.timeUs[i]!) ? i : t.timeUs[i]!;
+      addr[i] = t.addr[i]!;
+      if (action === 'alloc') bytes[i] = size;
+      else if (action === 'free_completed') bytes[i] = -size;
+      if (action === 'segment_alloc' || action === 'segment_map') reservedDelta[i] = size;
+      else if (action === 'segment_free' || action === 'segment_unmap') reservedDelta[i] = -size;
+      net += bytes[i]!;
+      reservedNet += reservedDelta[i]!;
+    }
+    const totals = snapshotTotals(snapshot, t.device);
+    const baseline = totals.all.allocatedFromBlocks - net;
+    let a = baseline;
+    let r = totals.all.reserved - reservedNet;
+    for (let i = 0; i < n; i++) {
+      a += bytes[i]!;
+      r += reservedDelta[i]!;
+      allocated[i] = a;
+      reserved[i] = r;
+    }
+    devices.push({
+      device: `cuda:${t.device}`,
+      count: n,
+      time,
+      bytes,
+      allocated,
+      reserved,
+      addr,
+      operator: new Int32Array(n).fill(-1),
+      baseline,
+      allocatedIsRelative: false,
+      inconsistentTotals: 0,
+    });
+    count += n;
+  }
+  return {
+    source: 'snapshot',
+    devices,
+    operators: EMPTY_OPERATORS,
+    eventCount: count,
+    memoryEventCount: count,
+    eventsByCategory: {},
+    deviceNames: {},
+  };
+}
