@@ -43,7 +43,7 @@ tr.detail > td { background: #fbfbfb; }
 .leak { background: #fff; border: 1px solid #e6b0b0; border-left: 4px solid #e15759; border-radius: 4px; padding: 8px 12px; margin: 8px 0; }
 .leak-head { font-weight: 600; } .leak-site { background: #f6f6f6; padding: 1px 4px; }
 ol.stack { font: 12px ui-monospace, monospace; margin: 4px 0; padding-left: 28px; word-break: break-all; }
-.segments { display: grid; gap: 3px; } .segment { display: grid; grid-template-columns: 280px 1fr; gap: 8px; align-items: center; font-size: 12px; }
+.segments { display: grid; gap: 3px; } .segment { display: grid; grid-template-columns: 420px 1fr; gap: 8px; align-items: center; font-size: 12px; }
 .segment-bar { display: flex; height: 14px; border: 1px solid #ccc; background: #eee; } .segment-bar span { min-width: 1px; border-right: 1px solid #fff; }
 `;
 

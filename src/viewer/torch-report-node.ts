@@ -1,9 +1,9 @@
-import { MemscopeError } from '../core/errors.js';
+import { openMemoryFile } from '../torch/open-node.js';
 import type { ReportCaps, ReportData } from './report-data.js';
+import { snapshotToReport, traceToReport } from './torch-report.js';
 
-/** PyTorch snapshot / chrome-trace inputs for `memscope report`. */
-export async function torchToReport(file: string, head: Buffer, caps: ReportCaps): Promise<ReportData> {
-  void caps;
-  const kind = head[0] === 0x80 ? 'a pickle (PyTorch snapshot)' : head[0] === 0x1f && head[1] === 0x8b ? 'gzip (chrome trace)' : 'JSON';
-  throw new MemscopeError('unsupported-input', `report: ${file} looks like ${kind}, which this memscope cannot turn into a report yet`);
+/** Reads a PyTorch snapshot or trace file (told apart by content) into report data. */
+export async function torchToReport(file: string, caps: ReportCaps): Promise<ReportData> {
+  const opened = await openMemoryFile(file);
+  return opened.kind === 'snapshot' ? snapshotToReport(opened.snapshot, file, caps) : traceToReport(opened.trace, file, caps);
 }

@@ -43,7 +43,7 @@ export async function loadReportData(file: string, caps: ReportCaps): Promise<Re
   const start = head(file);
   if (looksLikeCapture(start.toString('utf8'))) return captureToReport(readCaptureFile(file), file, caps);
   const { torchToReport } = await import('../../viewer/torch-report-node.js');
-  return torchToReport(file, start, caps);
+  return torchToReport(file, caps);
 }
 
 export function register(program: Command): void {

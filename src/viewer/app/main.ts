@@ -404,9 +404,14 @@ function kernelsSection(): void {
     box.append(el('p', { class: 'muted' }, 'No kernel statistics in this source.'));
     return;
   }
+  // PyTorch traces attribute memory to CPU operators (self / inclusive), not to kernel calls.
+  const headers =
+    data.source.kind === 'trace'
+      ? ['operator', 'allocations', 'self bytes allocated', 'self net', 'inclusive net']
+      : ['kernel', 'calls', 'bytes allocated', 'alive at end', 'largest growth in one call'];
   box.append(
     table(
-      ['kernel', 'calls', 'bytes allocated', 'alive at end', 'largest growth in one call'],
+      headers,
       data.kernels.map((k) => ({ cells: [k.name, k.calls ? k.calls.toLocaleString('en-US') : '—', humanBytes(k.bytesAllocated), humanBytes(k.bytesRetained), humanBytes(k.peakAdded)], search: k.name })),
       [1, 2, 3, 4],
     ),

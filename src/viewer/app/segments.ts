@@ -7,15 +7,18 @@ export function renderSegments(box: HTMLElement, data: ReportData): void {
   const list = document.createElement('div');
   list.className = 'segments';
   const shown = data.segments.slice(0, 400);
+  const largest = Math.max(1, ...shown.map((s) => s.size));
   for (const seg of shown) {
     const row = document.createElement('div');
     row.className = 'segment';
     row.dataset.search = seg.label.toLowerCase();
     const name = document.createElement('div');
     name.className = 'segment-label';
-    name.textContent = `${seg.label} · ${humanBytes(seg.size)}`;
+    name.textContent = `${humanBytes(seg.size)} · ${seg.label}`;
     const bar = document.createElement('div');
     bar.className = 'segment-bar';
+    // Bars share one scale, so a 2 MiB segment looks small next to a 1 GiB one.
+    bar.style.width = `${Math.max(0.3, (seg.size / largest) * 100)}%`;
     for (let i = 0; i < seg.blocks.size.length; i++) {
       const b = document.createElement('span');
       const state = data.blockStates[seg.blocks.state[i]] ?? '?';

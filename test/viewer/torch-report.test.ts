@@ -1,0 +1,95 @@
+// `memscope report` on real PyTorch files: snapshots (segments/blocks, largest
+// allocations with stacks, timeline from device_traces) and Kineto traces.
+import { describe, it, expect } from 'vitest';
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { openMemoryFile } from '../../src/torch/open-node.js';
+import { snapshotToReport, traceToReport } from '../../src/viewer/torch-report.js';
+import { DEFAULT_CAPS, type ReportData } from '../../src/viewer/report-data.js';
+import { renderReportHtml } from '../../src/viewer/html.js';
+import { viewerBundle } from '../../src/viewer/bundle-node.js';
+import { chromiumAvailable, launchChromium } from '../support/browser.js';
+
+const FIX = '/work/shared/fixtures';
+
+async function load(path: string): Promise<ReportData> {
+  const f = await openMemoryFile(path);
+  return f.kind === 'snapshot' ? snapshotToReport(f.snapshot, path, DEFAULT_CAPS) : traceToReport(f.trace, path, DEFAULT_CAPS);
+}
+
+/** Live bytes per series after replaying the whole timeline. */
+function finalLive(d: ReportData): number[] {
+  const live = d.series.map(() => 0);
+  d.timeline.series.forEach((s, i) => (live[s] += d.timeline.bytes[i]));
+  return live;
+}
+
+describe('PyTorch inputs', () => {
+  it('a snapshot with history: the timeline ends at the segments\u2019 allocated and reserved bytes', async () => {
+    const d = await load(`${FIX}/torch-snapshots/transformer_fullstep_trace.pickle`);
+    const f = await openMemoryFile(`${FIX}/torch-snapshots/transformer_fullstep_trace.pickle`);
+    if (f.kind !== 'snapshot') throw new Error('expected a snapshot');
+    const reserved = f.snapshot.segments.reduce((s, x) => s + x.totalSize, 0);
+    const allocated = f.snapshot.segments.reduce((s, x) => s + x.activeSize, 0);
+    const [alloc, cached] = finalLive(d);
+    expect(alloc).toBe(allocated);
+    expect(alloc + cached).toBe(reserved);
+    expect(d.segments).toHaveLength(1010);
+    expect(d.segments[0].size).toBe(Math.max(...f.snapshot.segments.map((s) => s.totalSize)));
+    // The largest allocation carries a stack with Python frames.
+    const largest = d.allocations.bytes.indexOf(Math.max(...d.allocations.bytes));
+    const frames = d.stacks[d.allocations.stack[largest]].map((i) => d.strings[i]);
+    expect(frames.some((fr) => /\.py:\d+:/.test(fr))).toBe(true);
+    expect(d.timeUnit).toBe('ms');
+  });
+
+  it('a snapshot without history: final state, blocks as allocations, and a notice', async () => {
+    const d = await load(`${FIX}/torch-snapshots/older_no_settings_6633blocks.pickle`);
+    expect(d.notices.join(' ')).toMatch(/no allocation history/);
+    expect(d.segments).toHaveLength(672);
+    expect(d.segments.reduce((s, x) => s + x.blocks.size.length, 0)).toBe(6633);
+  });
+
+  it('a 2021 Kineto trace: relative totals, said so, and operators', async () => {
+    const d = await load(`${FIX}/torch-traces/kineto_2021_resnet50.json.gz`);
+    expect(d.source.kind).toBe('trace');
+    expect(d.notices.join(' ')).toMatch(/relative to the trace start/);
+    expect(d.timeline.dt.length).toBeGreaterThan(12000);
+  });
+
+  it.skipIf(!chromiumAvailable())('the snapshot page shows segments with blocks and the trace page draws', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'memscope-torch-'));
+    const app = await viewerBundle();
+    const browser = await launchChromium();
+    try {
+      for (const [name, file] of [
+        ['snapshot', `${FIX}/torch-snapshots/transformer_fullstep_trace.pickle`],
+        ['trace', `${FIX}/torch-traces/kineto_modern_memory.json.gz`],
+      ] as const) {
+        const html = join(dir, `${name}.html`);
+        writeFileSync(html, renderReportHtml(await load(file), app));
+        const page = await browser.newPage({ viewport: { width: 1280, height: 1000 } });
+        const errors: string[] = [];
+        page.on('pageerror', (e) => errors.push(String(e)));
+        await page.goto(`file://${html}`);
+        await page.waitForFunction(() => (window.memscopeViewer?.frames ?? 0) > 0);
+        if (name === 'snapshot') {
+          expect(await page.locator('#segments').isVisible()).toBe(true);
+          expect(await page.locator('.segment').count()).toBe(400);
+          expect(await page.locator('.segment-bar span').count()).toBeGreaterThan(400);
+          await page.locator('#segments').scrollIntoViewIfNeeded();
+          await page.screenshot({ path: 'test-artifacts/report-snapshot-segments.png' });
+        } else {
+          expect(await page.locator('#segments').isVisible()).toBe(false);
+          expect(await page.locator('#kernels-body').innerText()).toMatch(/aten::mm/);
+          await page.screenshot({ path: 'test-artifacts/report-trace.png' });
+        }
+        expect(errors).toEqual([]);
+        await page.close();
+      }
+    } finally {
+      await browser.close();
+    }
+  });
+});
