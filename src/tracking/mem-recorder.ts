@@ -80,6 +80,10 @@ class ModuleRecord {
   }
 }
 
+function copyInto(target: number[], source: readonly number[]): void {
+  for (let i = 0; i <= TOTAL; i++) target[i] = source[i]!;
+}
+
 function copySnap(snap: Snap): Snap {
   const out: Snap = new Map();
   for (const [dev, counts] of snap) out.set(dev, counts.slice());
@@ -165,7 +169,8 @@ export class MemRecorder implements MemoryEventSink {
     // Only an allocation can raise a total, so peaks are updated here and nowhere else.
     if (total > dev.peakTotal) {
       dev.peakTotal = total;
-      dev.peak = counts.slice();
+      if (dev.peak === null) dev.peak = counts.slice();
+      else copyInto(dev.peak, counts);
     }
     if (this.forwardActive.length > 0) this.raiseLocalPeaks(this.forwardActive, dev, total);
     if (this.backwardActive.length > 0) this.raiseLocalPeaks(this.backwardActive, dev, total);
@@ -177,7 +182,10 @@ export class MemRecorder implements MemoryEventSink {
       const rec = active[i]!;
       if ((rec.localPeak.get(dev) ?? 0) < total) {
         rec.localPeak.set(dev, total);
-        rec.peakSnap.set(dev, dev.counts.slice());
+        // Peaks rise on most allocations in forward: overwrite in place rather than allocate.
+        const held = rec.peakSnap.get(dev);
+        if (held === undefined) rec.peakSnap.set(dev, dev.counts.slice());
+        else copyInto(held, dev.counts);
       }
     }
   }

@@ -1,0 +1,93 @@
+// MemTracker's cost on training: time per training step of the demo model
+// (Dense → BatchNorm → Dense, Adam) on the wasm backend, tracked vs untracked,
+// at batch 1 (where per-tensor overhead shows most) and batch 64.
+//
+// Tracked and untracked rounds alternate in one process (and swap order every
+// round) so drift — JIT warm-up, heap growth, CPU frequency, other processes —
+// hits both alike. Each figure is the median over rounds of the mean step time
+// within a round. Target: ratio ≤ 1.10 at batch 1.
+//
+// Two clocks: process CPU time (user + system, from process.cpuUsage) and wall
+// time. On a shared machine wall time also counts the time other processes
+// hold the CPU, so the CPU-time ratio is the figure to read; the wall ratio is
+// printed beside it. A third series attaches the TFJS adapter with an empty
+// sink, to separate the adapter's cost from MemTracker's own.
+//
+//   npm run bench -- memtracker
+//   MEMSCOPE_BENCH_ROUNDS=41 npm run bench -- memtracker   (more rounds, steadier)
+import { performance } from 'node:perf_hooks';
+import { useDemoBackend } from '../dist/tfjs/demo-backend-node.js';
+import { createDemoRun, DEMO_SHAPE } from '../dist/tfjs/demo-model.js';
+import { MemTracker } from '../dist/tfjs/mem-tracker.js';
+import { tfjsAdapter } from '../dist/tfjs/adapter.js';
+
+const ROUNDS = Number(process.env.MEMSCOPE_BENCH_ROUNDS ?? 21);
+const TARGET = 1.1;
+const CONFIGS = [
+  { batchSize: 1, stepsPerRound: 40, warmupSteps: 100 },
+  { batchSize: 64, stepsPerRound: 15, warmupSteps: 30 },
+];
+
+const median = (xs) => {
+  const s = [...xs].sort((a, b) => a - b);
+  const m = s.length >> 1;
+  return s.length % 2 ? s[m] : (s[m - 1] + s[m]) / 2;
+};
+
+/** Mean CPU and wall ms per step over `steps` steps, under `mode`: 'plain', 'adapter' or 'tracked'. */
+function timeSteps(run, steps, mode, tracker) {
+  let session = null;
+  if (mode === 'tracked') tracker.start();
+  if (mode === 'adapter') {
+    session = tfjsAdapter.attach({});
+    session.module(run.model);
+    session.optimizer(run.optimizer);
+  }
+  const c0 = process.cpuUsage();
+  const t0 = performance.now();
+  run.train(steps);
+  const t1 = performance.now();
+  const c1 = process.cpuUsage(c0);
+  if (mode === 'tracked') {
+    tracker.stop();
+    // Module statistics grow by one call per step; a long training would reset them too.
+    tracker.resetModStats();
+  }
+  session?.detach();
+  return { cpu: (c1.user + c1.system) / 1000 / steps, wall: (t1 - t0) / steps };
+}
+
+await useDemoBackend('wasm');
+console.log(
+  `MemTracker overhead, demo model Dense(${DEMO_SHAPE.inputs}→${DEMO_SHAPE.hidden}) → BatchNorm → Dense(${DEMO_SHAPE.hidden}→${DEMO_SHAPE.outputs}) + Adam, wasm backend, ${ROUNDS} interleaved rounds`,
+);
+let overTarget = false;
+for (const { batchSize, stepsPerRound, warmupSteps } of CONFIGS) {
+  const run = createDemoRun({ ...DEMO_SHAPE, batchSize });
+  const tracker = new MemTracker();
+  tracker.trackExternal(run.model, run.optimizer, run.xs, run.ys);
+  const modes = ['plain', 'adapter', 'tracked'];
+  for (const mode of modes) timeSteps(run, warmupSteps, mode, tracker);
+  const series = { plain: { cpu: [], wall: [] }, adapter: { cpu: [], wall: [] }, tracked: { cpu: [], wall: [] } };
+  for (let r = 0; r < ROUNDS; r++) {
+    globalThis.gc?.();
+    // Rotate the order every round so no mode always runs first or last.
+    for (let k = 0; k < modes.length; k++) {
+      const mode = modes[(r + k) % modes.length];
+      const t = timeSteps(run, stepsPerRound, mode, tracker);
+      series[mode].cpu.push(t.cpu);
+      series[mode].wall.push(t.wall);
+    }
+  }
+  const m = (mode, clock) => median(series[mode][clock]);
+  const ratio = m('tracked', 'cpu') / m('plain', 'cpu');
+  if (batchSize === 1 && ratio > TARGET) overTarget = true;
+  console.log(
+    `batch ${String(batchSize).padStart(2)}: CPU ms/step untracked ${m('plain', 'cpu').toFixed(3)}, adapter only ${m('adapter', 'cpu').toFixed(3)}, ` +
+      `MemTracker ${m('tracked', 'cpu').toFixed(3)} → ratio ${ratio.toFixed(3)} (adapter alone ${(m('adapter', 'cpu') / m('plain', 'cpu')).toFixed(3)}); ` +
+      `wall ratio ${(m('tracked', 'wall') / m('plain', 'wall')).toFixed(3)}` +
+      (batchSize === 1 ? `; target ≤ ${TARGET.toFixed(2)}: ${ratio <= TARGET ? 'met' : 'NOT met'}` : ''),
+  );
+  run.dispose();
+}
+if (overTarget) console.log('batch 1 is over target: profile with node --cpu-prof bench/memtracker.bench.mjs');
