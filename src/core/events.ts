@@ -90,8 +90,17 @@ export interface EventContext {
   readonly seq: number;
 }
 
-/** A named region: an engine scope (tidy), an op wrapper, or a user annotation. */
-export type ScopeKind = 'tidy' | 'annotation' | 'backward';
+/**
+ * A named region: an engine scope (tidy), an op wrapper, or a user annotation.
+ * - 'tidy': a TFJS engine scope (`tf.tidy`, including the engine's own
+ *   'forward'/'backward' tidies inside `gradients` and one per backprop node).
+ * - 'op': the scope tfjs-core's `op()` opens around every public op call
+ *   (added by the TFJS adapter; the name is the op's, e.g. 'matMul').
+ * - 'annotation': a user region (`annotate(name, fn)` in memscope/tfjs).
+ * - 'backward': reserved for adapters whose framework has a backward scope of
+ *   its own; the TFJS adapter reports backprop as the 'backward' tidy.
+ */
+export type ScopeKind = 'tidy' | 'op' | 'annotation' | 'backward';
 
 export interface KernelEvent {
   readonly name: string;

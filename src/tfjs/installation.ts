@@ -66,6 +66,8 @@ interface GradientRun {
 const SCOPE_PLAIN = 0;
 const SCOPE_GRAD_FORWARD = 1;
 const SCOPE_GRAD_BACKWARD = 2;
+/** tfjs-core's OP_SCOPE_SUFFIX (ops/operation.ts). */
+const OP_SCOPE_SUFFIX = '__op';
 
 type Fn = (...args: never[]) => unknown;
 
@@ -75,6 +77,19 @@ interface InstanceWrap {
   readonly hadOwn: boolean;
   readonly previous: unknown;
   readonly wrapper: unknown;
+}
+
+/**
+ * The layers whose completion ends a model's forward: its output layers, or
+ * for a Sequential that was never built on its own (nested in another
+ * Sequential, whose graph holds its layers directly) its last layer.
+ */
+function pendingOutputLayers(mod: TfjsModule): Set<object> | null {
+  const out = mod.layer.outputLayers;
+  if (Array.isArray(out) && out.length > 0) return new Set<object>(out);
+  const layers = mod.layer.layers;
+  if (Array.isArray(layers) && layers.length > 0) return new Set<object>([layers[layers.length - 1]!]);
+  return null;
 }
 
 export class Installation {
@@ -130,7 +145,8 @@ export class Installation {
   private backwardDepth = 0;
   private optimizerDepth = 0;
   private readonly gradRuns: GradientRun[] = [];
-  private readonly scopeObjs: object[] = [];
+  /** The engine scopes memscope gave a meaning to (gradients' forward/backward tidies), innermost last. */
+  private readonly markedScopes: object[] = [];
   private readonly scopeMarks: number[] = [];
   private assigning: TfTensor | null = null;
 
@@ -364,9 +380,12 @@ export class Installation {
   onScopeStart(engine: TfEngine): void {
     const scope = engine.state.activeScope;
     if (scope == null) return;
-    let mark = SCOPE_PLAIN;
-    const run = this.gradRuns[this.gradRuns.length - 1];
+    const run = this.gradRuns.length > 0 ? this.gradRuns[this.gradRuns.length - 1]! : undefined;
     if (run !== undefined) {
+      // The engine's own tidies inside `gradients`: 'forward' around f, then
+      // 'backward' around backprop. Only these two are remembered (plain
+      // scopes, one per op call, cost nothing here).
+      let mark = SCOPE_PLAIN;
       if (run.state === 0 && scope.name === 'forward') {
         run.state = 1;
         mark = SCOPE_GRAD_FORWARD;
@@ -377,49 +396,60 @@ export class Installation {
         mark = SCOPE_GRAD_BACKWARD;
         this.backwardDepth++;
       }
+      if (mark !== SCOPE_PLAIN) {
+        this.markedScopes.push(scope);
+        this.scopeMarks.push(mark);
+        this.updateCtx();
+      }
     }
-    this.scopeObjs.push(scope);
-    this.scopeMarks.push(mark);
-    if (mark !== SCOPE_PLAIN) this.updateCtx();
-    if (this.scopeStartSinks.length > 0) this.emit(this.scopeStartSinks, 'onScopeStart', scope.name, 'tidy' satisfies ScopeKind, true);
+    if (this.scopeStartSinks.length > 0) this.emitScope(this.scopeStartSinks, 'onScopeStart', scope.name);
   }
 
-  /** Before `engine.endScope`: returns what the ending scope was to memscope. */
+  /** tfjs-core's `op()` wraps every op in a scope named `<op>__op`: reported as kind 'op', name without the suffix. */
+  private emitScope(list: MemoryEventSink[], method: 'onScopeStart' | 'onScopeEnd', name: string): void {
+    if (name.endsWith(OP_SCOPE_SUFFIX)) this.emit(list, method, name.slice(0, -OP_SCOPE_SUFFIX.length), 'op' satisfies ScopeKind, true);
+    else this.emit(list, method, name, 'tidy' satisfies ScopeKind, true);
+  }
+
+  /** Before `engine.endScope`: what the ending scope was to memscope (null: nothing to do after). */
   beforeScopeEnd(engine: TfEngine): { mark: number; name: string } | null {
     const scope = engine.state.activeScope;
     if (scope == null) return null;
-    const n = this.scopeObjs.length;
-    const mark = n > 0 && this.scopeObjs[n - 1] === scope ? this.scopeMarks[n - 1]! : -1;
+    const n = this.markedScopes.length;
+    const mark = n > 0 && this.markedScopes[n - 1] === scope ? this.scopeMarks[n - 1]! : SCOPE_PLAIN;
     if (mark === SCOPE_GRAD_BACKWARD) {
       // Backprop is over: leave every module it entered before the tidy frees
       // backprop's intermediates (they are still live at the Exit events).
       const run = this.gradRuns[this.gradRuns.length - 1];
       this.backwardTo(run?.bwBase ?? null);
     }
+    if (mark === SCOPE_PLAIN && this.scopeEndSinks.length === 0 && (this.fwdTop === null || !this.fwdTop.implicit)) return null;
     return { mark, name: scope.name };
   }
 
   afterScopeEnd(engine: TfEngine, ended: { mark: number; name: string }): void {
-    if (ended.mark >= 0) {
-      this.scopeObjs.pop();
+    if (ended.mark !== SCOPE_PLAIN) {
+      this.markedScopes.pop();
       this.scopeMarks.pop();
-    }
-    const run = this.gradRuns[this.gradRuns.length - 1];
-    if (ended.mark === SCOPE_GRAD_FORWARD) {
-      this.forwardDepth--;
-      if (run !== undefined) run.state = 2;
-    } else if (ended.mark === SCOPE_GRAD_BACKWARD) {
-      this.backwardDepth--;
-      if (run !== undefined) run.state = 4;
+      const run = this.gradRuns[this.gradRuns.length - 1];
+      if (ended.mark === SCOPE_GRAD_FORWARD) {
+        this.forwardDepth--;
+        if (run !== undefined) run.state = 2;
+      } else {
+        this.backwardDepth--;
+        if (run !== undefined) run.state = 4;
+      }
+      this.updateCtx();
     }
     // An implicit module frame never outlives the engine scope it opened in
     // (fit/predict run each batch's forward inside a tidy).
-    const depth = engine.state.scopeStack.length;
-    while (this.fwdTop !== null && this.fwdTop.implicit && this.fwdTop.scopeDepth > depth) {
-      this.closeFrame(this.fwdTop, this.fwdTop.outputs);
+    if (this.fwdTop !== null && this.fwdTop.implicit) {
+      const depth = engine.state.scopeStack.length;
+      while (this.fwdTop !== null && this.fwdTop.implicit && this.fwdTop.scopeDepth > depth) {
+        this.closeFrame(this.fwdTop, this.fwdTop.outputs);
+      }
     }
-    this.updateCtx();
-    if (this.scopeEndSinks.length > 0) this.emit(this.scopeEndSinks, 'onScopeEnd', ended.name, 'tidy' satisfies ScopeKind, true);
+    if (this.scopeEndSinks.length > 0) this.emitScope(this.scopeEndSinks, 'onScopeEnd', ended.name);
   }
 
   annotationStart(name: string): void {
@@ -577,13 +607,12 @@ export class Installation {
 
   private openFrame(mod: TfjsModule, implicit: boolean, inputs: unknown): Frame {
     const parent = this.fwdTop;
-    const outputLayers = implicit ? mod.layer.outputLayers : undefined;
     const frame: Frame = {
       module: mod,
       parent,
       depth: parent === null ? 0 : parent.depth + 1,
       implicit,
-      pending: implicit && Array.isArray(outputLayers) && outputLayers.length > 0 ? new Set<object>(outputLayers) : null,
+      pending: implicit ? pendingOutputLayers(mod) : null,
       outputs: [],
       scopeDepth: this.engine.state.scopeStack.length,
     };
@@ -601,11 +630,18 @@ export class Installation {
   }
 
   enterModule(mod: TfjsModule, inputs: unknown): Frame {
+    // An implicit frame that is not an ancestor of this module is over (its
+    // last output layer was not recognised): close it rather than nest under it.
+    while (this.fwdTop !== null && this.fwdTop.implicit && !this.fwdTop.module.isAncestorOf(mod)) {
+      this.closeFrame(this.fwdTop, this.fwdTop.outputs);
+    }
     const top = this.fwdTop;
     const parent = mod.parent;
     if (parent !== null && (top === null || top.module !== parent)) {
-      // Ancestors whose own `call` did not run (a root model driven by
-      // fit/predict): open them implicitly, outermost first.
+      // Ancestors whose own `call` did not run: a root model driven by
+      // fit/predict/evaluate, or a Sequential nested in a Sequential (tfjs
+      // flattens its layers into the outer graph). Open them implicitly,
+      // outermost first.
       const missing: TfjsModule[] = [];
       for (let p: TfjsModule | null = parent; p !== null && (top === null || p !== top.module); p = p.parent) missing.push(p);
       for (let i = missing.length - 1; i >= 0; i--) this.openFrame(missing[i]!, true, inputs);
