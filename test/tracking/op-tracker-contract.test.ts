@@ -4,6 +4,7 @@ import { describe, expect, it } from 'vitest';
 import { MemscopeError } from '../../src/core/errors.js';
 import type { ReservedMemorySource } from '../../src/core/adapter.js';
 import { MemoryTracker } from '../../src/tracking/op-tracker.js';
+import { parseXml } from '../support/xml-wellformed.js';
 import { FakeFramework } from './fake-adapter.js';
 
 function scenario(fw: FakeFramework) {
@@ -161,6 +162,22 @@ describe('MemoryTracker on a scripted adapter', () => {
       ------------------------------------------------"
     `);
     expect(() => t.summary(-1)).toThrow(MemscopeError);
+  });
+
+  it('renders hostile layer names as text in the SVGs and the HTML page', () => {
+    const fw = new FakeFramework();
+    const root = fw.module('<script>alert(1)</script>');
+    const layer = fw.module('<script>alert(1)</script>.x"&\'y', root);
+    const t = new MemoryTracker(fw).startMonitor(root);
+    fw.enter(root);
+    fw.kernel('Add', { module: layer }, () => fw.alloc(8));
+    fw.exit(root);
+    t.stop();
+    const { charts, html } = t.renderTraces();
+    expect(charts).toHaveLength(4);
+    for (const c of charts) expect(parseXml(c.svg).name).toBe('svg');
+    expect(html).not.toContain('<script');
+    expect(html).toContain('&lt;script&gt;alert(1)&lt;/script&gt;.x&quot;&amp;&#39;y.forward.Add');
   });
 
   it('track(): stops after sync and async functions, also when they throw', async () => {
