@@ -1,0 +1,306 @@
+import { describe, it, expect, beforeAll } from 'vitest';
+import { execFileSync, spawnSync } from 'node:child_process';
+import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { readSnapshot, type MemorySnapshot } from '../../src/torch/snapshot.js';
+import {
+  blockFlameStacks,
+  compareSnapshots,
+  fragmentation,
+  largestAllocations,
+  snapshotMemoryStats,
+  snapshotTimeline,
+  snapshotTotals,
+  totalsByFrame,
+  traceActionCounts,
+  traceLines,
+} from '../../src/torch/snapshot-analysis.js';
+import { devicePeak } from '../../src/torch/memory-trace.js';
+import { renderFlameGraph } from '../../src/report/flamegraph-svg.js';
+import { renderSnapshotFlameGraph } from '../../src/report/snapshot-flamegraph.js';
+import { formatFragmentation, formatSnapshotSummary } from '../../src/report/torch-text.js';
+
+const repoRoot = path.resolve(import.meta.dirname, '../..');
+const shared = path.resolve(repoRoot, '../shared/fixtures');
+const SNAPSHOTS = [
+  'small_3seg',
+  'state_only_259seg',
+  'older_no_settings_6633blocks',
+  'newest_format_trace',
+  'transformer_forward_trace',
+  'transformer_fullstep_trace',
+] as const;
+const snapshotPath = (name: string): string => path.join(shared, 'torch-snapshots', `${name}.pickle`);
+const tmp = mkdtempSync(path.join(tmpdir(), 'memscope-cmd-'));
+
+/**
+ * Facts computed by CPython's pickle module straight from the files — the segments' own
+ * fields, block sums, trace action counts, _memory_viz.py segsum's internal/external free,
+ * and the allocated peak over the trace (replayed forward from the state the trace leads to).
+ */
+interface Facts {
+  segments: number;
+  blocks: number;
+  total_size: number;
+  allocated_size: number;
+  active_size: number;
+  requested_size: number;
+  allocated_blocks: number;
+  largest: number;
+  actions: Record<string, number>;
+  seg_allocated: number;
+  free_internal: number;
+  free_external: number;
+  trace_peak: number | null;
+}
+
+const FACTS_SCRIPT = `
+import pickle, json, sys, collections
+out = {}
+for path in sys.argv[1:]:
+    d = pickle.load(open(path, 'rb'))
+    segs = d['segments']
+    blocks = [b for s in segs for b in s['blocks']]
+    live = [b for b in blocks if b['state'] == 'active_allocated']
+    actions = collections.Counter(e['action'] for t in d.get('device_traces', []) for e in t)
+    seg_alloc = fi = fe = 0
+    for s in segs:
+        for b in s['blocks']:
+            if b['state'] == 'active_allocated':
+                req = b.get('requested_size', b['size'])
+                seg_alloc += req; fi += b['size'] - req
+            else:
+                fe += b['size']
+    peak = None
+    trace = [e for t in d.get('device_traces', []) for e in t]
+    if any(e['action'] == 'alloc' for e in trace):
+        end = sum(b['size'] for b in live)
+        net = sum(e['size'] for e in trace if e['action'] == 'alloc') - sum(e['size'] for e in trace if e['action'] == 'free_requested')
+        cur = peak = end - net
+        for e in trace:
+            if e['action'] == 'alloc': cur += e['size']
+            elif e['action'] == 'free_requested': cur -= e['size']
+            peak = max(peak, cur)
+    out[path.split('/')[-1][:-7]] = dict(
+        segments=len(segs), blocks=len(blocks),
+        total_size=sum(s['total_size'] for s in segs), allocated_size=sum(s['allocated_size'] for s in segs),
+        active_size=sum(s['active_size'] for s in segs), requested_size=sum(s['requested_size'] for s in segs),
+        allocated_blocks=len(live), largest=max((b['size'] for b in live), default=0), actions=actions,
+        seg_allocated=seg_alloc, free_internal=fi, free_external=fe, trace_peak=peak)
+print(json.dumps(out))
+`;
+
+const snapshots = new Map<string, MemorySnapshot>();
+let facts: Record<string, Facts>;
+
+beforeAll(() => {
+  facts = JSON.parse(execFileSync('python3', ['-c', FACTS_SCRIPT, ...SNAPSHOTS.map(snapshotPath)], { maxBuffer: 1 << 26 }).toString()) as Record<string, Facts>;
+  for (const name of SNAPSHOTS) snapshots.set(name, readSnapshot(new Uint8Array(readFileSync(snapshotPath(name)))));
+}, 120_000);
+
+describe.each(SNAPSHOTS)('analyses of %s', (name) => {
+  it('totals agree with the segments’ own allocated_size / active_size / total_size / requested_size', () => {
+    const s = snapshots.get(name)!;
+    const f = facts[name]!;
+    const t = snapshotTotals(s).all;
+    expect([t.segments, t.blocks]).toEqual([f.segments, f.blocks]);
+    expect(t.reserved).toBe(f.total_size);
+    expect(t.allocated).toBe(f.allocated_size);
+    expect(t.active).toBe(f.active_size);
+    expect(t.requested).toBe(f.requested_size);
+    // …and recomputed from the blocks they agree too.
+    expect(t.allocatedFromBlocks).toBe(f.allocated_size);
+    expect(t.activeFromBlocks).toBe(f.active_size);
+    expect(t.allocations).toBe(f.allocated_blocks);
+    const pools = snapshotTotals(s);
+    expect(pools.large.reserved + pools.small.reserved).toBe(f.total_size);
+  });
+
+  it('memory_summary figures: current values from the state, peaks from the trace', () => {
+    const s = snapshots.get(name)!;
+    const f = facts[name]!;
+    const { stats } = snapshotMemoryStats(s, 0);
+    expect(stats['allocated_bytes.all.current']).toBe(f.allocated_size);
+    expect(stats['reserved_bytes.all.current']).toBe(f.total_size);
+    expect(stats['segment.all.current']).toBe(f.segments);
+    expect(stats['allocation.all.current']).toBe(f.allocated_blocks);
+    expect(stats['allocated_bytes.large_pool.current']! + stats['allocated_bytes.small_pool.current']!).toBe(f.allocated_size);
+    expect(stats['allocated_bytes.all.peak']).toBe(f.trace_peak ?? f.allocated_size);
+    expect(stats['allocation.all.allocated']).toBe(f.actions['alloc'] ?? 0);
+    expect(stats['segment.all.allocated']).toBe(f.actions['segment_alloc'] ?? 0);
+    const text = formatSnapshotSummary(s);
+    expect(text).toContain('PyTorch CUDA memory summary, device ID 0');
+    expect(text).toContain(`${f.segments.toLocaleString('en-US')} segments`);
+  });
+
+  it('trace action counts match the file', () => {
+    const s = snapshots.get(name)!;
+    const counts = traceActionCounts(s).reduce<Record<string, number>>((acc, c) => {
+      for (const [k, v] of Object.entries(c.counts)) acc[k] = (acc[k] ?? 0) + v;
+      return acc;
+    }, {});
+    expect(counts).toEqual(facts[name]!.actions);
+  });
+
+  it('stats: internal and external free as _memory_viz.py segsum computes them, adding up to reserved', () => {
+    const s = snapshots.get(name)!;
+    const f = facts[name]!;
+    const r = fragmentation(s);
+    expect(r.totalAllocated).toBe(f.seg_allocated);
+    expect(r.freeInternal).toBe(f.free_internal);
+    expect(r.freeExternal).toBe(f.free_external);
+    expect(r.totalAllocated + r.freeInternal + r.freeExternal).toBe(r.totalReserved);
+    expect(formatFragmentation(s)).toMatch(/external fragmentation \(external \/ reserved\)/);
+  });
+
+  it('largest allocations and totals by allocating frame account for all live memory', () => {
+    const s = snapshots.get(name)!;
+    const f = facts[name]!;
+    const largest = largestAllocations(s, 5);
+    expect(largest[0]?.size ?? 0).toBe(f.largest);
+    for (let i = 1; i < largest.length; i++) expect(largest[i]!.size).toBeLessThanOrEqual(largest[i - 1]!.size);
+    const byFrame = totalsByFrame(s);
+    expect(byFrame.reduce((a, r) => a + r.bytes, 0)).toBe(f.allocated_size);
+    expect(byFrame.reduce((a, r) => a + r.blocks, 0)).toBe(f.allocated_blocks);
+  });
+
+  it('flame-graph stacks weigh exactly the reserved bytes (requested + <gaps>)', () => {
+    const s = snapshots.get(name)!;
+    for (const bySegment of [true, false]) {
+      const total = blockFlameStacks(s, bySegment).reduce((a, st) => a + st.weight, 0);
+      expect(total).toBe(facts[name]!.total_size);
+    }
+  });
+});
+
+describe('frames and flame graphs on real stacks', () => {
+  it('charges allocations to the user’s line, or to the ATen op on C++-only stacks', () => {
+    const full = totalsByFrame(snapshots.get('transformer_fullstep_trace')!);
+    const frames = full.map((r) => r.frame);
+    expect(frames).toContain('optimizers.py:82:step');
+    expect(frames).toContain('aten::bmm (C++ stack)');
+    // Windows paths reduce to the base name too.
+    const newest = largestAllocations(snapshots.get('newest_format_trace')!, 1, 3)[0]!;
+    expect(newest.size).toBe(312.5 * 1024 * 1024);
+    expect(newest.frames).toEqual(['_backends.py:291:einsum', 'einops.py:939:einsum', 'model.py:39:forward']);
+  });
+
+  it('segments and memory SVGs are well-formed XML containing the frames and sizes', () => {
+    const s = snapshots.get('transformer_fullstep_trace')!;
+    const memory = renderSnapshotFlameGraph(s, 'memory');
+    const segments = renderSnapshotFlameGraph(snapshots.get('transformer_forward_trace')!, 'segments');
+    const file = path.join(tmp, 'memory.svg');
+    writeFileSync(file, memory);
+    writeFileSync(path.join(tmp, 'segments.svg'), segments);
+    const parsed = execFileSync('python3', ['-c', 'import sys, xml.dom.minidom as m\nfor f in sys.argv[1:]: print(len(m.parse(f).getElementsByTagName("g")))', file, path.join(tmp, 'segments.svg')])
+      .toString()
+      .trim()
+      .split('\n')
+      .map(Number);
+    expect(parsed[0]).toBeGreaterThan(20);
+    expect(parsed[1]).toBeGreaterThan(20);
+    expect(memory).toContain('<title>optimizers.py:82:step (12.69 GiB, 22.30%)</title>');
+    expect(memory).toContain('all (56.91 GiB)');
+    expect(segments).toMatch(/<title>seg_\d+ @0x[0-9a-f]+ \(100\.00 MiB, large\)/);
+  });
+
+  it('escapes hostile frame names in the SVG', () => {
+    const svg = renderFlameGraph([{ frames: ['<script>alert("x")</script>', "a&b'c"], weight: 10 }], { title: 'T <&>' });
+    expect(svg).not.toContain('<script>');
+    expect(svg).toContain('&lt;script&gt;alert(&quot;x&quot;)&lt;/script&gt;');
+    expect(svg).toContain('a&amp;b&#39;c');
+    expect(svg).toContain('<title>T &lt;&amp;&gt;</title>');
+  });
+});
+
+describe('compare and trace', () => {
+  it('compare: a snapshot against itself changes nothing; against another it explains the allocated difference', () => {
+    const a = snapshots.get('transformer_forward_trace')!;
+    const b = snapshots.get('transformer_fullstep_trace')!;
+    expect(compareSnapshots(a, a).changes).toEqual([]);
+    const cmp = compareSnapshots(a, b);
+    expect(cmp.allocatedBefore).toBe(facts['transformer_forward_trace']!.allocated_size);
+    expect(cmp.allocatedAfter).toBe(facts['transformer_fullstep_trace']!.allocated_size);
+    expect(cmp.changes.reduce((s, c) => s + c.delta, 0)).toBe(cmp.allocatedAfter - cmp.allocatedBefore);
+    expect(cmp.changes.map((c) => c.frame)).toContain('optimizers.py:82:step');
+  });
+
+  it('trace lines name allocations and end at the net change', () => {
+    const s = snapshots.get('transformer_forward_trace')!;
+    const lines = traceLines(s);
+    expect(lines[0]).toBe('Device 0 ---------------- 4657 entries');
+    expect(lines.length).toBe(4657 + 2);
+    expect(lines.filter((l) => l.includes('= cudaMalloc(')).length).toBe(289);
+    expect(lines.filter((l) => l.startsWith('del ')).length).toBe(1155);
+    expect(lines[1]).toMatch(/^a = (cudaMalloc\(0x[0-9a-f]+, [\d.]+ [KMG]?i?B\)|\S+\[\d+:[\d.]+ [KMG]?i?B\])$/);
+  });
+
+  it('snapshot timeline ends at the snapshot’s state and peaks where the replay says', () => {
+    const s = snapshots.get('transformer_fullstep_trace')!;
+    const d = snapshotTimeline(s).devices[0]!;
+    expect(d.allocated[d.count - 1]).toBe(facts['transformer_fullstep_trace']!.allocated_size);
+    expect(d.reserved![d.count - 1]).toBe(facts['transformer_fullstep_trace']!.total_size);
+    // The timeline moves allocated on free_completed (active memory), so its peak is at least
+    // the free_requested-based peak of memory_stats.
+    expect(devicePeak(d).peakAllocated).toBeGreaterThanOrEqual(facts['transformer_fullstep_trace']!.trace_peak!);
+  });
+});
+
+describe('the CLI', () => {
+  const tsx = path.join(repoRoot, 'node_modules/.bin/tsx');
+  const cli = (...args: string[]) => spawnSync(tsx, [path.join(repoRoot, 'src/cli/main.ts'), ...args], { encoding: 'utf8', cwd: tmp, maxBuffer: 1 << 26 });
+  const traces = path.join(shared, 'torch-traces');
+
+  it('summary --json on a snapshot and on both traces gives the key figures', () => {
+    const snap = cli('summary', snapshotPath('small_3seg'), '--json');
+    expect(snap.status).toBe(0);
+    const js = JSON.parse(snap.stdout) as { kind: string; totals: { all: { reserved: number; allocated: number } } };
+    expect(js.kind).toBe('snapshot');
+    expect(js.totals.all.reserved).toBe(facts['small_3seg']!.total_size);
+    expect(js.totals.all.allocated).toBe(facts['small_3seg']!.allocated_size);
+    const tr = cli('summary', path.join(traces, 'kineto_modern_memory.json.gz'), '--json', '--top', '3');
+    expect(tr.status).toBe(0);
+    const jt = JSON.parse(tr.stdout) as { memoryEvents: number; devices: { device: string; peakAllocated: number; peakReserved: number | null; operators: { name: string }[] }[] };
+    expect(jt.memoryEvents).toBe(28_010);
+    const cuda = jt.devices.find((d) => d.device === 'cuda:1')!;
+    expect([cuda.peakAllocated, cuda.peakReserved]).toEqual([6_629_508_096, 12_782_141_440]);
+    expect(cuda.operators.map((o) => o.name)).toEqual(['aten::mul', 'aten::add', 'aten::mm']);
+    const text = cli('summary', path.join(traces, 'kineto_2021_resnet50.json.gz'), '--top', '2');
+    expect(text.status).toBe(0);
+    expect(text.stdout).toContain('cuda:0 (Tesla V100-DGXS-32GB)');
+    expect(text.stdout).toContain('2.60 GiB');
+    expect(text.stdout).toContain('aten::threshold_backward');
+    expect(text.stdout).not.toContain('\x1b['); // no colour when stdout is not a terminal
+  }, 120_000);
+
+  it('segments, memory and plot write their files', () => {
+    expect(cli('segments', snapshotPath('small_3seg'), '-o', 'seg.svg').status).toBe(0);
+    expect(readFileSync(path.join(tmp, 'seg.svg'), 'utf8')).toContain('active_allocated');
+    expect(cli('memory', snapshotPath('state_only_259seg'), '-o', 'mem.svg').status).toBe(0);
+    expect(readFileSync(path.join(tmp, 'mem.svg'), 'utf8')).toContain('cache_utils_V2.py:225:update_new');
+    const plot = cli('plot', path.join(traces, 'kineto_2021_resnet50.json.gz'), '-o', 'plot.html');
+    expect(plot.status).toBe(0);
+    const html = readFileSync(path.join(tmp, 'plot.html'), 'utf8');
+    expect(html).toContain('<svg');
+    expect(html).not.toMatch(/<script|https?:\/\/(?!www\.w3\.org)/);
+    expect(html).toContain('2.60 GiB peak allocated');
+  }, 120_000);
+
+  it('bad inputs fail with one clear line', () => {
+    writeFileSync(path.join(tmp, 'package.json'), '{"name": "x"}');
+    const notTrace = cli('summary', 'package.json');
+    expect(notTrace.status).not.toBe(0);
+    expect(notTrace.stderr.trim()).toBe('memscope: package.json: at character 13: not a Chrome trace: no "traceEvents" array (top-level keys: "name")');
+    writeFileSync(path.join(tmp, 'garbage.json.gz'), Buffer.from([0x1f, 0x8b, 8, 0, 0, 0, 0, 0, 0, 3, 1, 2, 3, 4, 5]));
+    const gz = cli('summary', 'garbage.json.gz');
+    expect(gz.stderr).toMatch(/^memscope: garbage\.json\.gz: corrupt or truncated gzip data/);
+    expect(gz.stderr.trim().split('\n')).toHaveLength(1);
+    const wrongKind = cli('stats', path.join(traces, 'kineto_2021_resnet50.json.gz'));
+    expect(wrongKind.stderr).toMatch(/`memscope stats` needs a memory snapshot/);
+    const noTrace = cli('plot', snapshotPath('small_3seg'));
+    expect(noTrace.stderr).toMatch(/nothing to plot: the snapshot has no trace/);
+    const badTop = cli('summary', snapshotPath('small_3seg'), '--top', 'many');
+    expect(badTop.stderr).toMatch(/--top must be a non-negative integer, got "many"/);
+  }, 120_000);
+});
