@@ -18,13 +18,13 @@
  *                  TFJS tensor changes value (see docs/MEMORY_PROFILER.md).
  */
 
-import type { DeviceName } from '../core/events.js';
+import type { DeviceName, ScopeKind } from '../core/events.js';
 
 /** PyTorch's RecordScope, reduced to the two values the memory profiler reads. */
 export type RecordScope = 'function' | 'backward_function';
 
-/** What kind of `op` event: a kernel, or a named region around kernels. */
-export type OpKind = 'kernel' | 'tidy' | 'annotation' | 'backward';
+/** What kind of `op` event: a kernel, or a named region around kernels (a ScopeKind). */
+export type OpKind = 'kernel' | ScopeKind;
 
 /**
  * One observation of a tensor (PyTorch's `_TensorMetadata`). `id` is the

@@ -153,7 +153,10 @@ export class ProfileRecorder implements MemoryEventSink {
     const top = this.open.length > 0 ? this.open[this.open.length - 1]! : null;
     let role: OpRole = 'plain';
     // engine.gradients runs the user's function in tidy('forward') and backprop
-    // in tidy('backward'); backprop runs each gradient closure in its own tidy.
+    // in tidy('backward'). Backprop runs each gradient closure in its own tidy;
+    // gradient functions that compute eagerly, and the accumulation of
+    // gradients, run as ops directly in the backward tidy. Each of these
+    // top-level regions is one backward node (PyTorch's `MulBackward0`).
     if (name === 'backward' && top?.kind === 'gradient') role = 'backward-region';
     else if (top?.kind === 'op' && top.role === 'backward-region' && kind !== 'annotation') role = 'backward-closure';
     this.push(this.op(name, kind, false, role));

@@ -180,7 +180,7 @@ describe('TestIdentifyGradients', () => {
     const both = record(
       () => {
         const out = tf.variableGrads(() => tf.sum(model.apply(x) as tf.Tensor), weights);
-        tf.dispose(model.apply(x));
+        tf.dispose(model.apply(x) as tf.Tensor);
         return out;
       },
       { models: [model] },
@@ -195,7 +195,7 @@ describe('TestIdentifyGradients', () => {
 
     // Forward only, gradients from an earlier profile: nothing is a gradient
     // (PyTorch would still see `.grad` through the Python tracer).
-    const fwd = record(() => tf.dispose(model.apply(x)), { models: [model] });
+    const fwd = record(() => tf.dispose(model.apply(x) as tf.Tensor), { models: [model] });
     const p3 = fwd.memoryProfile();
     for (const e of p3.opTree.dfs()) expect(p3.extractGradients(e)).toEqual([]);
     tf.dispose([...grads, ...grads2, fwdBwd.value.value, both.value.value]);
@@ -211,7 +211,7 @@ describe('TestIdentifyGradients', () => {
     // for them back so the test can name them (`returnCost` is not enough).
     const step = () => {
       const { value, grads } = tf.variableGrads(loss, [w0, w1]);
-      optimizer.applyGradients(grads);
+      optimizer.applyGradients(grads as Parameters<typeof optimizer.applyGradients>[0]);
       value.dispose();
       return grads;
     };
@@ -243,7 +243,7 @@ describe('TestIdentifyGradients', () => {
     const result = record(
       () => {
         const { value, grads } = tf.variableGrads(() => tf.sum(model.apply(tf.ones([2, 2])) as tf.Tensor), weights);
-        optimizer.applyGradients(grads);
+        optimizer.applyGradients(grads as Parameters<typeof optimizer.applyGradients>[0]);
         value.dispose();
         return grads;
       },
@@ -680,7 +680,7 @@ describe('TestMemoryProfilerE2E', () => {
         tfl.layers.softmax({ axis: 1 }),
       ],
     });
-    const p = record(() => tf.dispose(model.apply(tf.ones([2, 2]))), { models: [model] }).memoryProfile();
+    const p = record(() => tf.dispose(model.apply(tf.ones([2, 2])) as tf.Tensor), { models: [model] }).memoryProfile();
     expect(formatCategories(p)).toMatchInlineSnapshot(`
       "Reshape                                  1 (INPUT)                                     -> 1 (INPUT)
       Reshape                                  2 (PARAMETER)                                 -> 2 (PARAMETER)
