@@ -1,0 +1,70 @@
+// `memscope run` as a process: what the capture holds when the program ends
+// normally, throws, or is killed; --max-entries and --backend.
+import { describe, it, expect, afterAll } from 'vitest';
+import { spawnSync } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { parseCapture } from '../../src/capture/reader.js';
+
+const root = resolve(import.meta.dirname, '../..');
+const script = join(root, 'test/fixtures/scripts/train.mjs');
+const work = mkdtempSync(join(tmpdir(), 'memscope-run-'));
+afterAll(() => rmSync(work, { recursive: true, force: true }));
+
+function run(name: string, runArgs: string[], scriptArgs: string[]) {
+  const out = join(work, `${name}.ndjson`);
+  const r = spawnSync(process.execPath, ['--import', 'tsx', join(root, 'src/cli/main.ts'), 'run', '-q', '-o', out, ...runArgs, script, ...scriptArgs], {
+    cwd: root,
+    encoding: 'utf8',
+    timeout: 180_000,
+  });
+  return { status: r.status, stdout: r.stdout, stderr: r.stderr, capture: () => parseCapture(readFileSync(out, 'utf8'), out) };
+}
+
+describe('memscope run', () => {
+  it('a program killed with SIGKILL leaves a capture readable up to its last step', () => {
+    const r = run('killed', [], ['--steps', '10', '--kill-after', '3']);
+    expect(r.status).toBe(128 + 9);
+    const cap = r.capture();
+    expect(cap.truncated?.reason).toMatch(/no end record/);
+    expect(cap.end).toBeNull();
+    // Every step end flushes, so all three completed steps are there.
+    expect(cap.steps.map((s) => s.step)).toEqual([1, 2, 3]);
+    expect(cap.modules.map((m) => m.path)).toEqual(['mlp', 'mlp.hidden', 'mlp.norm', 'mlp.out']);
+  });
+
+  it('a program that throws: its exit code passes through and the capture records the error', () => {
+    const r = run('throws', [], ['--steps', '10', '--throw-after', '2']);
+    expect(r.status).toBe(1);
+    expect(r.stderr).toMatch(/planted failure after step 2/);
+    const cap = r.capture();
+    expect(cap.truncated).toBeNull();
+    expect(cap.end).toMatchObject({ exitCode: 1, error: 'Error: planted failure after step 2' });
+    expect(cap.steps).toHaveLength(2);
+  });
+
+  it('--max-entries caps individual records; --backend picks the backend; script args pass through', () => {
+    const r = run('capped', ['--max-entries', '50', '--backend', 'wasm'], ['--steps', '3']);
+    expect(r.status).toBe(0);
+    expect(r.stdout).toMatch(/final loss [\d.]+ on wasm/);
+    const cap = r.capture();
+    expect(cap.header).toMatchObject({ backend: 'wasm', maxEntries: 50, stacks: false });
+    expect(cap.allocs).toHaveLength(50);
+    expect(new Set(cap.allocs.map((a) => a.device))).toEqual(new Set(['wasm']));
+    expect(cap.end!.dropped).toBe(cap.end!.events - 50);
+    expect(cap.steps).toHaveLength(3);
+    // Step totals still count what was not recorded individually: weights, Adam state.
+    // hidden kernel+bias, norm gamma+beta, out kernel+bias (float32).
+    expect(cap.steps[2].live.wasm.Parameter).toBe((16 * 32 + 32 + (32 + 32) + (32 + 1)) * 4);
+  });
+
+  it('bad arguments are one clear line', () => {
+    const missing = spawnSync(process.execPath, ['--import', 'tsx', join(root, 'src/cli/main.ts'), 'run', join(work, 'nope.js')], { cwd: root, encoding: 'utf8' });
+    expect(missing.status).toBe(2);
+    expect(missing.stderr.trim()).toBe(`memscope: run: no such script: ${join(work, 'nope.js')}`);
+    const r = run('bad', ['--max-entries', 'lots'], []);
+    expect(r.status).toBe(2);
+    expect(r.stderr).toMatch(/--max-entries must be a non-negative integer/);
+  });
+});
