@@ -211,6 +211,20 @@ export class MemRecorder implements MemoryEventSink {
     return this.classify(tensor.storage, category);
   }
 
+  isTracked(storage: StorageRef): boolean {
+    return this.storages.has(storage.id);
+  }
+
+  /** Forgets storages that died while no events arrived (between a stop and the next start). */
+  dropStoragesNotIn(live: ReadonlySet<number>): void {
+    for (const [id, tracked] of this.storages) {
+      if (live.has(id)) continue;
+      this.storages.delete(id);
+      tracked.device.counts[tracked.category]! -= tracked.bytes;
+      tracked.device.counts[TOTAL]! -= tracked.bytes;
+    }
+  }
+
   /** Parameters and buffers of `module` and its descendants; returns their bytes (each storage once). */
   trackModuleWeights(module: ModuleRef): { parameterMem: number; bufferMem: number } {
     const seen = new Set<number>();

@@ -72,8 +72,8 @@ function flatten(values: readonly unknown[], out: unknown[] = []): unknown[] {
 export class MemTracker implements Disposable {
   private recorder = new MemRecorder();
   private session: AdapterSession | null = null;
-  /** Objects given to trackExternal before start(); resolved against the session at start. */
-  private pendingExternal: unknown[] = [];
+  /** Everything given to trackExternal; (re)classified at every start(), and at once while tracking. */
+  private external: unknown[] = [];
 
   constructor(readonly adapter: FrameworkAdapter) {}
 
@@ -98,8 +98,9 @@ export class MemTracker implements Disposable {
         );
       }
     });
-    if (this.session === null) this.pendingExternal.push(...flat);
-    else for (const [i, obj] of flat.entries()) this.resolveExternal(this.session, obj, i);
+    const first = this.external.length;
+    this.external.push(...flat);
+    if (this.session !== null) flat.forEach((obj, i) => this.resolveExternal(this.session!, obj, first + i));
   }
 
   private resolveExternal(session: AdapterSession, obj: unknown, index: number): void {
@@ -115,7 +116,11 @@ export class MemTracker implements Disposable {
     };
     const tensor = tryKind(() => session.tensor(obj));
     if (tensor !== undefined) {
-      this.recorder.classifyVariable(tensor, Category.OTHER);
+      // A disposed tensor holds no memory: nothing to count. (A live one made before
+      // the adapter knew it is announced by the adapter as it is resolved, so it is tracked.)
+      if (this.recorder.isTracked(tensor.storage) || this.liveIds?.has(tensor.storage.id)) {
+        this.recorder.classifyVariable(tensor, Category.OTHER);
+      }
       return;
     }
     const module = tryKind(() => session.module(obj));
@@ -129,6 +134,9 @@ export class MemTracker implements Disposable {
       this.recorder.trackOptimizerState(optimizer);
       return;
     }
+    // Reported once: the object is not kept for the next start().
+    const at = this.external.indexOf(obj);
+    if (at >= 0) this.external.splice(at, 1);
     throw new MemscopeError(
       'bad-external',
       `trackExternal: argument ${index} is ${describe(obj)}, which is not a ${this.adapter.name} model, optimizer or tensor`,
@@ -143,19 +151,31 @@ export class MemTracker implements Disposable {
     return [];
   }
 
-  /** Starts tracking; returns the tracker so `using t = tracker.start()` stops it at the end of the block. */
+  /** Storage ids alive when tracking started; only read while start() resolves external objects. */
+  private liveIds: Set<number> | null = null;
+
+  /**
+   * Starts tracking; returns the tracker so `using t = tracker.start()` stops
+   * it at the end of the block. A tracker can be started again after stop():
+   * storages freed while it was stopped are dropped then, and the external
+   * objects are classified again.
+   */
   start(): this {
     if (this.session !== null) throw new MemscopeError('already-tracking', 'MemTracker.start(): this tracker is already tracking');
     const session = this.adapter.attach(this.recorder);
     this.session = session;
     try {
-      const pending = this.pendingExternal;
-      this.pendingExternal = [];
-      pending.forEach((obj, i) => this.resolveExternal(session, obj, i));
+      const live = new Set<number>();
+      for (const s of session.liveStorages()) live.add(s.id);
+      this.recorder.dropStoragesNotIn(live);
+      this.liveIds = live;
+      this.external.forEach((obj, i) => this.resolveExternal(session, obj, i));
     } catch (err) {
       this.session = null;
       session.detach();
       throw err;
+    } finally {
+      this.liveIds = null;
     }
     this.recorder.resetPeak();
     return this;

@@ -222,6 +222,30 @@ describe('MemTracker on a scripted framework', () => {
     expect(() => tracker.start()).toThrow(/argument 0 is a Widget, which is not a fake model, optimizer or tensor/);
     expect(tracker.tracking).toBe(false);
     expect(fw.detaches).toBe(fw.attaches);
+    // The bad object is dropped once reported: the tracker starts next time.
+    tracker.start().stop();
+  });
+
+  it('restarts cleanly: storages freed while stopped are dropped, external tensors stay classified', () => {
+    const fw = new FakeFramework();
+    const data = fw.alloc(64);
+    const disposed = fw.alloc(32);
+    fw.free(disposed);
+    const tracker = new MemTracker(fw);
+    tracker.trackExternal(data, disposed);
+    let kept: FakeTensor | undefined;
+    let dropped: FakeTensor | undefined;
+    tracker.track(() => {
+      kept = fw.alloc(16);
+      dropped = fw.alloc(8);
+    });
+    // A disposed tensor holds nothing, so it is not counted as Other.
+    expect(tracker.snapshot().cpu).toMatchObject({ Other: 64, Activation: 24, Total: 88 });
+    fw.free(dropped!); // while stopped: no event reaches the tracker
+    expect(tracker.snapshot().cpu!.Total).toBe(88);
+    tracker.track(() => {});
+    expect(tracker.snapshot().cpu).toMatchObject({ Other: 64, Activation: 16, Total: 80 });
+    expect(kept).toBeDefined();
   });
 
   it('stops when the tracked function throws or rejects, and rethrows the same error', async () => {
