@@ -4,3 +4,4 @@ export { annotate } from './annotate.js';
 export { readDeviceMemory } from './device-memory.js';
 export { MemTracker } from './mem-tracker.js';
 export { MemoryTracker } from './memory-tracker.js';
+export { profile, ProfileResult, type ProfileOptions } from './profile.js';
