@@ -1,0 +1,41 @@
+// memscope/allocator: PyTorch's CUDA caching allocator as a model, the
+// torch.cuda.memory API over it, replay of PyTorch snapshots, and the binding
+// that feeds it a framework's storages. Framework-free and browser-safe; the
+// file writers are in snapshot-node.ts / read-snapshot-node.ts.
+export { DeviceMemory, type DeviceArg, type DeviceMemoryOptions, type RecordMemoryHistoryOptions } from './api.js';
+export {
+  CachingAllocatorModel,
+  formatOomSize,
+  type AllocatorOptions,
+  type Block,
+  type Frame,
+  type HistorySettings,
+  type SegmentLayout,
+  type TraceAction,
+  type TraceEntry,
+} from './caching-allocator.js';
+export { DEFAULT_CAPACITY, SimulatedDevice, type DeviceBackend } from './device.js';
+export {
+  DEFAULT_SETTINGS,
+  parseAllocatorConf,
+  settingsFromSnapshot,
+  toSnapshotSettings,
+  type AllocatorSettings,
+  type SnapshotAllocatorSettings,
+} from './settings.js';
+export { roundSize, segmentSizeFor, isSmallSize, MIN_BLOCK_SIZE, SMALL_SIZE, SMALL_BUFFER, LARGE_BUFFER, MIN_LARGE_ALLOC, ROUND_LARGE } from './sizes.js';
+export { flattenStats, nestedStats, type NestedMemoryStats, type StatValues } from './stats.js';
+export { renderMemorySummary, formatSummaryCount, formatSummarySize } from './summary.js';
+export { buildSnapshot, snapshotSegments, type MemorySnapshot, type SnapshotBlock, type SnapshotSegment, type BlockState } from './snapshot.js';
+export {
+  parseSnapshot,
+  reconstructStartState,
+  replaySnapshot,
+  whatIf,
+  type DeviceReplayReport,
+  type ReplayReport,
+  type WhatIfResult,
+} from './replay.js';
+export { AllocatorBinding, type AllocatorBindingOptions } from './binding.js';
+export { captureJsStack, parseStack } from './stacks.js';
+export { renderMemoryUsage, renderSegmentUsage } from './views.js';

@@ -1,0 +1,45 @@
+import { writeFileSync } from 'node:fs';
+import { makeTuple } from '../torch/pickle/reader.js';
+import { pyFloat, writePickle } from '../torch/pickle/writer.js';
+import type { DeviceMemory } from './api.js';
+import type { MemorySnapshot } from './snapshot.js';
+import { renderMemoryUsage, renderSegmentUsage } from './views.js';
+
+/**
+ * File I/O for the device API (Node only): dumpSnapshot, saveSegmentUsage,
+ * saveMemoryUsage.
+ */
+
+/** The snapshot with Python types where PyTorch has them: segment_pool_id a tuple, the GC threshold a float. */
+function toPickleShape(s: MemorySnapshot): unknown {
+  return {
+    segments: s.segments.map((seg) => ({ ...seg, segment_pool_id: makeTuple([...seg.segment_pool_id]) })),
+    device_traces: s.device_traces,
+    allocator_settings: {
+      ...s.allocator_settings,
+      garbage_collection_threshold: pyFloat(s.allocator_settings.garbage_collection_threshold),
+    },
+    external_annotations: s.external_annotations,
+  };
+}
+
+/** Serialises a snapshot: JSON for *.json, otherwise a protocol-4 pickle (what pytorch.org/memory_viz opens). */
+export function encodeSnapshot(snapshot: MemorySnapshot, path: string): Uint8Array | string {
+  if (/\.json$/i.test(path)) return JSON.stringify(snapshot);
+  return writePickle(toPickleShape(snapshot));
+}
+
+/** torch.cuda.memory._dump_snapshot(filename). */
+export function dumpSnapshot(memory: DeviceMemory, path = 'dump_snapshot.pickle'): void {
+  writeFileSync(path, encodeSnapshot(memory.snapshot(), path));
+}
+
+/** torch.cuda.memory._save_segment_usage(filename). */
+export function saveSegmentUsage(memory: DeviceMemory, path = 'output.svg', snapshot?: MemorySnapshot): void {
+  writeFileSync(path, renderSegmentUsage(snapshot ?? memory.snapshot()));
+}
+
+/** torch.cuda.memory._save_memory_usage(filename). */
+export function saveMemoryUsage(memory: DeviceMemory, path = 'output.svg', snapshot?: MemorySnapshot): void {
+  writeFileSync(path, renderMemoryUsage(snapshot ?? memory.snapshot()));
+}
