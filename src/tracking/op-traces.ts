@@ -373,7 +373,9 @@ export function renderOpTraceCharts(stats: OpTraceStats): TraceChart[] {
     active_memory: mib('active'),
     reserved_memory: mib('reserved'),
   };
-  const seriesOf = (kind: Kind): LineSeries => ({ label: kind, values: values[kind], ...KIND_STYLE[kind] });
+  // Alone, every series is a plain solid line in its colour; the dash and band only matter where lines overlap.
+  const seriesOf = (kind: Kind, alone: boolean): LineSeries =>
+    alone ? { label: kind, values: values[kind], color: KIND_STYLE[kind].color } : { label: kind, values: values[kind], ...KIND_STYLE[kind] };
   const markers = chartMarkers(stats.markers);
   const chart = (file: string, title: string, kinds: Kind[]): TraceChart => ({
     file,
@@ -383,7 +385,7 @@ export function renderOpTraceCharts(stats: OpTraceStats): TraceChart[] {
       title,
       xLabel: '# Operator Calls',
       yLabel: 'Memory (MiB)',
-      series: kinds.map(seriesOf),
+      series: kinds.map((k) => seriesOf(k, kinds.length === 1)),
       markers,
       description:
         `${kinds.join(', ')} on device ${stats.device} after each of ${stats.records.length} operator calls; ` +

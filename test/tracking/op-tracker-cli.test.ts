@@ -24,6 +24,24 @@ describe('memscope ops', () => {
     expect(stats.records.some((r) => r.name.startsWith('demo.bn.forward.'))).toBe(true);
   });
 
+  it('--allocator: reserved, retries and OOMs come from the caching-allocator model', async () => {
+    const dir = mkdtempSync(path.join(tmpdir(), 'memscope-ops-alloc-'));
+    const lines: string[] = [];
+    // 1 MiB cannot hold even one 2 MiB small-allocation segment: every storage is a modelled OOM (after one retry).
+    const tight = await runOps({ backend: 'cpu', outDir: dir, steps: '1', top: '3', capacity: '1' }, (l) => lines.push(l));
+    const stats = parseOpTraceStats(readFileSync(tight.stats, 'utf8'), tight.stats);
+    expect(stats.reservedSource).toMatch(/caching allocator model/);
+    expect(stats.numOoms).toBeGreaterThan(0);
+    expect(stats.numAllocRetries).toBe(stats.numOoms);
+    expect(lines.join('\n')).toContain(`Allocation retries: ${stats.numAllocRetries}; OOMs: ${stats.numOoms}`);
+
+    const roomy = await runOps({ backend: 'cpu', outDir: dir, steps: '1', top: '3', allocator: true }, () => {});
+    const ok = parseOpTraceStats(readFileSync(roomy.stats, 'utf8'), roomy.stats);
+    expect([ok.numAllocRetries, ok.numOoms]).toEqual([0, 0]);
+    // PyTorch's segments: everything here fits one 2 MiB small-block segment, and reserved never drops below allocated.
+    expect(ok.records.every((r) => r.reserved === 2 * 1024 * 1024 && r.reserved >= r.allocated)).toBe(true);
+  });
+
   it('rejects a bad backend or step count with a clear error', async () => {
     const print = () => {};
     await expect(runOps({ backend: 'tpu', outDir: 'x', steps: '2', top: '5' }, print)).rejects.toThrow(MemscopeError);

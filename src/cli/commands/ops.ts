@@ -8,6 +8,9 @@ export interface OpsOptions {
   steps: string;
   top: string;
   stats?: string;
+  allocator?: boolean;
+  allocatorConf?: string;
+  capacity?: string;
 }
 
 function positiveInteger(value: string, flag: string, min: number): number {
@@ -32,13 +35,33 @@ export async function runOps(opts: OpsOptions, print: (line: string) => void): P
   const { createDemoRun } = await import('../../tfjs/demo-model.js');
   const { MemoryTracker } = await import('../../tfjs/memory-tracker.js');
 
-  const run = createDemoRun();
-  const tracker = new MemoryTracker();
+  // The caching-allocator model sees every storage from before the model is
+  // built, and gives the tracker PyTorch's reserved figure plus retries/OOMs.
+  const useAllocator = opts.allocator || opts.allocatorConf !== undefined || opts.capacity !== undefined;
+  let binding: import('../../allocator/binding.js').AllocatorBinding | null = null;
+  let bindingSession: { detach(): void } | null = null;
+  if (useAllocator) {
+    const capacityMiB = opts.capacity === undefined ? undefined : positiveInteger(opts.capacity, '--capacity', 1);
+    const { AllocatorBinding } = await import('../../allocator/binding.js');
+    const { tfjsAdapter } = await import('../../tfjs/adapter.js');
+    binding = new AllocatorBinding({
+      settings: opts.allocatorConf,
+      capacity: capacityMiB === undefined ? undefined : capacityMiB * 1024 * 1024,
+      devices: [backend],
+    });
+    bindingSession = binding.attach(tfjsAdapter);
+  }
+  const tracker = new MemoryTracker(binding ? { reservedSource: binding } : {});
   let losses: number[];
   try {
-    losses = tracker.track(run.model, () => run.train(steps), { optimizer: run.optimizer });
+    const run = createDemoRun();
+    try {
+      losses = tracker.track(run.model, () => run.train(steps), { optimizer: run.optimizer });
+    } finally {
+      run.dispose();
+    }
   } finally {
-    run.dispose();
+    bindingSession?.detach();
   }
   print(`memscope ops: ${steps} training step(s) of the demo model (Dense → BatchNorm → Dense, Adam) on ${backend}; loss ${losses.map((l) => l.toFixed(4)).join(' → ')}`);
   print(tracker.summaryString(top));
@@ -60,6 +83,9 @@ export function register(program: Command): void {
     .option('--steps <n>', 'training steps', '2')
     .option('--top <n>', 'operators in the summary', '20')
     .option('--stats <file>', 'where to save the stats JSON (default <out-dir>/memory_traces.json)')
+    .option('--allocator', "take reserved bytes, retries and OOMs from memscope's caching-allocator model (PyTorch's CUDA allocator)")
+    .option('--allocator-conf <conf>', 'PYTORCH_CUDA_ALLOC_CONF-style settings for the allocator model (implies --allocator)')
+    .option('--capacity <MiB>', 'device capacity for the allocator model, in MiB (implies --allocator)')
     .action(async (opts: OpsOptions) => {
       await runOps(opts, (line) => process.stdout.write(`${line}\n`));
     });
