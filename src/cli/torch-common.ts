@@ -50,6 +50,23 @@ export function writeOutput(path: string, content: string, what: string): void {
   process.stderr.write(`memscope: wrote ${what} to ${path} (${content.length.toLocaleString('en-US')} bytes)\n`);
 }
 
+let pipeGuard = false;
+
+/**
+ * Writes to stdout; a reader that stops early (`memscope trace f | head`)
+ * closes the pipe, which ends the program quietly instead of with EPIPE.
+ */
+export function printText(text: string): void {
+  if (!pipeGuard) {
+    pipeGuard = true;
+    process.stdout.on('error', (err: NodeJS.ErrnoException) => {
+      if (err.code === 'EPIPE') process.exit(0);
+      throw err;
+    });
+  }
+  process.stdout.write(text);
+}
+
 export function printJson(value: unknown): void {
-  process.stdout.write(JSON.stringify(value, (_k, v: unknown) => (ArrayBuffer.isView(v) ? Array.from(v as unknown as ArrayLike<number>) : v), 2) + '\n');
+  printText(JSON.stringify(value, (_k, v: unknown) => (ArrayBuffer.isView(v) ? Array.from(v as unknown as ArrayLike<number>) : v), 2) + '\n');
 }

@@ -1,6 +1,6 @@
 import type { Command } from 'commander';
 import { compareSnapshots, formatComparison } from '../../report/torch-text.js';
-import { intOption, openSnapshotWithProgress, printJson, textStyle } from '../torch-common.js';
+import { intOption, openSnapshotWithProgress, printJson, textStyle, printText } from '../torch-common.js';
 
 export function register(program: Command): void {
   program
@@ -16,6 +16,6 @@ export function register(program: Command): void {
       const after = await openSnapshotWithProgress(afterFile, 'compare');
       const cmp = compareSnapshots(before, after);
       if (opts.json) printJson(cmp);
-      else process.stdout.write(formatComparison(cmp, { top, style: textStyle(), before: beforeFile, after: afterFile }));
+      else printText(formatComparison(cmp, { top, style: textStyle(), before: beforeFile, after: afterFile }));
     });
 }

@@ -1,7 +1,7 @@
 import type { Command } from 'commander';
 import { formatFragmentation } from '../../report/torch-text.js';
 import { fragmentation } from '../../torch/snapshot-analysis.js';
-import { openSnapshotWithProgress, printJson, textStyle } from '../torch-common.js';
+import { openSnapshotWithProgress, printJson, textStyle, printText } from '../torch-common.js';
 
 export function register(program: Command): void {
   program
@@ -12,6 +12,6 @@ export function register(program: Command): void {
     .action(async (file: string, opts: { json?: boolean }) => {
       const snapshot = await openSnapshotWithProgress(file, 'stats');
       if (opts.json) printJson(fragmentation(snapshot));
-      else process.stdout.write(formatFragmentation(snapshot, { style: textStyle() }));
+      else printText(formatFragmentation(snapshot, { style: textStyle() }));
     });
 }

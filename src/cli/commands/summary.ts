@@ -1,6 +1,6 @@
 import type { Command } from 'commander';
 import { formatSnapshotSummary, formatTraceSummary, snapshotSummaryJson, traceSummaryJson } from '../../report/torch-text.js';
-import { intOption, openWithProgress, printJson, textStyle } from '../torch-common.js';
+import { intOption, openWithProgress, printJson, textStyle, printText } from '../torch-common.js';
 
 export function register(program: Command): void {
   program
@@ -16,10 +16,10 @@ export function register(program: Command): void {
       const opened = await openWithProgress(file);
       if (opened.kind === 'snapshot') {
         if (opts.json) printJson(snapshotSummaryJson(opened.snapshot, top, frames));
-        else process.stdout.write(formatSnapshotSummary(opened.snapshot, { top, frames, style: textStyle() }));
+        else printText(formatSnapshotSummary(opened.snapshot, { top, frames, style: textStyle() }));
       } else {
         if (opts.json) printJson(traceSummaryJson(opened.trace, top));
-        else process.stdout.write(formatTraceSummary(opened.trace, { top, style: textStyle() }));
+        else printText(formatTraceSummary(opened.trace, { top, style: textStyle() }));
       }
     });
 }

@@ -1,7 +1,7 @@
 import type { Command } from 'commander';
 import { traceEventLines } from '../../report/torch-text.js';
 import { snapshotTimeline, traceLines } from '../../torch/snapshot-analysis.js';
-import { intOption, openWithProgress, printJson } from '../torch-common.js';
+import { intOption, openWithProgress, printJson, printText } from '../torch-common.js';
 
 export function register(program: Command): void {
   program
@@ -24,6 +24,6 @@ export function register(program: Command): void {
       }
       const lines = opened.kind === 'snapshot' ? traceLines(opened.snapshot, { frames: opts.frames }) : traceEventLines(opened.trace, { limit });
       if (lines.length === 0) lines.push('(no trace events: record them with torch.cuda.memory._record_memory_history() before taking the snapshot)');
-      process.stdout.write(lines.join('\n') + '\n');
+      printText(lines.join('\n') + '\n');
     });
 }
