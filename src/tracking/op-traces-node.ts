@@ -21,7 +21,7 @@ function nodeModules(what: string): NodeModules {
   if (typeof proc?.getBuiltinModule !== 'function') {
     throw new MemscopeError(
       'no-file-system',
-      `${what} writes files and needs Node.js ≥ 20.16; in a browser use statsJson()/loadJson() and renderTraces() instead`,
+      `${what} uses the file system and needs Node.js ≥ 20.16; in a browser use statsJson()/loadJson() and renderTraces() instead`,
     );
   }
   return { fs: proc.getBuiltinModule('node:fs') as typeof NodeFs, path: proc.getBuiltinModule('node:path') as typeof NodePath };

@@ -224,3 +224,40 @@ describe('MemoryTracker on a scripted adapter', () => {
     expect(fw.sinks.size).toBe(0);
   });
 });
+
+describe('MemoryTracker in a browser bundle', () => {
+  it('bundles for the browser with no Node import; file methods there fail clearly', async () => {
+    const { build } = await import('esbuild');
+    const result = await build({
+      entryPoints: ['src/tfjs/memory-tracker.ts'],
+      bundle: true,
+      platform: 'browser',
+      format: 'esm',
+      write: false,
+      external: ['@tensorflow/*'],
+      logLevel: 'silent',
+    });
+    expect(result.errors).toEqual([]);
+    expect(result.outputFiles[0]!.text).not.toMatch(/from\s*["']node:|require\(["']node:/);
+
+    const fw = new FakeFramework();
+    const t = new MemoryTracker(fw);
+    const saved = globalThis.process;
+    // What a browser has: no `process` at all.
+    Object.defineProperty(globalThis, 'process', { value: undefined, configurable: true, writable: true });
+    let error: unknown;
+    try {
+      t.saveStats('stats.json');
+    } catch (err) {
+      error = err;
+    } finally {
+      Object.defineProperty(globalThis, 'process', { value: saved, configurable: true, writable: true });
+    }
+    expect(error).toBeInstanceOf(MemscopeError);
+    expect((error as Error).message).toMatch(/saveStats\(path\) uses the file system and needs Node\.js ≥ 20\.16; in a browser use statsJson\(\)/);
+    // The string forms work anywhere.
+    const copy = new MemoryTracker(fw);
+    copy.loadJson(t.statsJson(), 'memory');
+    expect(copy.stats()).toEqual(t.stats());
+  });
+});
