@@ -254,10 +254,17 @@ export function settingsFromSnapshot(raw: unknown, where = 'allocator_settings')
   }
   const maxSplit = num('max_split_size', -1);
   const conf = typeof r.PYTORCH_CUDA_ALLOC_CONF === 'string' ? r.PYTORCH_CUDA_ALLOC_CONF : '';
+  // max_non_split_rounding_mb is not in the dict; the recorded conf string may carry it.
+  let maxNonSplitRoundingSize = LARGE_BUFFER;
+  try {
+    maxNonSplitRoundingSize = parseAllocatorConf(conf).maxNonSplitRoundingSize;
+  } catch {
+    // A conf string this PyTorch accepted but memscope does not know: the dict's values still apply.
+  }
   return Object.freeze({
     conf,
     maxSplitSize: maxSplit < 0 ? Infinity : maxSplit,
-    maxNonSplitRoundingSize: LARGE_BUFFER,
+    maxNonSplitRoundingSize,
     roundupPower2Divisions: Object.freeze(divisions),
     garbageCollectionThreshold: num('garbage_collection_threshold', 0),
     expandableSegments: bool('expandable_segments'),
