@@ -299,8 +299,11 @@ export class MemRecorder implements MemoryEventSink {
 
   onModuleEnter(module: ModuleRef, inputs: readonly TensorRef[]): void {
     this.flushPendingPostBackward();
+    const firstCall = !this.records.has(module);
     const rec = this.record(module);
-    this.updateWeights(rec);
+    // Weights are classified once per module, as PyTorch does on a module's first
+    // pre-forward; later `assign`s keep their category (onVariableAssign).
+    if (firstCall) this.updateWeights(rec);
     rec.inputMem = this.trackedBytes(inputs);
     this.beginCall(rec, 'Pre-Forward', 'Peak-Forward');
     this.forwardActive.push(rec);
@@ -308,8 +311,8 @@ export class MemRecorder implements MemoryEventSink {
 
   onModuleExit(module: ModuleRef, outputs: readonly TensorRef[]): void {
     const rec = this.record(module);
-    // Weights are built lazily by the first call, inside forward: classify them now too.
-    this.updateWeights(rec);
+    // Weights are built lazily by the first call, inside forward: classify them again after it.
+    if (!rec.snapshots.has('Post-Forward')) this.updateWeights(rec);
     rec.outputMem = this.trackedBytes(outputs);
     rec.push('Post-Forward', this.takeSnap());
     removeLast(this.forwardActive, rec);

@@ -192,6 +192,21 @@ describe('MemTracker on TFJS models (cpu)', () => {
     expect(s.get('func.join')!.outputMem).toBe(4 * 8 * 4);
   });
 
+  it('weights built lazily by the first tracked call are Parameter, not Activation', () => {
+    // A bare layer as the tracked module: apply() builds its weights on first use.
+    const layer = tfl.layers.dense({ name: 'lazy_fc', units: 5 });
+    const x = tf.ones([2, 3]);
+    const tracker = new MemTracker();
+    tracker.trackExternal(layer, x);
+    tracker.track(() => {
+      (layer.apply(x) as tf.Tensor).dispose();
+    });
+    expect(bytesOf(layer.trainableWeights)).toBe((3 * 5 + 5) * 4);
+    expect(tracker.snapshot().cpu).toMatchObject({ Parameter: (3 * 5 + 5) * 4, Activation: 0, Other: 2 * 3 * 4 });
+    expect(stats(tracker).get('lazy_fc')!.parameterMem).toBe((3 * 5 + 5) * 4);
+    x.dispose();
+  });
+
   it('rejects bad units, types and external objects with MemscopeError', () => {
     const tracker = new MemTracker();
     expect(() => tracker.displaySnapshot('current', { units: 'kb' as never })).toThrow(MemscopeError);
