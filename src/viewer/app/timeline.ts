@@ -3,6 +3,8 @@ import type { ReportData } from '../report-data.js';
 
 /** Events per checkpoint of per-series live bytes (the cost of a random-access lookup). */
 const CHECKPOINT = 2048;
+/** Events per summary block: a pixel column spanning whole blocks reads their summaries, not their events. */
+const BLOCK = 64;
 
 export interface ViewRange {
   t0: number;
@@ -21,6 +23,12 @@ export class TimelineModel {
   readonly series: Uint16Array;
   readonly bytes: Float64Array;
   private readonly checkpoints: Float64Array;
+  /** Per block: the highest running total within it, relative to the block start. */
+  private readonly blockMaxRel: Float64Array;
+  /** Per block and series: bytes added from the block start up to that highest point. */
+  private readonly blockMaxState: Float64Array;
+  /** Per block and series: bytes the whole block adds. */
+  private readonly blockDelta: Float64Array;
   readonly tMin: number;
   readonly tMax: number;
   readonly peak: number;
@@ -35,12 +43,23 @@ export class TimelineModel {
     this.series = new Uint16Array(n);
     this.bytes = new Float64Array(n);
     this.checkpoints = new Float64Array((Math.floor(n / CHECKPOINT) + 1) * nSeries);
+    const nBlocks = Math.ceil(n / BLOCK);
+    this.blockMaxRel = new Float64Array(nBlocks);
+    this.blockMaxState = new Float64Array(nBlocks * nSeries);
+    this.blockDelta = new Float64Array(nBlocks * nSeries);
     const live = new Float64Array(nSeries);
     let us = 0;
     let total = 0;
     let peak = 0;
+    let rel = 0;
+    let block = -1;
     for (let i = 0; i < n; i++) {
       if (i % CHECKPOINT === 0) this.checkpoints.set(live, (i / CHECKPOINT) * nSeries);
+      if (i % BLOCK === 0) {
+        block++;
+        rel = 0;
+        this.blockMaxRel[block] = -Infinity;
+      }
       us += dt[i];
       const s = series[i];
       const b = bytes[i];
@@ -50,6 +69,13 @@ export class TimelineModel {
       live[s] += b;
       total += b;
       if (total > peak) peak = total;
+      const base = block * nSeries;
+      this.blockDelta[base + s] += b;
+      rel += b;
+      if (rel > this.blockMaxRel[block]) {
+        this.blockMaxRel[block] = rel;
+        this.blockMaxState.set(this.blockDelta.subarray(base, base + nSeries), base);
+      }
     }
     this.peak = peak;
     const lastStep = data.steps.length ? data.steps[data.steps.length - 1].t : 0;
@@ -106,11 +132,14 @@ export class TimelineModel {
         if (total > max) max = total;
       }
     };
-    for (; i < this.n; i++) {
+    const colOf = (t: number): number => {
+      const c = Math.floor(((t - range.t0) / span) * cols);
+      return c >= cols ? cols - 1 : c;
+    };
+    while (i < this.n) {
       const t = this.time[i];
       if (t > range.t1) break;
-      let col = Math.floor(((t - range.t0) / span) * cols);
-      if (col >= cols) col = cols - 1;
+      const col = colOf(t);
       if (col !== lastCol) {
         fillTo(col);
         // The column starts from the state before its first event.
@@ -118,6 +147,24 @@ export class TimelineModel {
         colMax[col] = total;
         if (total > max) max = total;
         lastCol = col;
+      }
+      // A whole block inside this column: use its summary instead of its events.
+      const last = i + BLOCK - 1;
+      if (i % BLOCK === 0 && last < this.n && this.time[last] <= range.t1 && colOf(this.time[last]) === col) {
+        const b = i / BLOCK;
+        const base = b * S;
+        const top = total + this.blockMaxRel[b];
+        if (top > colMax[col]) {
+          colMax[col] = top;
+          for (let s = 0; s < S; s++) values[col * S + s] = live[s] + this.blockMaxState[base + s];
+          if (top > max) max = top;
+        }
+        for (let s = 0; s < S; s++) {
+          live[s] += this.blockDelta[base + s];
+          total += this.blockDelta[base + s];
+        }
+        i += BLOCK;
+        continue;
       }
       const s = this.series[i];
       live[s] += this.bytes[i];
@@ -127,6 +174,7 @@ export class TimelineModel {
         values.set(live, col * S);
         if (total > max) max = total;
       }
+      i++;
     }
     fillTo(cols);
     return { values, max };
