@@ -182,13 +182,25 @@ export class ChromeTraceReader {
         let escape = this.captureEscape;
         let end = -1;
         for (; i < n; i++) {
-          const c = chunk.charCodeAt(i);
           if (inString) {
-            if (escape) escape = false;
-            else if (c === 92 /* \ */) escape = true;
-            else if (c === 34 /* " */) inString = false;
+            // Jump to the next quote; it closes the string unless an odd run of backslashes
+            // precedes it (`escape` carries a backslash that ended the previous chunk).
+            const q = chunk.indexOf('"', i);
+            let k = (q < 0 ? n : q) - 1;
+            while (k >= i && chunk.charCodeAt(k) === 92) k--;
+            let run = q < 0 ? n - 1 - k : q - 1 - k;
+            if (k < i && escape) run++;
+            if (q < 0) {
+              escape = run % 2 === 1;
+              i = n;
+              break;
+            }
+            escape = false;
+            if (run % 2 === 0) inString = false;
+            i = q;
             continue;
           }
+          const c = chunk.charCodeAt(i);
           if (c === 34) inString = true;
           else if (c === 123 /* { */ || c === 91 /* [ */) depth++;
           else if (c === 125 /* } */ || c === 93 /* ] */) {

@@ -159,7 +159,7 @@ const SMALL_TRACE = {
     { ph: 'X', cat: 'cpu_op', name: 'outer', pid: 1, tid: 1, ts: 100, dur: 100 },
     { ph: 'X', cat: 'cpu_op', name: 'inner', pid: 1, tid: 1, ts: 110, dur: 20 },
     { ph: 'X', cat: 'cpu_op', name: 'sibling', pid: 1, tid: 1, ts: 130, dur: 10 },
-    { ph: 'X', cat: 'kernel', name: 'gemm "quoted" {braces} [x]', pid: 0, tid: 7, ts: 112, dur: 5, args: { s: 'a\\"b' } },
+    { ph: 'X', cat: 'kernel', name: 'gemm "quoted" {braces} [x]', pid: 0, tid: 7, ts: 112, dur: 5, args: { s: 'a\\"b', t: 'ends in a backslash \\', u: '\\\\"}]' } },
     { ph: 'i', s: 't', name: '[memory]', pid: 1, tid: 1, ts: 115, args: { 'Device Type': 1, 'Device Id': 0, Bytes: 1000 } },
     // At 130 'inner' ends and 'sibling' starts: the one starting wins.
     { ph: 'i', s: 't', name: '[memory]', pid: 1, tid: 1, ts: 130, args: { 'Device Type': 1, 'Device Id': 0, Bytes: 24 } },

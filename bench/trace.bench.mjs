@@ -1,0 +1,52 @@
+// Kineto trace reading: memscope's streaming reader vs reading the whole JSON at once, on the two
+// real traces in ../shared/fixtures/torch-traces. Each measurement is a fresh process (wall time
+// and peak RSS): memscope = read + `summary` figures (peaks, per-operator memory); the baselines
+// only parse: CPython's json.load(gzip.open(...)) and Node's JSON.parse of the gunzipped text.
+// Three runs each, median reported (the machine is shared; single runs are noisy).
+import { spawnSync } from 'node:child_process';
+import { dirname, join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+const here = dirname(fileURLToPath(import.meta.url));
+const traces = resolve(here, '../../shared/fixtures/torch-traces');
+const FILES = ['kineto_modern_memory.json.gz', 'kineto_2021_resnet50.json.gz'];
+const RUNS = 3;
+
+const MEMSCOPE = `
+import { readJsonTraceFile } from ${JSON.stringify(join(here, '../dist/torch/chrome-trace-node.js'))};
+import { devicePeak, memoryByOperator } from ${JSON.stringify(join(here, '../dist/torch/memory-trace.js'))};
+const t = performance.now();
+const trace = await readJsonTraceFile(process.argv[1]);
+let n = 0;
+for (const d of trace.devices) { devicePeak(d); n += memoryByOperator(trace, d).length; }
+console.log(JSON.stringify({ ms: performance.now() - t, events: trace.memoryEventCount, rss: process.resourceUsage().maxRSS * 1024 }));`;
+const NODE_PARSE = `
+const { gunzipSync } = await import('node:zlib'); const { readFileSync } = await import('node:fs');
+const t = performance.now();
+const v = JSON.parse(gunzipSync(readFileSync(process.argv[1])).toString('utf8'));
+console.log(JSON.stringify({ ms: performance.now() - t, events: v.traceEvents.length, rss: process.resourceUsage().maxRSS * 1024 }));`;
+const PYTHON = `import json, gzip, sys, time, resource
+t = time.perf_counter(); v = json.load(gzip.open(sys.argv[1]))
+print(json.dumps({'ms': (time.perf_counter() - t) * 1000, 'events': len(v['traceEvents']), 'rss': resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024}))`;
+
+function once(cmd, args) {
+  const r = spawnSync(cmd, args, { encoding: 'utf8', maxBuffer: 1 << 24 });
+  if (r.status !== 0) throw new Error(`${cmd} failed: ${r.stderr}`);
+  return JSON.parse(r.stdout.trim().split('\n').pop());
+}
+const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
+function measure(cmd, args) {
+  const runs = Array.from({ length: RUNS }, () => once(cmd, args));
+  return { ms: median(runs.map((r) => r.ms)), rss: median(runs.map((r) => r.rss)), events: runs[0].events };
+}
+
+const mb = (b) => `${(b / 2 ** 20).toFixed(0)} MB`;
+for (const f of FILES) {
+  const path = join(traces, f);
+  const ms = measure(process.execPath, ['--input-type=module', '-e', MEMSCOPE, path]);
+  const np = measure(process.execPath, ['--input-type=module', '-e', NODE_PARSE, path]);
+  const py = measure('python3', ['-c', PYTHON, path]);
+  console.log(`${f}: memscope read+summary ${ms.ms.toFixed(0)} ms, peak RSS ${mb(ms.rss)} (${ms.events} [memory] events)`);
+  console.log(`  Node JSON.parse only  ${np.ms.toFixed(0)} ms, peak RSS ${mb(np.rss)}  → memscope ${(ms.ms / np.ms).toFixed(2)}× the time, ${(ms.rss / np.rss).toFixed(2)}× the memory`);
+  console.log(`  CPython json.load only ${py.ms.toFixed(0)} ms, peak RSS ${mb(py.rss)} → memscope ${(ms.ms / py.ms).toFixed(2)}× the time, ${(ms.rss / py.rss).toFixed(2)}× the memory`);
+}
