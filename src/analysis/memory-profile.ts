@@ -336,6 +336,12 @@ export class DataFlowNode {
   get inBackward(): boolean {
     return inBackward(this.event);
   }
+
+  /** Inside a recorded optimizer step (applyGradients). */
+  get inOptimizerStep(): boolean {
+    for (let e: ProfileEvent | null = this.event; e; e = e.parent) if (e.kind === 'optimizer') return true;
+    return false;
+  }
 }
 
 export class DataFlowGraph {
@@ -650,7 +656,11 @@ export class MemoryProfile {
       if (hit) for (const [k, v] of tensors.values()) producesGradient.add(k, v);
     }
     const candidates = producesGradient;
-    for (const node of nodes) if (node.inBackward) for (const [k, v] of node.outputs) candidates.delete(k, v);
+    // Tensors made in backward are autograd details, not inputs. TFJS
+    // optimizers also make tensors (their scalar hyper-parameters, their
+    // arithmetic, which PyTorch does in place) inside a recorded step: not
+    // inputs either.
+    for (const node of nodes) if (node.inBackward || node.inOptimizerStep) for (const [k, v] of node.outputs) candidates.delete(k, v);
     for (const [k, v] of candidates.values()) if (!dependsOnGradient.has(k.id)) this.categories.setDefaultByVersion(k, v, 'INPUT');
   }
 
@@ -666,7 +676,11 @@ export class MemoryProfile {
     for (const node of this.dataFlowGraph.flowNodes) {
       const inputs = [...node.inputs].map(([k, [, v]]) => [k, v] as [TensorKey, number]);
       if (
+        // A parameter is read in the forward pass: skip backward, and (TFJS)
+        // recorded optimizer steps, whose out-of-place arithmetic would
+        // otherwise pass for a forward pass over optimizer temporaries.
         !node.inBackward &&
+        !node.inOptimizerStep &&
         !inputs.some(([k, v]) => this.isGradient(k, v)) &&
         ![...node.outputs].some(([k, v]) => this.isGradient(k, v)) &&
         inputs.some(([k, v]) => candidateFwd.has(k, v))
