@@ -3,3 +3,7 @@
 export * from './pickle/reader.js';
 export * from './pickle/writer.js';
 export * from './snapshot.js';
+export * from './memory-trace.js';
+export * from './chrome-trace.js';
+export * from './memory-timeline.js';
+export * from './snapshot-analysis.js';
