@@ -6,15 +6,16 @@ import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { parseCapture } from '../../src/capture/reader.js';
+import { findLeaks } from '../../src/capture/leaks.js';
 
 const root = resolve(import.meta.dirname, '../..');
 const script = join(root, 'test/fixtures/scripts/train.mjs');
 const work = mkdtempSync(join(tmpdir(), 'memscope-run-'));
 afterAll(() => rmSync(work, { recursive: true, force: true }));
 
-function run(name: string, runArgs: string[], scriptArgs: string[]) {
+function run(name: string, runArgs: string[], scriptArgs: string[], program = script) {
   const out = join(work, `${name}.ndjson`);
-  const r = spawnSync(process.execPath, ['--import', 'tsx', join(root, 'src/cli/main.ts'), 'run', '-q', '-o', out, ...runArgs, script, ...scriptArgs], {
+  const r = spawnSync(process.execPath, ['--import', 'tsx', join(root, 'src/cli/main.ts'), 'run', '-q', '-o', out, ...runArgs, program, ...scriptArgs], {
     cwd: root,
     encoding: 'utf8',
     timeout: 180_000,
@@ -57,6 +58,21 @@ describe('memscope run', () => {
     // Step totals still count what was not recorded individually: weights, Adam state.
     // hidden kernel+bias, norm gamma+beta, out kernel+bias (float32).
     expect(cap.steps[2].live.wasm.Parameter).toBe((16 * 32 + 32 + (32 + 32) + (32 + 1)) * 4);
+  });
+
+  it('model.fit with callbacks on a functional model with a nested Sequential: modules found, leak located, clean run clean', () => {
+    const fit = join(root, 'test/fixtures/scripts/fit.mjs');
+    const leakLine = readFileSync(fit, 'utf8').split('\n').findIndex((l) => l.includes('planted leak')) + 1;
+    const leaky = run('fit-leak', ['--stacks'], ['--leak'], fit).capture();
+    expect(leaky.modules.map((m) => m.path)).toEqual(['net', 'net.encode', 'net.block', 'net.block.inner', 'net.head']);
+    expect(leaky.steps).toHaveLength(12); // 96 samples / batch 16 × 2 epochs
+    const groups = findLeaks(leaky).groups;
+    expect(groups).toHaveLength(1);
+    expect(groups[0].kernel).toBe('Sigmoid');
+    expect(groups[0].userFrame).toContain(`${fit}:${leakLine}:`);
+    // Each of steps 2..11 left one 96×12 float32 tensor (4,608 B) alive.
+    expect(groups[0].perStep.map((r) => [r.step, r.count, r.bytes])).toEqual(Array.from({ length: 10 }, (_, k) => [k + 2, 1, 96 * 12 * 4]));
+    expect(findLeaks(run('fit-clean', ['--stacks'], [], fit).capture()).groups).toEqual([]);
   });
 
   it('bad arguments are one clear line', () => {
