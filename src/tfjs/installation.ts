@@ -18,7 +18,7 @@ import {
   isTensorLike,
   isVariableLike,
 } from './engine-types.js';
-import { type TfLayer, TfjsModule, TfjsOptimizer, TfjsStorage, TfjsTensorRef, storageBytes } from './refs.js';
+import { type TfLayer, StorageIndex, TensorRefIndex, TfjsModule, TfjsOptimizer, TfjsStorage, TfjsTensorRef, storageBytes } from './refs.js';
 
 /**
  * One installation of memscope's hooks on the global TFJS engine, shared by
@@ -123,9 +123,9 @@ export class Installation {
   private assignSinks: MemoryEventSink[] = [];
   private wantKernels = false;
 
-  private readonly storages = new WeakMap<DataId, TfjsStorage>();
+  private readonly storages = new StorageIndex();
   readonly live = new Set<TfjsStorage>();
-  private readonly tensorRefs = new WeakMap<TfTensor, TfjsTensorRef>();
+  private readonly tensorRefs = new TensorRefIndex();
   private readonly backendNames = new WeakMap<object, string>();
 
   private readonly engineOriginals = new Map<PatchedEngineMethod, Fn>();
@@ -253,7 +253,7 @@ export class Installation {
     const info = engine.state.tensorInfo.get(dataId);
     const backend = info?.backend;
     const bytes = storageBytes(dtype, size, () => backend?.readSync?.(dataId));
-    const s = new TfjsStorage(this.deviceOf(engine, backend), bytes, dtype, shape, adopted);
+    const s = new TfjsStorage(this.deviceOf(engine, backend), bytes, dtype, shape, adopted, dataId);
     this.storages.set(dataId, s);
     this.live.add(s);
     return s;
@@ -264,7 +264,7 @@ export class Installation {
     const engine = this.engine;
     if (!engine.state.tensorInfo.has(t.dataId)) {
       // Already released by the engine: a dead storage, never live.
-      return new TfjsStorage(this.deviceOf(engine, undefined), storageBytes(t.dtype, t.size, () => []), t.dtype, t.shape, true);
+      return new TfjsStorage(this.deviceOf(engine, undefined), storageBytes(t.dtype, t.size, () => []), t.dtype, t.shape, true, null);
     }
     const s = this.newStorage(engine, t.dataId, t.dtype, t.size, t.shape, true);
     if (announce) this.emit(this.allocSinks, 'onStorageAlloc', s);
@@ -310,6 +310,7 @@ export class Installation {
 
   private release(dataId: DataId, s: TfjsStorage): void {
     this.storages.delete(dataId);
+    s.dataId = null;
     this.live.delete(s);
     if (this.freeSinks.length > 0) this.emit(this.freeSinks, 'onStorageFree', s);
   }
@@ -971,6 +972,10 @@ export class Installation {
       else delete w.target[w.key];
     }
     this.instanceWraps.length = 0;
+    for (const s of this.live) {
+      if (s.dataId !== null) this.storages.delete(s.dataId);
+      s.dataId = null;
+    }
     this.live.clear();
     this.sinks = [];
     this.recomputeWants();

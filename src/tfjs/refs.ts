@@ -1,6 +1,28 @@
 import type { DeviceName, ModuleRef, OptimizerRef, StorageRef, TensorRef } from '../core/events.js';
 import type { DataId, TfTensor } from './engine-types.js';
 
+/**
+ * dataId → storage, one per installation. The storage rides on the dataId
+ * object under an installation-private symbol instead of living in a
+ * WeakMap: every tensor allocation looks it up, and V8's ephemeron handling of
+ * large, churning WeakMaps cost more GC time than the program itself on small
+ * models. TFJS only uses dataIds as opaque keys, so the extra (non-enumerable
+ * to TFJS, symbol-keyed) property changes nothing for it; uninstall removes it
+ * from every dataId still alive.
+ */
+export class StorageIndex {
+  private readonly key = Symbol('memscope.storage');
+  get(dataId: DataId): TfjsStorage | undefined {
+    return (dataId as Record<symbol, TfjsStorage | undefined>)[this.key];
+  }
+  set(dataId: DataId, s: TfjsStorage): void {
+    (dataId as Record<symbol, TfjsStorage | undefined>)[this.key] = s;
+  }
+  delete(dataId: DataId): void {
+    (dataId as Record<symbol, TfjsStorage | undefined>)[this.key] = undefined;
+  }
+}
+
 let nextStorageId = 1;
 
 /** One storage per TFJS dataId per device. Immutable once made: a move makes a new one. */
@@ -17,6 +39,8 @@ export class TfjsStorage implements StorageRef {
      * onStorageAlloc when memscope first meets it, not when TFJS made it.
      */
     readonly adopted: boolean,
+    /** The dataId while the storage is live (cleared on free, so nothing is retained after). */
+    public dataId: DataId | null,
   ) {}
 }
 
@@ -53,6 +77,21 @@ export function storageBytes(dtype: string, size: number, readStrings: () => unk
 }
 
 /**
+ * tensor → TensorRef, one per installation, kept on the tensor under an
+ * installation-private symbol for the same reason as StorageIndex (a WeakMap
+ * entry per tensor made GC the largest cost of tracking).
+ */
+export class TensorRefIndex {
+  private readonly key = Symbol('memscope.tensor');
+  get(t: TfTensor): TfjsTensorRef | undefined {
+    return (t as unknown as Record<symbol, TfjsTensorRef | undefined>)[this.key];
+  }
+  set(t: TfTensor, r: TfjsTensorRef): void {
+    (t as unknown as Record<symbol, TfjsTensorRef | undefined>)[this.key] = r;
+  }
+}
+
+/**
  * A tensor handle. `storage` follows the tensor's dataId now (a variable's
  * changes on assign, any tensor's on a move between backends); after the
  * storage is freed it keeps answering the last one it had.
@@ -61,7 +100,7 @@ export class TfjsTensorRef implements TensorRef {
   disposed = false;
   constructor(
     readonly tensor: TfTensor,
-    private readonly storages: WeakMap<DataId, TfjsStorage>,
+    private readonly storages: StorageIndex,
     private last: TfjsStorage,
   ) {}
   get id(): number {
