@@ -751,6 +751,12 @@ describe('MemoryProfileTimeline', () => {
     const column = (c: Category) => last[CATEGORY_ORDER.indexOf(c) + 1]!;
     expect(column('PARAMETER')).toBe(49 * 4);
     expect(column('OPTIMIZER_STATE')).toBeGreaterThanOrEqual(2 * 49 * 4);
+    // An update briefly holds one weight twice (new value made, then assigned,
+    // then the old storage freed) — never more: Adam's out-of-place arithmetic
+    // must not pass for parameters.
+    const parameterPeak = Math.max(...sizes.map((row) => row[CATEGORY_ORDER.indexOf('PARAMETER') + 1]!));
+    expect(parameterPeak).toBeGreaterThan(49 * 4);
+    expect(parameterPeak).toBeLessThanOrEqual(49 * 4 + 32 * 4);
     // Every category of a training step shows up at some time.
     const seen = new Set<string>();
     for (const row of sizes) CATEGORY_ORDER.forEach((c, i) => row[i + 1]! > 0 && seen.add(c ?? 'Unknown'));
