@@ -610,14 +610,21 @@ function segmentMap(seg: Segment, ranges: readonly [number, number][]): string {
  * weighted by requested bytes, plus a `<gaps>` leaf for what the block holds
  * beyond them (rounding, or a whole inactive block).
  */
-export function blockFlameStacks(snapshot: MemorySnapshot, bySegment: boolean, device: number | null = null): FlameStack[] {
+export function blockFlameStacks(
+  snapshot: MemorySnapshot,
+  bySegment: boolean,
+  device: number | null = null,
+  options: { rootFrame?: string; segments?: (seg: Segment) => boolean } = {},
+): FlameStack[] {
   const b = snapshot.blocks;
   const l = labels(snapshot);
   const out: FlameStack[] = [];
   const multiDevice = new Set(snapshot.segments.map((s) => s.device)).size > 1;
   for (const seg of snapshot.segments) {
     if (device !== null && seg.device !== device) continue;
+    if (options.segments && !options.segments(seg)) continue;
     const prefix = [
+      ...(options.rootFrame ? [options.rootFrame] : []),
       ...(multiDevice ? [`device_${seg.device}`] : []),
       `stream_${seg.stream}`,
       ...(bySegment ? [`seg_${seg.index} @0x${seg.address.toString(16)} (${humanBytes(seg.totalSize)}, ${seg.segmentType})`] : []),
@@ -659,6 +666,21 @@ export interface SnapshotComparison {
   readonly segmentsOnlyAfter: { address: number; totalSize: number }[];
 }
 
+const segmentKey = (s: Segment): string => `${s.device}:${s.address}:${s.totalSize}`;
+
+/**
+ * `_memory_viz.py compare`'s flame graph: the blocks of segments present only
+ * before (under `only_before`) or only after (under `only_after`), by segment.
+ */
+export function compareFlameStacks(before: MemorySnapshot, after: MemorySnapshot): FlameStack[] {
+  const beforeKeys = new Set(before.segments.map(segmentKey));
+  const afterKeys = new Set(after.segments.map(segmentKey));
+  return [
+    ...blockFlameStacks(before, true, null, { rootFrame: 'only_before', segments: (s) => !afterKeys.has(segmentKey(s)) }),
+    ...blockFlameStacks(after, true, null, { rootFrame: 'only_after', segments: (s) => !beforeKeys.has(segmentKey(s)) }),
+  ];
+}
+
 /** What changed between two snapshots, by allocating frame (live bytes), largest change first. */
 export function compareSnapshots(before: MemorySnapshot, after: MemorySnapshot): SnapshotComparison {
   const a = new Map(totalsByFrame(before).map((r) => [r.frame, r]));
@@ -673,7 +695,7 @@ export function compareSnapshots(before: MemorySnapshot, after: MemorySnapshot):
     changes.push({ frame, before: x?.bytes ?? 0, after: y?.bytes ?? 0, delta, blocksBefore: x?.blocks ?? 0, blocksAfter: y?.blocks ?? 0 });
   }
   changes.sort((p, q) => Math.abs(q.delta) - Math.abs(p.delta) || (p.frame < q.frame ? -1 : 1));
-  const key = (s: Segment): string => `${s.device}:${s.address}:${s.totalSize}`;
+  const key = segmentKey;
   const beforeKeys = new Set(before.segments.map(key));
   const afterKeys = new Set(after.segments.map(key));
   const ta = snapshotTotals(before);

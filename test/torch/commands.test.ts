@@ -6,6 +6,7 @@ import path from 'node:path';
 import { readSnapshot, type MemorySnapshot } from '../../src/torch/snapshot.js';
 import {
   blockFlameStacks,
+  compareFlameStacks,
   compareSnapshots,
   fragmentation,
   largestAllocations,
@@ -20,6 +21,8 @@ import { devicePeak } from '../../src/torch/memory-trace.js';
 import { renderFlameGraph } from '../../src/report/flamegraph-svg.js';
 import { renderSnapshotFlameGraph } from '../../src/report/snapshot-flamegraph.js';
 import { formatFragmentation, formatSnapshotSummary } from '../../src/report/torch-text.js';
+import { renderMemoryPlotHtml } from '../../src/report/memory-plot-html.js';
+import { readMemoryTimeline } from '../../src/torch/memory-timeline.js';
 
 const repoRoot = path.resolve(import.meta.dirname, '../..');
 const shared = path.resolve(repoRoot, '../shared/fixtures');
@@ -226,6 +229,16 @@ describe('compare and trace', () => {
     expect(cmp.changes.map((c) => c.frame)).toContain('optimizers.py:82:step');
   });
 
+  it('compare flame graph: segments only before / only after, weighing their reserved bytes', () => {
+    const a = snapshots.get('small_3seg')!;
+    const b = snapshots.get('state_only_259seg')!;
+    const stacks = compareFlameStacks(a, b);
+    const weight = (root: string) => stacks.filter((st) => st.frames[0] === root).reduce((s, st) => s + st.weight, 0);
+    expect(weight('only_before')).toBe(facts['small_3seg']!.total_size);
+    expect(weight('only_after')).toBe(facts['state_only_259seg']!.total_size);
+    expect(compareFlameStacks(a, a)).toEqual([]);
+  });
+
   it('trace lines name allocations and end at the net change', () => {
     const s = snapshots.get('transformer_forward_trace')!;
     const lines = traceLines(s);
@@ -244,6 +257,25 @@ describe('compare and trace', () => {
     // The timeline moves allocated on free_completed (active memory), so its peak is at least
     // the free_requested-based peak of memory_stats.
     expect(devicePeak(d).peakAllocated).toBeGreaterThanOrEqual(facts['transformer_fullstep_trace']!.trace_peak!);
+  });
+});
+
+describe('plot HTML', () => {
+  it('stacks export_memory_timeline categories and stays self-contained and escaped', () => {
+    const trace = readMemoryTimeline([
+      [1000, 2000, 3000],
+      [
+        [0, 100, 0, 0, 0, 0, 0, 0, 0],
+        [0, 100, 50, 0, 0, 300, 0, 0, 0],
+        [0, 100, 50, 0, 0, 0, 20, 0, 0],
+      ],
+    ]);
+    const html = renderMemoryPlotHtml(trace, 'Timeline <of> "x"');
+    expect(html).toContain('<title>Timeline &lt;of&gt; &quot;x&quot;</title>');
+    for (const c of ['parameter (stacked)', 'optimizer_state (stacked)', 'activation (stacked)', 'gradient (stacked)']) expect(html).toContain(c);
+    expect(html).not.toContain('temporary (stacked)'); // all-zero categories are left out
+    expect(html).toContain('450 B peak allocated');
+    expect(html).not.toMatch(/<script|<link|src=/);
   });
 });
 
@@ -279,6 +311,10 @@ describe('the CLI', () => {
     expect(readFileSync(path.join(tmp, 'seg.svg'), 'utf8')).toContain('active_allocated');
     expect(cli('memory', snapshotPath('state_only_259seg'), '-o', 'mem.svg').status).toBe(0);
     expect(readFileSync(path.join(tmp, 'mem.svg'), 'utf8')).toContain('cache_utils_V2.py:225:update_new');
+    const cmp = cli('compare', snapshotPath('small_3seg'), snapshotPath('state_only_259seg'), '-o', 'cmp.svg', '--top', '3');
+    expect(cmp.status).toBe(0);
+    expect(cmp.stdout).toContain('cache_utils_V2.py:225:update_new');
+    expect(readFileSync(path.join(tmp, 'cmp.svg'), 'utf8')).toContain('<title>only_after (15.96 GiB');
     const plot = cli('plot', path.join(traces, 'kineto_2021_resnet50.json.gz'), '-o', 'plot.html');
     expect(plot.status).toBe(0);
     const html = readFileSync(path.join(tmp, 'plot.html'), 'utf8');

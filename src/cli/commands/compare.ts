@@ -1,6 +1,8 @@
 import type { Command } from 'commander';
 import { compareSnapshots, formatComparison } from '../../report/torch-text.js';
-import { intOption, openSnapshotWithProgress, printJson, textStyle, printText } from '../torch-common.js';
+import { renderFlameGraph } from '../../report/flamegraph-svg.js';
+import { compareFlameStacks } from '../../torch/snapshot-analysis.js';
+import { intOption, openSnapshotWithProgress, writeOutput, printJson, textStyle, printText } from '../torch-common.js';
 
 export function register(program: Command): void {
   program
@@ -9,12 +11,20 @@ export function register(program: Command): void {
     .argument('<before>', 'the earlier snapshot pickle')
     .argument('<after>', 'the later snapshot pickle')
     .option('--top <n>', 'frames listed', '20')
+    .option('-o, --output <file>', 'also write a flame graph (SVG) of the segments found in only one snapshot, like _memory_viz.py compare')
     .option('--json', 'print the comparison as JSON')
-    .action(async (beforeFile: string, afterFile: string, opts: { top?: string; json?: boolean }) => {
+    .action(async (beforeFile: string, afterFile: string, opts: { top?: string; json?: boolean; output?: string }) => {
       const top = intOption(opts.top, '--top', 20);
       const before = await openSnapshotWithProgress(beforeFile, 'compare');
       const after = await openSnapshotWithProgress(afterFile, 'compare');
       const cmp = compareSnapshots(before, after);
+      if (opts.output) {
+        const svg = renderFlameGraph(compareFlameStacks(before, after), {
+          title: 'Segments only in one snapshot',
+          subtitle: `${beforeFile} (only_before) vs ${afterFile} (only_after); widths are bytes`,
+        });
+        writeOutput(opts.output, svg, 'a flame graph');
+      }
       if (opts.json) printJson(cmp);
       else printText(formatComparison(cmp, { top, style: textStyle(), before: beforeFile, after: afterFile }));
     });
