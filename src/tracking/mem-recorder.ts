@@ -37,6 +37,7 @@ class DeviceTally {
   peak: number[] | null = null;
   constructor(
     readonly name: DeviceName,
+    readonly index: number,
     readonly granularity: number,
   ) {}
   /** PyTorch rounds every storage up to the allocator's block size; memscope uses the device's granularity. */
@@ -46,12 +47,20 @@ class DeviceTally {
   }
 }
 
-interface TrackedStorage {
-  category: CategoryIndex;
-  /** Device-rounded bytes. */
-  readonly bytes: number;
-  readonly device: DeviceTally;
-}
+/*
+ * What the recorder knows of a storage is packed into one number, kept in a
+ * Map by storage id: bytes × 256 + device index × 8 + category. Every tensor
+ * allocation and free goes through this table, and a small integer is stored
+ * in the Map without allocating, where an object per storage would not be.
+ * Exact up to 2^53 / 256 bytes (32 TiB) per storage and 32 devices.
+ */
+const CATEGORY_SLOTS = 8;
+const DEVICE_SLOTS = 32;
+const BYTES_UNIT = CATEGORY_SLOTS * DEVICE_SLOTS;
+const pack = (bytes: number, device: number, category: number): number => bytes * BYTES_UNIT + device * CATEGORY_SLOTS + category;
+const categoryOf = (packed: number): CategoryIndex => (packed % CATEGORY_SLOTS) as CategoryIndex;
+const deviceOf = (packed: number): number => Math.floor(packed / CATEGORY_SLOTS) % DEVICE_SLOTS;
+const bytesOf = (packed: number): number => Math.floor(packed / BYTES_UNIT);
 
 /** Counters of every device with bytes, copied at one moment. */
 type Snap = Map<DeviceTally, number[]>;
@@ -114,8 +123,10 @@ function toSnapshot(snap: Snap): MemorySnapshot {
  * tensors are then re-classified when the tracker learns what they are.
  */
 export class MemRecorder implements MemoryEventSink {
-  private readonly storages = new Map<number, TrackedStorage>();
+  /** Storage id → packed (bytes, device, category); see `pack`. */
+  private readonly storages = new Map<number, number>();
   private readonly devices = new Map<DeviceName, DeviceTally>();
+  private readonly deviceList: DeviceTally[] = [];
   private lastDevice: DeviceTally | null = null;
   /** Category of each classified variable (by tensor id), so a weight keeps it across `assign`. */
   private readonly variableCategory = new Map<number, CategoryIndex>();
@@ -138,12 +149,17 @@ export class MemRecorder implements MemoryEventSink {
   }
 
   onStorageFree(storage: StorageRef): void {
-    const tracked = this.storages.get(storage.id);
-    if (tracked === undefined) return;
+    const packed = this.storages.get(storage.id);
+    if (packed === undefined) return;
     this.storages.delete(storage.id);
-    const counts = tracked.device.counts;
-    counts[tracked.category]! -= tracked.bytes;
-    counts[TOTAL]! -= tracked.bytes;
+    this.subtract(packed);
+  }
+
+  private subtract(packed: number): void {
+    const bytes = bytesOf(packed);
+    const counts = this.deviceList[deviceOf(packed)]!.counts;
+    counts[categoryOf(packed)]! -= bytes;
+    counts[TOTAL]! -= bytes;
   }
 
   private device(name: DeviceName): DeviceTally {
@@ -151,21 +167,24 @@ export class MemRecorder implements MemoryEventSink {
     if (last !== null && last.name === name) return last;
     let dev = this.devices.get(name);
     if (dev === undefined) {
-      dev = new DeviceTally(name, deviceSpec(name).granularity);
+      if (this.deviceList.length === DEVICE_SLOTS) throw new Error(`memscope tracks at most ${DEVICE_SLOTS} devices`);
+      dev = new DeviceTally(name, this.deviceList.length, deviceSpec(name).granularity);
       this.devices.set(name, dev);
+      this.deviceList.push(dev);
     }
     this.lastDevice = dev;
     return dev;
   }
 
-  private add(storage: StorageRef, category: CategoryIndex): TrackedStorage {
+  /** Tracks a new storage in `category`; returns its device-rounded bytes. */
+  private add(storage: StorageRef, category: CategoryIndex): number {
     const dev = this.device(storage.device);
-    const tracked: TrackedStorage = { category, bytes: dev.round(storage.bytes), device: dev };
-    this.storages.set(storage.id, tracked);
-    if (tracked.bytes === 0) return tracked;
+    const bytes = dev.round(storage.bytes);
+    this.storages.set(storage.id, pack(bytes, dev.index, category));
+    if (bytes === 0) return 0;
     const counts = dev.counts;
-    counts[category]! += tracked.bytes;
-    const total = (counts[TOTAL]! += tracked.bytes);
+    counts[category]! += bytes;
+    const total = (counts[TOTAL]! += bytes);
     // Only an allocation can raise a total, so peaks are updated here and nowhere else.
     if (total > dev.peakTotal) {
       dev.peakTotal = total;
@@ -174,7 +193,7 @@ export class MemRecorder implements MemoryEventSink {
     }
     if (this.forwardActive.length > 0) this.raiseLocalPeaks(this.forwardActive, dev, total);
     if (this.backwardActive.length > 0) this.raiseLocalPeaks(this.backwardActive, dev, total);
-    return tracked;
+    return bytes;
   }
 
   private raiseLocalPeaks(active: readonly ModuleRecord[], dev: DeviceTally, total: number): void {
@@ -194,15 +213,18 @@ export class MemRecorder implements MemoryEventSink {
 
   /** Puts `storage` in `category`, tracking it first if it is new (PyTorch's `_update_and_maybe_create_winfos`). */
   classify(storage: StorageRef, category: CategoryIndex): number {
-    const tracked = this.storages.get(storage.id);
-    if (tracked === undefined) return this.add(storage, category).bytes;
-    if (tracked.category !== category) {
-      const counts = tracked.device.counts;
-      counts[tracked.category]! -= tracked.bytes;
-      counts[category]! += tracked.bytes;
-      tracked.category = category;
+    const packed = this.storages.get(storage.id);
+    if (packed === undefined) return this.add(storage, category);
+    const bytes = bytesOf(packed);
+    const old = categoryOf(packed);
+    if (old !== category) {
+      const device = deviceOf(packed);
+      const counts = this.deviceList[device]!.counts;
+      counts[old]! -= bytes;
+      counts[category]! += bytes;
+      this.storages.set(storage.id, pack(bytes, device, category));
     }
-    return tracked.bytes;
+    return bytes;
   }
 
   /** Classifies a variable's storage and remembers the variable's category for later `assign`s. */
@@ -217,11 +239,10 @@ export class MemRecorder implements MemoryEventSink {
 
   /** Forgets storages that died while no events arrived (between a stop and the next start). */
   dropStoragesNotIn(live: ReadonlySet<number>): void {
-    for (const [id, tracked] of this.storages) {
+    for (const [id, packed] of this.storages) {
       if (live.has(id)) continue;
       this.storages.delete(id);
-      tracked.device.counts[tracked.category]! -= tracked.bytes;
-      tracked.device.counts[TOTAL]! -= tracked.bytes;
+      this.subtract(packed);
     }
   }
 
@@ -265,7 +286,8 @@ export class MemRecorder implements MemoryEventSink {
         if (seen.has(id)) continue;
         seen.add(id);
       }
-      bytes += this.storages.get(id)?.bytes ?? 0;
+      const packed = this.storages.get(id);
+      if (packed !== undefined) bytes += bytesOf(packed);
     }
     return bytes;
   }
@@ -365,7 +387,11 @@ export class MemRecorder implements MemoryEventSink {
   }
 
   onVariableAssign(variable: TensorRef, previous: StorageRef): void {
-    const category = this.variableCategory.get(variable.id) ?? this.storages.get(previous.id)?.category;
+    let category = this.variableCategory.get(variable.id);
+    if (category === undefined) {
+      const previousPacked = this.storages.get(previous.id);
+      if (previousPacked !== undefined) category = categoryOf(previousPacked);
+    }
     if (category !== undefined) this.classify(variable.storage, category);
   }
 
