@@ -89,12 +89,34 @@ class RawDict {
   /** frame id / raw block id / raw trace id for recognised dicts */
   id = -1;
   map: Map<unknown, unknown> | null = null;
+  /** memo index (MEMOIZE / BINPUT), -1 if not memoized */
+  slot = -1;
 }
 
+/**
+ * A list under construction. Exactly one representation is in use: `stack` (a list of frames,
+ * interned), `ids` (only recognised blocks or only recognised trace entries: their raw ids), or
+ * `items` (anything else). All three empty: an empty list.
+ */
 class RawList {
-  /** null once the list was interned as a stack (its frames live in the stack table) */
-  items: unknown[] | null = [];
+  items: unknown[] | null = null;
+  ids: number[] | null = null;
+  idKind = GENERIC;
   stack = -1;
+  slot = -1;
+}
+
+const STACK = 4;
+/** Memo slots whose value was stored in the tables hold this; `materialize` rebuilds a node. */
+const RELEASED = Symbol('released memo entry');
+/** Memo indices beyond this keep their node (a hostile LONG_BINPUT must not size our side arrays). */
+const MAX_RELEASED_SLOT = 1 << 28;
+
+function nodeFor(kind: number, id: number): RawDict {
+  const node = new RawDict();
+  node.kind = kind;
+  node.id = id;
+  return node;
 }
 
 /** The fast path met something it does not handle; readSnapshot retries with the generic reader. */
@@ -174,6 +196,7 @@ class SnapshotTables {
     if (n === 0) return 0;
     let h = n | 0;
     for (let i = 0; i < n; i++) h = Math.imul(h ^ ids[i]!, 0x9e3779b1) ^ (h >>> 15);
+    h &= 0x3fffffff; // a small integer key (no heap number per lookup)
     const frames = this.stackFrames;
     const offsets = this.stackOffsets;
     let id = this.stackByHash.get(h);
@@ -282,7 +305,55 @@ function filledF64(n: number, v: number): F64Column {
 // The recognising builder (fast path)
 
 class SnapshotBuilder implements PickleBuilder {
+  private memo: unknown[] = [];
+  private releasedKind = new Uint8Array(0);
+  private releasedId = new Int32Array(0);
+  readonly memoSentinel = RELEASED;
+
   constructor(private readonly t: SnapshotTables) {}
+
+  attachMemo(memo: unknown[]): void {
+    this.memo = memo;
+  }
+
+  onMemoize(value: unknown, index: number): void {
+    if (value instanceof RawDict || value instanceof RawList) value.slot = index;
+  }
+
+  /**
+   * The node's content now lives in the tables: drop the memo's reference so the node can be
+   * collected young (PyTorch memoizes every dict and list, so otherwise every trace entry and
+   * frame list would survive to the end of the read).
+   */
+  private release(node: RawDict | RawList, kind: number, id: number): void {
+    const slot = node.slot;
+    if (slot < 0 || slot >= MAX_RELEASED_SLOT || this.memo[slot] !== node) return;
+    if (slot >= this.releasedKind.length) {
+      const size = Math.max(slot + 1, this.releasedKind.length * 2, 1024);
+      const kinds = new Uint8Array(size);
+      kinds.set(this.releasedKind);
+      const ids = new Int32Array(size);
+      ids.set(this.releasedId);
+      this.releasedKind = kinds;
+      this.releasedId = ids;
+    }
+    this.releasedKind[slot] = kind;
+    this.releasedId[slot] = id;
+    this.memo[slot] = RELEASED;
+  }
+
+  materialize(index: number): unknown {
+    const kind = this.releasedKind[index]!;
+    const id = this.releasedId[index]!;
+    let node: RawDict | RawList;
+    if (kind === STACK) {
+      node = new RawList();
+      node.stack = id;
+    } else node = nodeFor(kind, id);
+    node.slot = index;
+    this.memo[index] = node; // later GETs see the same object again
+    return node;
+  }
 
   newDict(): unknown {
     return new RawDict();
@@ -294,9 +365,62 @@ class SnapshotBuilder implements PickleBuilder {
 
   appendItems(target: unknown, stack: unknown[], start: number, end: number, at: number): void {
     if (!(target instanceof RawList)) throw pickleError('pickle-corrupt', at, 'APPEND target is not a list');
-    const items = target.items;
-    if (items === null) throw new FastPathBail();
-    for (let i = start; i < end; i++) items.push(stack[i]);
+    if (target.stack >= 0) {
+      // Interned as a stack already and now extended (a stack longer than one APPENDS batch).
+      target.items = this.frameNodesOf(target.stack);
+      target.stack = -1;
+    }
+    const n = end - start;
+    if (target.items === null && target.ids === null && n > 0) {
+      // A list filled by one APPENDS that holds only frames is a stack: intern it now and keep no
+      // array (the common case — one list per block / trace entry).
+      const ids = this.t.scratchFor(n);
+      let frames = true;
+      for (let i = 0; i < n; i++) {
+        const f = stack[start + i];
+        if (!(f instanceof RawDict) || f.kind !== FRAME) {
+          frames = false;
+          break;
+        }
+        ids[i] = f.id;
+      }
+      if (frames) {
+        target.stack = this.t.internStack(ids, n);
+        this.release(target, STACK, target.stack);
+        return;
+      }
+    }
+    for (let i = start; i < end; i++) {
+      const x = stack[i];
+      if (target.items === null && x instanceof RawDict && (x.kind === TRACE || x.kind === BLOCK) && (target.ids === null || target.idKind === x.kind)) {
+        if (target.ids === null) {
+          target.ids = [];
+          target.idKind = x.kind;
+        }
+        target.ids.push(x.id);
+        continue;
+      }
+      if (target.items === null) {
+        target.items = [];
+        if (target.ids !== null) {
+          // Mixed list: turn the ids back into nodes.
+          for (const id of target.ids) target.items.push(nodeFor(target.idKind, id));
+          target.ids = null;
+        }
+      }
+      target.items.push(x);
+    }
+  }
+
+  private readonly frameNodes: RawDict[] = [];
+  private frameNodesOf(stack: number): RawDict[] {
+    const t = this.t;
+    const out: RawDict[] = [];
+    for (let k = t.stackOffsets.data[stack]!; k < t.stackOffsets.data[stack + 1]!; k++) {
+      const id = t.stackFrames.data[k]!;
+      out.push((this.frameNodes[id] ??= nodeFor(FRAME, id)));
+    }
+    return out;
   }
 
   setItems(target: unknown, stack: unknown[], start: number, end: number, at: number): void {
@@ -310,6 +434,7 @@ class SnapshotBuilder implements PickleBuilder {
         if (id >= 0) {
           target.kind = TRACE;
           target.id = id;
+          this.release(target, TRACE, id);
           return;
         }
       } else if (n === 3 && (first === 'name' || first === 'filename' || first === 'line')) {
@@ -324,6 +449,7 @@ class SnapshotBuilder implements PickleBuilder {
         if (id >= 0) {
           target.kind = BLOCK;
           target.id = id;
+          this.release(target, BLOCK, id);
           return;
         }
       }
@@ -360,7 +486,9 @@ class SnapshotBuilder implements PickleBuilder {
   private stackOf(v: unknown): number {
     if (!(v instanceof RawList)) return -1;
     if (v.stack >= 0) return v.stack;
-    const items = v.items!;
+    if (v.ids !== null) return -1;
+    const items = v.items;
+    if (items === null) return 0; // []
     const n = items.length;
     const ids = this.t.scratchFor(n);
     for (let i = 0; i < n; i++) {
@@ -471,23 +599,38 @@ class Assembler {
 
   list(v: unknown, path: string): readonly unknown[] {
     if (Array.isArray(v)) return v;
-    if (v instanceof RawList) return v.items ?? this.stackToFrameDicts(v.stack);
+    if (v instanceof RawList) {
+      if (v.stack >= 0) return this.stackToFrameDicts(v.stack);
+      if (v.ids !== null) return v.ids.map((id) => nodeFor(v.idKind, id));
+      return v.items ?? [];
+    }
     throw shapeError(path, `expected a list, found ${describe(v)}`);
   }
 
-  int(v: unknown, path: string): number {
+  /** Raw ids of a list of recognised blocks / trace entries; other lists go through `each`. */
+  rows(v: unknown, kind: number, path: string, each: (node: unknown, path: string) => number): Int32Array {
+    if (v instanceof RawList && v.ids !== null && v.idKind === kind) return Int32Array.from(v.ids);
+    const items = this.list(v, path);
+    const out = new Int32Array(items.length);
+    for (let i = 0; i < items.length; i++) out[i] = each(items[i], `${path}[${i}]`);
+    return out;
+  }
+
+  // `key` is appended to `path` only when reporting an error (no string building per field).
+  int(v: unknown, path: string, key?: string): number {
     if (safeInt(v)) return v;
-    if (typeof v === 'bigint') throw shapeError(path, `${v} is beyond 2^53, which memscope's columns cannot hold exactly`);
-    throw shapeError(path, `expected an int, found ${describe(v)}`);
+    const where = key === undefined ? path : `${path}.${key}`;
+    if (typeof v === 'bigint') throw shapeError(where, `${v} is beyond 2^53, which memscope's columns cannot hold exactly`);
+    throw shapeError(where, `expected an int, found ${describe(v)}`);
   }
 
-  optInt(v: unknown, path: string, fallback: number): number {
-    return v === undefined || v === null ? fallback : this.int(v, path);
+  optInt(v: unknown, fallback: number, path: string, key?: string): number {
+    return v === undefined || v === null ? fallback : this.int(v, path, key);
   }
 
-  str(v: unknown, path: string): string {
+  str(v: unknown, path: string, key?: string): string {
     if (typeof v === 'string') return v;
-    throw shapeError(path, `expected a str, found ${describe(v)}`);
+    throw shapeError(key === undefined ? path : `${path}.${key}`, `expected a str, found ${describe(v)}`);
   }
 
   frameId(v: unknown, path: string): number {
@@ -496,7 +639,7 @@ class Assembler {
     if (known !== undefined) return known;
     const d = this.dict(v);
     if (!d) throw shapeError(path, `expected a frame dict, found ${describe(v)}`);
-    const id = this.t.internFrame(this.str(d.get('name'), `${path}.name`), this.str(d.get('filename'), `${path}.filename`), this.int(d.get('line'), `${path}.line`));
+    const id = this.t.internFrame(this.str(d.get('name'), path, 'name'), this.str(d.get('filename'), path, 'filename'), this.int(d.get('line'), path, 'line'));
     this.frameIdByObject.set(v, id);
     return id;
   }
@@ -504,6 +647,7 @@ class Assembler {
   stack(v: unknown, path: string): number {
     if (v === undefined || v === null) return 0;
     if (v instanceof RawList && v.stack >= 0) return v.stack;
+    if (v instanceof RawList && v.items === null && v.ids === null) return 0;
     const items = this.list(v, path);
     const ids = new Int32Array(items.length);
     items.forEach((f, i) => (ids[i] = this.frameId(f, `${path}[${i}]`)));
@@ -511,6 +655,7 @@ class Assembler {
     if (v instanceof RawList) {
       v.stack = id;
       v.items = null;
+      v.ids = null;
     }
     return id;
   }
@@ -520,8 +665,8 @@ class Assembler {
     if (v instanceof RawDict && v.kind === BLOCK) return v.id;
     const d = this.dict(v);
     if (!d) throw shapeError(path, `expected a block dict, found ${describe(v)}`);
-    const size = this.int(d.get('size'), `${path}.size`);
-    let requested = this.optInt(d.get('requested_size'), `${path}.requested_size`, size);
+    const size = this.int(d.get('size'), path, 'size');
+    let requested = this.optInt(d.get('requested_size'), size, path, 'requested_size');
     let stack = this.stack(d.get('frames'), `${path}.frames`);
     const history = d.get('history');
     if (history !== undefined && history !== null) {
@@ -531,14 +676,14 @@ class Assembler {
       const first = entries.length > 0 ? this.dict(entries[0]) : null;
       if (first) {
         if (!d.has('frames')) stack = this.stack(first.get('frames'), `${path}.history[0].frames`);
-        if (!d.has('requested_size')) requested = this.optInt(first.get('real_size'), `${path}.history[0].real_size`, size);
+        if (!d.has('requested_size')) requested = this.optInt(first.get('real_size'), size, path, 'history[0].real_size');
       }
     }
     return this.t.pushBlock(
-      this.int(d.get('address'), `${path}.address`),
+      this.int(d.get('address'), path, 'address'),
       size,
       requested,
-      this.t.stateCode(this.str(d.get('state'), `${path}.state`)),
+      this.t.stateCode(this.str(d.get('state'), path, 'state')),
       stack,
     );
   }
@@ -563,15 +708,15 @@ class Assembler {
     const time = d.get('time_us');
     const deviceFree = d.get('device_free');
     return t.pushTrace(
-      t.actionCode(this.str(d.get('action'), `${path}.action`)),
-      this.int(d.get('addr'), `${path}.addr`),
-      this.int(d.get('size'), `${path}.size`),
-      this.optInt(d.get('stream'), `${path}.stream`, 0),
-      time === undefined || time === null ? NaN : typeof time === 'number' ? time : this.int(time, `${path}.time_us`),
+      t.actionCode(this.str(d.get('action'), path, 'action')),
+      this.int(d.get('addr'), path, 'addr'),
+      this.int(d.get('size'), path, 'size'),
+      this.optInt(d.get('stream'), 0, path, 'stream'),
+      time === undefined || time === null ? NaN : typeof time === 'number' ? time : this.int(time, path, 'time_us'),
       this.stack(d.get('frames'), `${path}.frames`),
       opt('compile_context'),
       opt('user_metadata'),
-      deviceFree === undefined || deviceFree === null ? NaN : this.int(deviceFree, `${path}.device_free`),
+      deviceFree === undefined || deviceFree === null ? NaN : this.int(deviceFree, path, 'device_free'),
     );
   }
 
@@ -585,19 +730,19 @@ class Assembler {
       const d = this.dict(node);
       if (!d) throw shapeError(path, `expected a segment dict, found ${describe(node)}`);
       const firstBlock = raw.length;
-      const blocks = this.list(d.get('blocks') ?? [], `${path}.blocks`);
-      blocks.forEach((b, j) => {
-        raw.push(this.block(b, `${path}.blocks[${j}]`));
+      const rows = this.rows(d.get('blocks') ?? [], BLOCK, `${path}.blocks`, (b, p) => this.block(b, p));
+      for (let j = 0; j < rows.length; j++) {
+        raw.push(rows[j]!);
         owner.push(index);
-      });
+      }
       const pool = d.get('segment_pool_id');
       let poolId: readonly [number, number] | null = null;
       if (pool !== undefined && pool !== null) {
         const p = this.list(pool, `${path}.segment_pool_id`);
         if (p.length !== 2) throw shapeError(`${path}.segment_pool_id`, `expected a pair, found ${p.length} items`);
-        poolId = makeTuple([this.int(p[0], `${path}.segment_pool_id[0]`), this.int(p[1], `${path}.segment_pool_id[1]`)]) as readonly [number, number];
+        poolId = makeTuple([this.int(p[0], path, 'segment_pool_id[0]'), this.int(p[1], path, 'segment_pool_id[1]')]) as readonly [number, number];
       }
-      const totalSize = this.int(d.get('total_size'), `${path}.total_size`);
+      const totalSize = this.int(d.get('total_size'), path, 'total_size');
       // Sizes PyTorch has written since 1.x; derived from the blocks if a file lacks them.
       const sumBlocks = (pred: (state: string) => boolean): number => {
         let s = 0;
@@ -610,14 +755,14 @@ class Assembler {
       const expandable = d.get('is_expandable');
       segments.push({
         index,
-        device: this.optInt(d.get('device'), `${path}.device`, -1),
-        address: this.int(d.get('address'), `${path}.address`),
+        device: this.optInt(d.get('device'), -1, path, 'device'),
+        address: this.int(d.get('address'), path, 'address'),
         totalSize,
-        allocatedSize: allocated === undefined ? sumBlocks((s) => s === 'active_allocated') : this.int(allocated, `${path}.allocated_size`),
-        activeSize: active === undefined ? sumBlocks((s) => s.startsWith('active')) : this.int(active, `${path}.active_size`),
-        requestedSize: requested === undefined || requested === null ? null : this.int(requested, `${path}.requested_size`),
-        stream: this.optInt(d.get('stream'), `${path}.stream`, 0),
-        segmentType: d.get('segment_type') === undefined ? 'large' : this.str(d.get('segment_type'), `${path}.segment_type`),
+        allocatedSize: allocated === undefined ? sumBlocks((s) => s === 'active_allocated') : this.int(allocated, path, 'allocated_size'),
+        activeSize: active === undefined ? sumBlocks((s) => s.startsWith('active')) : this.int(active, path, 'active_size'),
+        requestedSize: requested === undefined || requested === null ? null : this.int(requested, path, 'requested_size'),
+        stream: this.optInt(d.get('stream'), 0, path, 'stream'),
+        segmentType: d.get('segment_type') === undefined ? 'large' : this.str(d.get('segment_type'), path, 'segment_type'),
         poolId,
         isExpandable: expandable === true,
         stack: this.stack(d.get('frames'), `${path}.frames`),
@@ -642,12 +787,7 @@ class Assembler {
   traces(v: unknown): TraceTable[] {
     if (v === undefined || v === null) return [];
     const devices = this.list(v, 'device_traces');
-    const ids = devices.map((dev, d) => {
-      const entries = this.list(dev, `device_traces[${d}]`);
-      const out = new Int32Array(entries.length);
-      for (let i = 0; i < entries.length; i++) out[i] = this.traceEntry(entries[i], `device_traces[${d}][${i}]`);
-      return out;
-    });
+    const ids = devices.map((dev, d) => this.rows(dev, TRACE, `device_traces[${d}]`, (e, p) => this.traceEntry(e, p)));
     const t = this.t;
     // Columns are final only now: generic entries may have been appended above.
     const action = t.tAction.data;
@@ -790,10 +930,10 @@ function assemble(root: unknown, t: SnapshotTables): MemorySnapshot {
       const d = a.dict(x);
       if (!d) throw shapeError(path, `expected a dict, found ${describe(x)}`);
       annotations.push({
-        stage: a.str(d.get('stage'), `${path}.stage`),
-        name: a.str(d.get('name'), `${path}.name`),
-        device: a.optInt(d.get('device'), `${path}.device`, -1),
-        timeUs: typeof d.get('time_us') === 'number' ? (d.get('time_us') as number) : a.int(d.get('time_us'), `${path}.time_us`),
+        stage: a.str(d.get('stage'), path, 'stage'),
+        name: a.str(d.get('name'), path, 'name'),
+        device: a.optInt(d.get('device'), -1, path, 'device'),
+        timeUs: typeof d.get('time_us') === 'number' ? (d.get('time_us') as number) : a.int(d.get('time_us'), path, 'time_us'),
       });
     });
   }

@@ -42,7 +42,15 @@ export interface PickleBuilder {
   appendItems(target: unknown, stack: unknown[], start: number, end: number, at: number): void;
   /** Called once on the value STOP returns. */
   finish(value: unknown): unknown;
+  /** Told the memo array and every memo put, a builder may replace finished values in the memo by
+   * `memoSentinel` (to let them be collected) and rebuild them in `materialize` on a later GET. */
+  attachMemo?(memo: unknown[]): void;
+  onMemoize?(value: unknown, index: number): void;
+  readonly memoSentinel?: unknown;
+  materialize?(index: number): unknown;
 }
+
+const NEVER = Symbol('never stored');
 
 /** Tuples are read as frozen arrays (`Object.isFrozen`), so the writer can write them back as tuples. */
 export function makeTuple<T>(items: T[]): readonly T[] {
@@ -86,11 +94,7 @@ export function decodeUtf8(bytes: Uint8Array, start: number, end: number): strin
         break;
       }
     }
-    if (ascii) {
-      let s = '';
-      for (let i = start; i < end; i++) s += String.fromCharCode(bytes[i]!);
-      return s;
-    }
+    if (ascii) return String.fromCharCode.apply(null, bytes.subarray(start, end) as unknown as number[]);
   }
   return textDecoder.decode(bytes.subarray(start, end));
 }
@@ -171,12 +175,16 @@ export function runPickle(
   limits: PickleLimits,
   onProgress?: (bytesRead: number, totalBytes: number) => void,
 ): unknown {
-  const b = bytes;
+  // A plain Uint8Array view: Node Buffers' subarray is slower.
+  const b = Object.getPrototypeOf(bytes) === Uint8Array.prototype ? bytes : new Uint8Array(bytes.buffer, bytes.byteOffset, bytes.byteLength);
   const len = b.length;
   const view = new DataView(b.buffer, b.byteOffset, b.byteLength);
-  const stack: unknown[] = [];
+  // The VM stack: a preallocated array and a pointer (setting an array's length is a runtime call).
+  const stack: unknown[] = new Array(1024);
+  let sp = 0;
   const marks: number[] = [];
   const memo: unknown[] = [];
+  builder.attachMemo?.(memo);
   let memoCount = 0;
   let budget = limits.maxBytes;
   const maxDepth = limits.maxDepth;
@@ -198,10 +206,10 @@ export function runPickle(
     }
   };
   const push = (v: unknown): void => {
-    if (stack.length >= maxDepth) {
+    if (sp >= maxDepth) {
       throw pickleError('pickle-limit', at, `stack deeper than ${maxDepth} (limits.maxDepth)`);
     }
-    stack.push(v);
+    stack[sp++] = v;
   };
   const popMark = (): number => {
     const m = marks.pop();
@@ -209,20 +217,21 @@ export function runPickle(
     return m;
   };
   const top = (): unknown => {
-    if (stack.length === 0 || (marks.length > 0 && marks[marks.length - 1]! >= stack.length)) {
+    if (sp === 0 || (marks.length > 0 && marks[marks.length - 1]! >= sp)) {
       throw pickleError('pickle-corrupt', at, `${opcodeName(b[at]!)} on an empty stack`);
     }
-    return stack[stack.length - 1];
+    return stack[sp - 1];
   };
   const pop = (): unknown => {
     const v = top();
-    stack.length--;
+    sp--;
     return v;
   };
+  const sentinel = builder.memoSentinel ?? NEVER;
   const memoGet = (i: number): unknown => {
     const v = memo[i];
     if (v === undefined) throw pickleError('pickle-corrupt', at, `memo entry ${i} does not exist`);
-    return v;
+    return v === sentinel ? builder.materialize!(i) : v;
   };
   const memoPut = (i: number): void => {
     if (memo[i] === undefined) {
@@ -230,7 +239,9 @@ export function runPickle(
         throw pickleError('pickle-limit', at, `more than ${limits.maxMemoEntries} memo entries (limits.maxMemoEntries)`);
       }
     }
-    memo[i] = top();
+    const v = top();
+    memo[i] = v;
+    builder.onMemoize?.(v, i);
   };
   const checkItems = (n: number): void => {
     if (n > maxItems) throw pickleError('pickle-limit', at, `container with more than ${maxItems} items (limits.maxContainerItems)`);
@@ -297,13 +308,23 @@ export function runPickle(
     }
     const op = b[pos++]!;
     switch (op) {
-      case Op.BINGET:
-        need(1);
-        push(memoGet(b[pos++]!));
+      case Op.BINGET: {
+        // The hottest opcodes in real snapshots (frames and keys are memo references): inline.
+        if (pos >= len) throw truncated(1);
+        const v = memo[b[pos++]!];
+        if (v === undefined || v === sentinel || sp >= maxDepth) push(memoGet(b[pos - 1]!));
+        else stack[sp++] = v;
         break;
-      case Op.LONG_BINGET:
-        push(memoGet(u32()));
+      }
+      case Op.LONG_BINGET: {
+        if (pos + 4 > len) throw truncated(4);
+        const i = (b[pos]! | (b[pos + 1]! << 8) | (b[pos + 2]! << 16) | (b[pos + 3]! << 24)) >>> 0;
+        pos += 4;
+        const v = memo[i];
+        if (v === undefined || v === sentinel || sp >= maxDepth) push(memoGet(i));
+        else stack[sp++] = v;
         break;
+      }
       case Op.MEMOIZE:
         memoPut(memoCount);
         break;
@@ -316,7 +337,7 @@ export function runPickle(
         break;
       case Op.MARK:
         if (marks.length >= maxDepth) throw pickleError('pickle-limit', at, `more than ${maxDepth} open MARKs (limits.maxDepth)`);
-        marks.push(stack.length);
+        marks.push(sp);
         break;
       case Op.BININT:
         need(4);
@@ -423,56 +444,56 @@ export function runPickle(
       case Op.SETITEMS: {
         const start = popMark();
         if (start === 0) throw pickleError('pickle-corrupt', at, 'SETITEMS with no dict below the MARK');
-        if ((stack.length - start) % 2 !== 0) throw pickleError('pickle-corrupt', at, 'SETITEMS with an odd number of items');
-        checkItems(stack.length - start);
-        builder.setItems(stack[start - 1], stack, start, stack.length, at);
-        stack.length = start;
+        if ((sp - start) % 2 !== 0) throw pickleError('pickle-corrupt', at, 'SETITEMS with an odd number of items');
+        checkItems(sp - start);
+        builder.setItems(stack[start - 1], stack, start, sp, at);
+        sp = start;
         break;
       }
       case Op.SETITEM: {
-        if (stack.length < 3 || (marks.length > 0 && marks[marks.length - 1]! > stack.length - 3)) {
+        if (sp < 3 || (marks.length > 0 && marks[marks.length - 1]! > sp - 3)) {
           throw pickleError('pickle-corrupt', at, 'SETITEM needs a dict, a key and a value on the stack');
         }
         checkItems(2);
-        const end = stack.length;
+        const end = sp;
         builder.setItems(stack[end - 3], stack, end - 2, end, at);
-        stack.length = end - 2;
+        sp = end - 2;
         break;
       }
       case Op.APPENDS: {
         const start = popMark();
         if (start === 0) throw pickleError('pickle-corrupt', at, 'APPENDS with no list below the MARK');
-        checkItems(stack.length - start);
-        builder.appendItems(stack[start - 1], stack, start, stack.length, at);
-        stack.length = start;
+        checkItems(sp - start);
+        builder.appendItems(stack[start - 1], stack, start, sp, at);
+        sp = start;
         break;
       }
       case Op.APPEND: {
-        if (stack.length < 2 || (marks.length > 0 && marks[marks.length - 1]! > stack.length - 2)) {
+        if (sp < 2 || (marks.length > 0 && marks[marks.length - 1]! > sp - 2)) {
           throw pickleError('pickle-corrupt', at, 'APPEND needs a list and an item on the stack');
         }
         checkItems(1);
-        const end = stack.length;
+        const end = sp;
         builder.appendItems(stack[end - 2], stack, end - 1, end, at);
-        stack.length = end - 1;
+        sp = end - 1;
         break;
       }
       case Op.LIST: {
         const start = popMark();
-        checkItems(stack.length - start);
+        checkItems(sp - start);
         const list = builder.newList();
-        builder.appendItems(list, stack, start, stack.length, at);
-        stack.length = start;
+        builder.appendItems(list, stack, start, sp, at);
+        sp = start;
         push(list);
         break;
       }
       case Op.DICT: {
         const start = popMark();
-        if ((stack.length - start) % 2 !== 0) throw pickleError('pickle-corrupt', at, 'DICT with an odd number of items');
-        checkItems(stack.length - start);
+        if ((sp - start) % 2 !== 0) throw pickleError('pickle-corrupt', at, 'DICT with an odd number of items');
+        checkItems(sp - start);
         const dict = builder.newDict();
-        builder.setItems(dict, stack, start, stack.length, at);
-        stack.length = start;
+        builder.setItems(dict, stack, start, sp, at);
+        sp = start;
         push(dict);
         break;
       }
@@ -482,25 +503,25 @@ export function runPickle(
         if (!(target instanceof Set) || Object.isFrozen(target)) {
           throw pickleError('pickle-corrupt', at, 'ADDITEMS target is not a set');
         }
-        checkItems(stack.length - start);
-        for (let i = start; i < stack.length; i++) target.add(stack[i]);
+        checkItems(sp - start);
+        for (let i = start; i < sp; i++) target.add(stack[i]);
         if (target.size > maxItems) throw pickleError('pickle-limit', at, `set with more than ${maxItems} items`);
-        stack.length = start;
+        sp = start;
         break;
       }
       case Op.FROZENSET: {
         const start = popMark();
-        checkItems(stack.length - start);
-        const set = new Set(stack.slice(start));
-        stack.length = start;
+        checkItems(sp - start);
+        const set = new Set(stack.slice(start, sp));
+        sp = start;
         push(Object.freeze(set));
         break;
       }
       case Op.TUPLE: {
         const start = popMark();
-        checkItems(stack.length - start);
-        const t = makeTuple(stack.slice(start));
-        stack.length = start;
+        checkItems(sp - start);
+        const t = makeTuple(stack.slice(start, sp));
+        sp = start;
         push(t);
         break;
       }
@@ -536,11 +557,11 @@ export function runPickle(
         return builder.finish(value);
       }
       case Op.POP:
-        if (marks.length > 0 && marks[marks.length - 1] === stack.length) stack.length = popMark();
+        if (marks.length > 0 && marks[marks.length - 1] === sp) sp = popMark();
         else pop();
         break;
       case Op.POP_MARK:
-        stack.length = popMark();
+        sp = popMark();
         break;
       case Op.DUP:
         push(top());
