@@ -160,7 +160,7 @@ export class CaptureRecorder implements MemoryEventSink {
     );
   }
 
-  onStorageFree(storage: StorageRef): void {
+  onStorageFree(storage: StorageRef, _ctx?: EventContext): void {
     const entry = this.live.get(storage.id);
     if (!entry) return; // made before the recorder attached and never adopted
     this.live.delete(storage.id);
@@ -169,7 +169,7 @@ export class CaptureRecorder implements MemoryEventSink {
     if (entry.written) this.writer.free(this.time(), storage.id);
   }
 
-  onKernelStart(kernel: KernelEvent): void {
+  onKernelStart(kernel: KernelEvent, _ctx?: EventContext): void {
     let stats = this.kernels.get(kernel.name);
     if (!stats) {
       stats = { calls: 0, bytesAllocated: 0, bytesRetained: 0, peakAdded: 0 };
@@ -178,7 +178,7 @@ export class CaptureRecorder implements MemoryEventSink {
     this.openKernels.push({ stats, allocated: 0, net: 0, peakNet: 0 });
   }
 
-  onKernelEnd(): void {
+  onKernelEnd(_kernel?: KernelEvent, _ctx?: EventContext): void {
     const open = this.openKernels.pop();
     if (!open) return;
     const s = open.stats;
@@ -188,7 +188,7 @@ export class CaptureRecorder implements MemoryEventSink {
     if (open.peakNet > s.peakAdded) s.peakAdded = open.peakNet;
   }
 
-  onModuleEnter(module: ModuleRef): void {
+  onModuleEnter(module: ModuleRef, _inputs?: readonly TensorRef[], _ctx?: EventContext): void {
     const rec = this.moduleRecord(module);
     this.classifyWeights(module);
     rec.peakFwd = new Map();
@@ -197,7 +197,7 @@ export class CaptureRecorder implements MemoryEventSink {
     this.updateLocalPeaks(null);
   }
 
-  onModuleExit(module: ModuleRef): void {
+  onModuleExit(module: ModuleRef, _outputs?: readonly TensorRef[], _ctx?: EventContext): void {
     const rec = this.moduleRecord(module);
     this.classifyWeights(module); // weights are built lazily during the first call
     rec.states.states['Post-Forward'] = this.snapshot();
@@ -205,7 +205,7 @@ export class CaptureRecorder implements MemoryEventSink {
     removeLast(this.activeFwd, rec);
   }
 
-  onBackwardModuleEnter(module: ModuleRef): void {
+  onBackwardModuleEnter(module: ModuleRef, _ctx?: EventContext): void {
     const rec = this.moduleRecord(module);
     rec.peakBwd = new Map();
     rec.states.states['Pre-Backward'] = this.snapshot();
@@ -213,22 +213,22 @@ export class CaptureRecorder implements MemoryEventSink {
     this.updateLocalPeaks(null);
   }
 
-  onBackwardModuleExit(module: ModuleRef): void {
+  onBackwardModuleExit(module: ModuleRef, _ctx?: EventContext): void {
     const rec = this.moduleRecord(module);
     rec.states.states['Post-Backward'] = this.snapshot();
     rec.states.localPeakBackward = Object.fromEntries(rec.peakBwd);
     removeLast(this.activeBwd, rec);
   }
 
-  onGradientEnd(pairs: readonly GradientPair[]): void {
+  onGradientEnd(pairs: readonly GradientPair[], _ctx?: EventContext): void {
     for (const p of pairs) if (p.grad) this.recategorise(p.grad.storage.id, CAT.Gradient);
   }
 
-  onOptimizerStepStart(): void {
+  onOptimizerStepStart(_optimizer?: OptimizerRef, _ctx?: EventContext): void {
     this.optimizerDepth++;
   }
 
-  onOptimizerStepEnd(optimizer: OptimizerRef): void {
+  onOptimizerStepEnd(optimizer: OptimizerRef, _ctx?: EventContext): void {
     this.optimizerDepth = Math.max(0, this.optimizerDepth - 1);
     for (const t of optimizer.stateVariables()) this.recategorise(t.storage.id, CAT.Optstate);
     if (this.optimizerDepth > 0) return;
@@ -238,7 +238,7 @@ export class CaptureRecorder implements MemoryEventSink {
     this.writer.flush();
   }
 
-  onVariableAssign(variable: TensorRef, previous: StorageRef): void {
+  onVariableAssign(variable: TensorRef, previous: StorageRef, _ctx?: EventContext): void {
     const prev = this.live.get(previous.id);
     const next = this.live.get(variable.storage.id);
     if (!next) return;
