@@ -1,0 +1,56 @@
+import { describe, it, expect, beforeAll } from 'vitest';
+import * as tf from '@tensorflow/tfjs-core';
+import type { StorageRef } from '../../src/core/events.js';
+import { deviceSpec } from '../../src/core/device.js';
+import { tfjsAdapter } from '../../src/tfjs/index.js';
+import { useBackend } from './support/backends.js';
+
+beforeAll(async () => {
+  await useBackend('wasm');
+});
+
+describe('wasm device', () => {
+  it('the wasm backend mallocs tensors 8-byte aligned (not 16): the granularity device.ts uses', () => {
+    const backend = tf.backend() as unknown as { dataIdMap: { get(id: object): { memoryOffset: number } } };
+    const tensors: tf.Tensor[] = [];
+    for (let n = 1; n <= 100; n++) tensors.push(tf.zeros([n], 'bool'), tf.ones([n]));
+    const offsets = tensors.map((t) => backend.dataIdMap.get(t.dataId).memoryOffset);
+    expect(offsets.every((o) => o % 8 === 0)).toBe(true);
+    expect(offsets.some((o) => o % 16 !== 0)).toBe(true);
+    expect(deviceSpec('wasm').granularity).toBe(8);
+    tf.dispose(tensors);
+  });
+
+  it('storages are on device "wasm"; deviceMemory reports the wasm heap size', () => {
+    const s = tfjsAdapter.attach({});
+    const t = tf.ones([1000]);
+    expect(s.tensor(t).storage.device).toBe('wasm');
+    expect(s.currentDevice()).toBe('wasm');
+    const heap = (tf.backend() as unknown as { wasm: { HEAPU8: Uint8Array } }).wasm.HEAPU8.byteLength;
+    expect(s.deviceMemory('wasm')).toEqual({ reservedBytes: heap, source: 'wasm heap (linear memory size)' });
+    expect(heap).toBeGreaterThanOrEqual(4000);
+    t.dispose();
+    s.detach();
+  });
+
+  it('data moved between backends: free on the old device, alloc on the new one, tensors follow', async () => {
+    const events: string[] = [];
+    const s = tfjsAdapter.attach({
+      onStorageAlloc: (st: StorageRef) => events.push(`alloc ${st.device} ${st.bytes}`),
+      onStorageFree: (st: StorageRef) => events.push(`free ${st.device} ${st.bytes}`),
+    });
+    await useBackend('cpu');
+    const a = tf.tensor1d([1, 2, 3]);
+    const ref = s.tensor(a);
+    const onCpu = ref.storage;
+    await useBackend('wasm');
+    const b = tf.add(a, 1); // reading `a` on wasm moves its data there
+    expect(Array.from(b.dataSync())).toEqual([2, 3, 4]);
+    expect(ref.storage).not.toBe(onCpu);
+    expect(ref.storage.device).toBe('wasm');
+    // (the scalar 1 is made on wasm first, then the kernel reads `a` and moves it)
+    expect(events.slice(0, 4)).toEqual(['alloc cpu 12', 'alloc wasm 4', 'free cpu 12', 'alloc wasm 12']);
+    tf.dispose([a, b]);
+    s.detach();
+  });
+});
