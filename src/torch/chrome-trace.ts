@@ -247,7 +247,11 @@ export class ChromeTraceReader {
           i = n;
           break;
         }
-        this.key = JSON.parse(`"${this.keyParts.join('')}"`) as string;
+        try {
+          this.key = JSON.parse(`"${this.keyParts.join('')}"`) as string;
+        } catch (err) {
+          this.fail('bad-json', this.offset + j, `a top-level key is not a valid JSON string (${(err as Error).message})`);
+        }
         this.keyParts = [];
         this.rootKeys.push(this.key);
         this.state = S_COLON;
@@ -428,7 +432,7 @@ export class ChromeTraceReader {
   ): void {
     const index = this.eventCount;
     const args = e.args;
-    if (args === null || typeof args !== 'object') {
+    if (args === null || typeof args !== 'object' || Array.isArray(args)) {
       this.fail('unknown-trace-layout', pos, `[memory] event ${index} has no args object`);
     }
     const a = args as Record<string, unknown>;
@@ -436,9 +440,12 @@ export class ChromeTraceReader {
     const needed = layout === 'kineto' ? MODERN_KEYS : LEGACY_KEYS;
     const missing = needed.filter((k) => !isFiniteNumber(a[k]));
     if (missing.length > 0 || !isFiniteNumber(e.ts)) {
-      const found = Object.keys(a)
-        .map((k) => `${k}=${JSON.stringify(a[k])}`)
-        .join(', ');
+      const keys = Object.keys(a);
+      const found =
+        keys
+          .slice(0, 12)
+          .map((k) => `${k}=${preview(a[k])}`)
+          .join(', ') + (keys.length > 12 ? `, … (${keys.length} keys)` : '');
       this.fail(
         'unknown-trace-layout',
         pos,
@@ -677,6 +684,13 @@ function compareDevices(a: string, b: string): number {
   const [tb, ib] = b.split(':');
   if (ta !== tb) return ta === 'cpu' ? -1 : tb === 'cpu' ? 1 : ta! < tb! ? -1 : 1;
   return Number(ia ?? -1) - Number(ib ?? -1);
+}
+
+/** A short, safe rendering of an args value for an error message (never recurses). */
+function preview(v: unknown): string {
+  if (typeof v === 'string') return JSON.stringify(v.length > 40 ? `${v.slice(0, 40)}…` : v);
+  if (v === null || typeof v !== 'object') return String(v);
+  return Array.isArray(v) ? `[array of ${v.length}]` : '{object}';
 }
 
 function describeChar(chunk: string, i: number): string {

@@ -203,6 +203,55 @@ describe('ChromeTraceReader on crafted input', () => {
     expectError(() => readChromeTrace(JSON.stringify(bad)), 'unknown-trace-layout', /unknown layout: args \{Size=12, Device="cuda"\}.*missing or non-numeric: Bytes, Device Type, Device Id/);
   });
 
+  it('survives hostile [memory] args: deep nesting, arrays, huge keys', () => {
+    const deep = `{"traceEvents": [{"name": "[memory]", "ph": "i", "ts": 1, "args": {"Bytes": ${'['.repeat(100_000)}${']'.repeat(100_000)}}}]}`;
+    expectError(() => readChromeTrace(deep), 'unknown-trace-layout', /args \{Bytes=\[array of 1\]\}/);
+    const arrayArgs = '{"traceEvents": [{"name": "[memory]", "ph": "i", "ts": 1, "args": [1, 2]}]}';
+    expectError(() => readChromeTrace(arrayArgs), 'unknown-trace-layout', /has no args object/);
+    const long = { traceEvents: [{ name: '[memory]', ph: 'i', ts: 1, args: { Bytes: 'x'.repeat(10_000) } }] };
+    expectError(() => readChromeTrace(JSON.stringify(long)), 'unknown-trace-layout', /Bytes="x{40}…"/);
+  });
+
+  it('fuzz: thousands of mutated and truncated traces either read or fail with MemscopeError', () => {
+    const base = JSON.stringify(SMALL_TRACE, null, 1);
+    let seed = 12345;
+    const rand = (n: number): number => {
+      seed = (Math.imul(seed, 1103515245) + 12345) >>> 0;
+      return (seed >>> 8) % n; // the low bits of an LCG cycle quickly
+    };
+    const alphabet = '{}[]",:\\ 0-9eE.[memory]truefalsenull\u00e9\ud800';
+    let parsed = 0;
+    let refused = 0;
+    for (let k = 0; k < 3000; k++) {
+      let text = base;
+      const edits = 1 + rand(4);
+      for (let e = 0; e < edits; e++) {
+        const at = rand(text.length);
+        const op = rand(3);
+        const ch = alphabet[rand(alphabet.length)]!;
+        text = op === 0 ? text.slice(0, at) + text.slice(at + 1) : op === 1 ? text.slice(0, at) + ch + text.slice(at) : text.slice(0, at) + ch + text.slice(at + 1);
+      }
+      if (rand(4) === 0) text = text.slice(0, rand(text.length));
+      try {
+        const r = new ChromeTraceReader();
+        // Random chunking too.
+        for (let i = 0; i < text.length; ) {
+          const step = 1 + rand(64);
+          r.push(text.slice(i, i + step));
+          i += step;
+        }
+        r.finish();
+        parsed++;
+      } catch (err) {
+        if (!(err instanceof MemscopeError)) throw new Error(`mutation ${k} threw ${String(err)} for ${JSON.stringify(text)}`);
+        refused++;
+      }
+    }
+    expect(parsed + refused).toBe(3000);
+    expect(parsed).toBeGreaterThan(100);
+    expect(refused).toBeGreaterThan(100);
+  });
+
   it('refuses a trace mixing the two layouts', () => {
     const mixed = {
       traceEvents: [
