@@ -8,7 +8,7 @@ import Module from 'node:module';
  * ESM imports of these CommonJS packages pass through) for the program's own
  * copies of tfjs-layers and tfjs-core, and wraps, on their prototypes:
  * - LayersModel `fit`, `fitDataset`, `trainOnBatch`, `evaluate`, `predict`,
- *   `execute` and `apply`: the first call on a model (outside another tracked
+ *   `execute` and `apply` (and Sequential's own overrides): the first call on a model (outside another tracked
  *   model's call, so nested models stay children) registers it with
  *   `session.module`, and its compiled optimizer with `session.optimizer`;
  * - Optimizer `minimize` and `applyGradients`: registers the optimizer (custom
@@ -46,9 +46,15 @@ export function installAutoTracking(session: ModelRegistry, onError: (err: unkno
     }
   };
 
-  const wrap = (proto: Record<string, unknown>, name: string, before: (self: object) => void): void => {
+  /**
+   * Wraps `proto[name]`. An inherited method (LayersModel's `apply` comes from
+   * Layer) is wrapped with an own property on `proto`, so plain layers are not
+   * affected; restore then deletes that property again.
+   */
+  const wrap = (proto: Record<string, unknown>, name: string, before: (self: object) => void, inherited = false): void => {
     const original = proto[name];
-    if (typeof original !== 'function' || !Object.prototype.hasOwnProperty.call(proto, name)) return;
+    const own = Object.prototype.hasOwnProperty.call(proto, name);
+    if (typeof original !== 'function' || (!own && !inherited)) return;
     const wrapped = function (this: object, ...args: unknown[]): unknown {
       if (depth === 0) before(this);
       depth++;
@@ -69,7 +75,9 @@ export function installAutoTracking(session: ModelRegistry, onError: (err: unkno
     };
     proto[name] = wrapped;
     restores.push(() => {
-      if (proto[name] === wrapped) proto[name] = original;
+      if (proto[name] !== wrapped) return;
+      if (own) proto[name] = original;
+      else delete proto[name];
     });
   };
 
@@ -85,6 +93,8 @@ export function installAutoTracking(session: ModelRegistry, onError: (err: unkno
         trackOptimizer((self as { optimizer?: unknown }).optimizer);
       };
       for (const m of ['fit', 'fitDataset', 'trainOnBatch', 'evaluate', 'predict', 'execute']) wrap(proto, m, beforeModel);
+      // Custom loops call `model.apply(x)` inside `optimizer.minimize`.
+      wrap(proto, 'apply', beforeModel, true);
       // Sequential overrides several of these; wrap its own definitions too.
       if (typeof ex.Sequential === 'function') {
         const seq = (ex.Sequential as { prototype: Record<string, unknown> }).prototype;

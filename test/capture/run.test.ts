@@ -75,6 +75,18 @@ describe('memscope run', () => {
     expect(findLeaks(run('fit-clean', ['--stacks'], [], fit).capture()).groups).toEqual([]);
   });
 
+  it('a custom loop (optimizer.minimize around model.apply) is found too', () => {
+    const fit = join(root, 'test/fixtures/scripts/fit.mjs');
+    const leakLine = readFileSync(fit, 'utf8').split('\n').findIndex((l) => l.includes('planted leak in the custom loop')) + 1;
+    const cap = run('custom', ['--stacks'], ['--leak', '--custom-loop'], fit).capture();
+    expect(cap.modules.map((m) => m.path)).toEqual(['net', 'net.encode', 'net.block', 'net.block.inner', 'net.head']);
+    expect(cap.steps).toHaveLength(12);
+    // encode 12×24+24, inner 24×24+24, head 24+1 float32 weights, all Parameter.
+    expect(cap.steps[11].live.cpu.Parameter).toBe((12 * 24 + 24 + 24 * 24 + 24 + 24 + 1) * 4);
+    const groups = findLeaks(cap).groups;
+    expect(groups.map((g) => g.userFrame)).toEqual([expect.stringContaining(`${fit}:${leakLine}:`)]);
+  });
+
   it('bad arguments are one clear line', () => {
     const missing = spawnSync(process.execPath, ['--import', 'tsx', join(root, 'src/cli/main.ts'), 'run', join(work, 'nope.js')], { cwd: root, encoding: 'utf8' });
     expect(missing.status).toBe(2);
