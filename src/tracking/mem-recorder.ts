@@ -136,6 +136,7 @@ export class MemRecorder implements MemoryEventSink {
   /** Modules whose backward has begun and not ended. */
   private backwardActive: ModuleRecord[] = [];
   private gradientDepth = 0;
+  private readonly optimizersSeen = new WeakSet<OptimizerRef>();
   /** Roots whose backward ended inside a gradient computation; their Post-Backward waits for its end. */
   private pendingPostBackward: ModuleRecord[] = [];
 
@@ -383,6 +384,11 @@ export class MemRecorder implements MemoryEventSink {
   }
 
   onOptimizerStepEnd(optimizer: OptimizerRef): void {
+    // PyTorch re-reads the state after every step. Once an optimizer's state has been
+    // read, later state is caught without the walk: what a step allocates is Optstate by
+    // phase, and a state variable's new storage after assign keeps its category.
+    if (this.optimizersSeen.has(optimizer)) return;
+    this.optimizersSeen.add(optimizer);
     this.trackOptimizerState(optimizer);
   }
 
