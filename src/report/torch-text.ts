@@ -61,9 +61,14 @@ export function formatTraceSummary(trace: MemoryTrace, options: TraceSummaryOpti
   const style = options.style ?? PLAIN;
   const top = options.top ?? 15;
   const out: string[] = [];
-  out.push(style.heading(SOURCE_DESCRIPTION[trace.source] ?? trace.source));
+  const noMemory = trace.memoryEventCount === 0 && trace.source.startsWith('kineto');
+  out.push(style.heading(noMemory ? 'Kineto chrome trace' : (SOURCE_DESCRIPTION[trace.source] ?? trace.source)));
   out.push(`${count(trace.eventCount)} events, ${count(trace.memoryEventCount)} memory events, ${count(trace.operators.count)} CPU operator spans`);
   out.push('');
+  if (trace.devices.length === 0) {
+    out.push('No memory events in this trace: record them with torch.profiler.profile(profile_memory=True).');
+    return out.join('\n') + '\n';
+  }
   const rows = trace.devices.map((d) => {
     const p = devicePeak(d);
     const t0 = d.count ? d.time[0]! : 0;
