@@ -260,6 +260,52 @@ describe('compare and trace', () => {
   });
 });
 
+describe('a two-GPU snapshot (made with CPython)', () => {
+  const TWO_GPUS = `
+import pickle, sys
+def seg(dev, addr, blocks):
+    total = sum(b['size'] for b in blocks)
+    alloc = sum(b['size'] for b in blocks if b['state'] == 'active_allocated')
+    return {'device': dev, 'address': addr, 'total_size': total, 'allocated_size': alloc, 'active_size': alloc,
+            'requested_size': sum(b['requested_size'] for b in blocks if b['state'] == 'active_allocated'),
+            'stream': 0, 'segment_type': 'large', 'segment_pool_id': (0, 0), 'is_expandable': False, 'blocks': blocks}
+f = lambda name, line: [{'name': name, 'filename': '/home/u/train.py', 'line': line}]
+snap = {'segments': [
+    seg(0, 1 << 30, [{'address': 1 << 30, 'size': 4 << 20, 'requested_size': 3 << 20, 'state': 'active_allocated', 'frames': f('forward', 10)},
+                     {'address': (1 << 30) + (4 << 20), 'size': 16 << 20, 'requested_size': 0, 'state': 'inactive', 'frames': []}]),
+    seg(1, 2 << 30, [{'address': 2 << 30, 'size': 20 << 20, 'requested_size': 20 << 20, 'state': 'active_allocated', 'frames': f('backward', 20)}])],
+  'device_traces': [[], [
+    {'action': 'segment_alloc', 'addr': 2 << 30, 'size': 20 << 20, 'stream': 0, 'time_us': 100, 'frames': []},
+    {'action': 'alloc', 'addr': 2 << 30, 'size': 20 << 20, 'stream': 0, 'time_us': 110, 'frames': f('backward', 20)}]],
+  'allocator_settings': {}, 'external_annotations': []}
+sys.stdout.buffer.write(pickle.dumps(snap, protocol=4))`;
+
+  it('keeps devices apart in totals, memory_summary, flame graphs and timelines', () => {
+    const s = readSnapshot(new Uint8Array(execFileSync('python3', ['-c', TWO_GPUS])));
+    expect(snapshotTotals(s, 0).all.reserved).toBe(20 << 20);
+    expect(snapshotTotals(s, 1).all.allocatedFromBlocks).toBe(20 << 20);
+    expect(snapshotMemoryStats(s, 0).traceEvents).toBe(0);
+    const d1 = snapshotMemoryStats(s, 1);
+    expect(d1.traceEvents).toBe(2);
+    expect(d1.stats['reserved_bytes.all.allocated']).toBe(20 << 20);
+    const text = formatSnapshotSummary(s);
+    expect(text).toContain('device ID 0');
+    expect(text).toContain('device ID 1');
+    const stacks = blockFlameStacks(s, false);
+    expect(stacks.map((x) => x.frames.slice(0, 3).join(';'))).toEqual([
+      'device_0;stream_0;active_allocated',
+      'device_0;stream_0;active_allocated',
+      'device_0;stream_0;inactive',
+      'device_1;stream_0;active_allocated',
+    ]);
+    expect(blockFlameStacks(s, false, 1).reduce((a, x) => a + x.weight, 0)).toBe(20 << 20);
+    const timeline = snapshotTimeline(s);
+    expect(timeline.devices.map((d) => d.device)).toEqual(['cuda:1']);
+    expect(Array.from(timeline.devices[0]!.allocated)).toEqual([0, 20 << 20]);
+    expect(totalsByFrame(s, 0)).toEqual([{ frame: 'train.py:10:forward', blocks: 1, bytes: 4 << 20, requested: 3 << 20 }]);
+  });
+});
+
 describe('plot HTML', () => {
   it('stacks export_memory_timeline categories and stays self-contained and escaped', () => {
     const trace = readMemoryTimeline([
