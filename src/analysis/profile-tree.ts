@@ -46,7 +46,7 @@ export interface TensorMeta {
   readonly shape: readonly number[];
   /** Bytes of the storage. */
   readonly bytes: number;
-  readonly variableName?: string;
+  readonly variableName?: string | undefined;
 }
 
 interface EventBase {

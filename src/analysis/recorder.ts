@@ -59,6 +59,9 @@ export type NsClock = () => number;
 
 const defaultClock: NsClock = () => Math.floor(performance.now() * 1e6);
 
+const NO_CHILDREN: ProfileEvent[] = [];
+const NO_TENSORS: TensorMeta[] = [];
+
 type Mutable<T> = { -readonly [K in keyof T]: T[K] };
 
 export class ProfileRecorder implements MemoryEventSink {
@@ -78,8 +81,9 @@ export class ProfileRecorder implements MemoryEventSink {
   /** tensorId → storageId it was last seen on (a variable moves on assign). */
   private readonly storageOfTensor = new Map<number, number>();
   private readonly metas: TensorMeta[] = [];
+  private readonly metaOf = new WeakMap<TensorRef, TensorMeta>();
   private readonly storageInfo = new Map<number, { readonly device: DeviceName; readonly bytes: number }>();
-  private readonly tensorInfo = new Map<number, { readonly dtype: string; readonly shape: readonly number[]; readonly variableName?: string }>();
+  private readonly tensorInfo = new Map<number, { readonly dtype: string; readonly shape: readonly number[]; readonly variableName: string | undefined }>();
   private readonly allocations: AllocationEvent[] = [];
 
   /** Latest gradient returned for each differentiated tensor (by tensor id): TFJS keeps no `.grad`. */
@@ -284,22 +288,37 @@ export class ProfileRecorder implements MemoryEventSink {
     return { name, startSeq: this.seq++, startNs: this.now(), endSeq: -1, endNs: -1, parent: null, children: [] as ProfileEvent[] };
   }
 
+  // op() and allocation() run for every kernel, scope and storage: plain
+  // literals of one shape each (no spreads), and allocations, which never
+  // have children, share one empty array.
   private op(name: string, kind: OpEvent['opKind'], composite: boolean, role: OpRole = 'plain'): OpEvent {
     return {
-      ...this.base(name),
+      name,
+      startSeq: this.seq++,
+      startNs: this.now(),
+      endSeq: -1,
+      endNs: -1,
+      parent: null,
+      children: [],
       kind: 'op',
       opKind: kind,
       role,
       scope: kind === 'backward' || role !== 'plain' ? 'backward_function' : 'function',
-      inputs: [],
-      outputs: [],
+      inputs: NO_TENSORS,
+      outputs: NO_TENSORS,
       composite,
     };
   }
 
   private allocation(storage: StorageRef, isAllocation: boolean): AllocationEvent {
     const e: AllocationEvent = {
-      ...this.base('[memory]'),
+      name: '[memory]',
+      startSeq: this.seq++,
+      startNs: this.now(),
+      endSeq: -1,
+      endNs: -1,
+      parent: null,
+      children: NO_CHILDREN,
       kind: 'allocation',
       isAllocation,
       allocSize: isAllocation ? storage.bytes : -storage.bytes,
@@ -373,9 +392,13 @@ export class ProfileRecorder implements MemoryEventSink {
 
   /** Notes that `tensor` lives on its storage now (linking storages a tensor moved between). */
   private observe(tensor: TensorRef): void {
-    const storageId = tensor.storage.id;
-    this.storageInfo.set(storageId, tensor.storage);
-    this.tensorInfo.set(tensor.id, tensor);
+    const storage = tensor.storage;
+    const storageId = storage.id;
+    // Small records, not the refs: a long recording must not keep every tensor handle alive.
+    if (!this.storageInfo.has(storageId)) this.storageInfo.set(storageId, { device: storage.device, bytes: storage.bytes });
+    if (!this.tensorInfo.has(tensor.id)) {
+      this.tensorInfo.set(tensor.id, { dtype: tensor.dtype, shape: tensor.shape, variableName: tensor.variableName });
+    }
     this.allocationIdOf(storageId);
     this.tensorStorages.add(storageId);
     const before = this.storageOfTensor.get(tensor.id);
@@ -383,19 +406,28 @@ export class ProfileRecorder implements MemoryEventSink {
     this.storageOfTensor.set(tensor.id, storageId);
   }
 
+  /**
+   * The metadata of `tensor` on the storage it holds now. One object per
+   * (tensor, storage): a tensor read by many kernels shares it (ids are
+   * written into it when the recording ends).
+   */
   private meta(tensor: TensorRef): TensorMeta {
+    const storage = tensor.storage;
+    const cached = this.metaOf.get(tensor);
+    if (cached !== undefined && cached.storageId === storage.id) return cached;
     this.observe(tensor);
     const m: TensorMeta = {
       tensorId: tensor.id,
-      storageId: tensor.storage.id,
-      allocationId: this.allocationIdOf(tensor.storage.id),
+      storageId: storage.id,
+      allocationId: this.allocationIdOf(storage.id),
       id: -1,
-      device: tensor.storage.device,
+      device: storage.device,
       dtype: tensor.dtype,
-      shape: [...tensor.shape],
-      bytes: tensor.storage.bytes,
-      ...(tensor.variableName !== undefined ? { variableName: tensor.variableName } : {}),
+      shape: tensor.shape,
+      bytes: storage.bytes,
+      variableName: tensor.variableName,
     };
+    this.metaOf.set(tensor, m);
     this.metas.push(m);
     return m;
   }
