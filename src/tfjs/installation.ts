@@ -252,7 +252,7 @@ export class Installation {
   private newStorage(engine: TfEngine, dataId: DataId, dtype: string, size: number, shape: readonly number[], adopted: boolean): TfjsStorage {
     const info = engine.state.tensorInfo.get(dataId);
     const backend = info?.backend;
-    const bytes = storageBytes(dtype, size, () => backend?.readSync?.(dataId));
+    const bytes = storageBytes(dtype, size, backend, dataId);
     const s = new TfjsStorage(this.deviceOf(engine, backend), bytes, dtype, shape, adopted, dataId);
     this.storages.set(dataId, s);
     this.live.add(s);
@@ -264,7 +264,7 @@ export class Installation {
     const engine = this.engine;
     if (!engine.state.tensorInfo.has(t.dataId)) {
       // Already released by the engine: a dead storage, never live.
-      return new TfjsStorage(this.deviceOf(engine, undefined), storageBytes(t.dtype, t.size, () => []), t.dtype, t.shape, true, null);
+      return new TfjsStorage(this.deviceOf(engine, undefined), storageBytes(t.dtype, t.size, undefined, t.dataId), t.dtype, t.shape, true, null);
     }
     const s = this.newStorage(engine, t.dataId, t.dtype, t.size, t.shape, true);
     if (announce) this.emit(this.allocSinks, 'onStorageAlloc', s);
@@ -551,7 +551,10 @@ export class Installation {
   /** Instruments `layer` and its nested layers; returns its module. */
   instrumentModule(layer: TfLayer, name: string, parent: TfjsModule | null): TfjsModule {
     const existing = this.modules.get(layer);
-    if (existing !== undefined) return existing;
+    if (existing !== undefined) {
+      if (parent !== null && existing.parent === null && !existing.isAncestorOf(parent)) existing.adoptInto(parent, name);
+      return existing;
+    }
     const path = parent === null ? name : `${parent.path}.${name}`;
     const className = layer.getClassName?.() ?? layer.constructor.className ?? layer.constructor.name;
     const mod = new TfjsModule(layer, path, className, parent, this.toRef);

@@ -1,5 +1,5 @@
 import type { DeviceName, ModuleRef, OptimizerRef, StorageRef, TensorRef } from '../core/events.js';
-import type { DataId, TfTensor } from './engine-types.js';
+import type { DataId, TfBackend, TfTensor } from './engine-types.js';
 
 /**
  * dataId → storage, one per installation. The storage rides on the dataId
@@ -52,7 +52,7 @@ export class TfjsStorage implements StorageRef {
  * element, read from the backend (the engine counts this only for tensors made
  * by `makeTensor`, and 0 for strings made by kernels).
  */
-export function storageBytes(dtype: string, size: number, readStrings: () => unknown): number {
+export function storageBytes(dtype: string, size: number, backend: TfBackend | undefined, dataId: DataId): number {
   switch (dtype) {
     case 'float32':
     case 'int32':
@@ -64,7 +64,7 @@ export function storageBytes(dtype: string, size: number, readStrings: () => unk
     case 'string': {
       let total = 0;
       try {
-        const vals = readStrings();
+        const vals = backend?.readSync?.(dataId);
         if (Array.isArray(vals)) for (const v of vals) total += (v as { length?: number })?.length ?? 0;
       } catch {
         // Unreadable string data: count nothing rather than guess.
@@ -142,16 +142,26 @@ export interface TfLayer {
 export class TfjsModule implements ModuleRef {
   readonly id = nextModuleId++;
   readonly children: TfjsModule[] = [];
-  /** Depth from the root (root = 0). */
-  readonly depth: number;
   constructor(
     readonly layer: TfLayer,
-    readonly path: string,
+    public path: string,
     readonly className: string,
-    readonly parent: TfjsModule | null,
+    public parent: TfjsModule | null,
     private readonly toRef: (t: TfTensor) => TensorRef,
-  ) {
-    this.depth = parent === null ? 0 : parent.depth + 1;
+  ) {}
+  /**
+   * A model instrumented on its own first and then found nested in another
+   * instrumented model becomes that model's child: paths are always from the
+   * outermost instrumented root.
+   */
+  adoptInto(parent: TfjsModule, name: string): void {
+    this.parent = parent;
+    parent.children.push(this);
+    this.renamePath(`${parent.path}.${name}`);
+  }
+  private renamePath(path: string): void {
+    this.path = path;
+    for (const c of this.children) c.renamePath(`${path}.${c.layer.name}`);
   }
   get root(): TfjsModule {
     let m: TfjsModule = this;

@@ -81,6 +81,18 @@ describe('layers as modules', () => {
     s.detach();
   });
 
+  it('a model instrumented on its own first becomes a child when its parent is instrumented', () => {
+    const model = nestedSequential();
+    const s = tfjsAdapter.attach({});
+    const encoder = s.module(model.layers[0]);
+    expect(paths(encoder)).toEqual(['encoder', 'encoder.fc1', 'encoder.fc2']);
+    const root = s.module(model);
+    expect(root.children[0]).toBe(encoder);
+    expect(encoder.parent).toBe(root);
+    expect(paths(root)).toEqual(['model', 'model.encoder', 'model.encoder.fc1', 'model.encoder.fc2', 'model.bn', 'model.head']);
+    s.detach();
+  });
+
   it('functional model with a nested Sequential: paths and an implicit root frame for predict', () => {
     const input = tfl.input({ shape: [3], name: 'x' });
     const a = tfl.layers.dense({ units: 4, name: 'left' }).apply(input) as tfl.SymbolicTensor;
