@@ -66,8 +66,8 @@ export function formatDataFlow(
 }
 
 /**
- * Every kernel the profile recorded (nested ones too, like PyTorch's dispatch
- * mode ground truth), with each tensor as `allocation id (categories of its
+ * Every kernel and variable assign the profile recorded (nested ones too,
+ * like PyTorch's dispatch mode ground truth), with each tensor as `allocation id (categories of its
  * versions)`; annotation scopes and the backward pass become section headers
  * like the test's `mark_region`.
  */
@@ -89,6 +89,11 @@ export function formatCategories(profile: MemoryProfile): string {
   };
   const out: string[] = [];
   for (const e of traverseDfs(profile.recording.roots)) {
+    if (e.kind === 'assign') {
+      // The variable's new storage, before and after it became the variable (v0 -> v1).
+      out.push(`${e.name.padEnd(40)} ${label(e.variable).padEnd(45)} -> ${label(e.variable)}`);
+      continue;
+    }
     if (e.kind !== 'op') continue;
     if (e.opKind === 'annotation' || e.role === 'backward-region') {
       out.push(`\n${`-- ${e.name} `.padEnd(105, '-')}`);

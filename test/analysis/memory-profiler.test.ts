@@ -671,6 +671,41 @@ describe('TestMemoryProfilerE2E', () => {
     tf.dispose([result.value.value, ...Object.values(result.value.grads)]);
   });
 
+  it('categories e2e: simple module forward + backward + optimizer step (upstream test_categories_e2e_simple_module_fwd_bwd_step)', () => {
+    const dense = tfl.layers.dense({ units: 1, useBias: true, kernelInitializer: 'ones' });
+    dense.build([null, 2]);
+    const optimizer = tf.train.momentum(0.1, 0.9);
+    const weights = dense.trainableWeights.map((w) => w.read() as tf.Variable);
+    const step = () => {
+      const { value, grads } = tf.variableGrads(
+        () => annotate('Forward & loss', () => tf.sum(dense.apply(tf.ones([2, 2])) as tf.Tensor)) as tf.Scalar,
+        weights,
+      );
+      annotate('Optimizer', () => optimizer.applyGradients(grads as Parameters<typeof optimizer.applyGradients>[0]));
+      tf.dispose([value, ...Object.values(grads)]);
+    };
+    step(); // momentum's accumulators exist from the first step on
+    const p = record(step, { models: [dense], optimizers: [optimizer] }).memoryProfile();
+    // The update: momentum's accumulator and the weight each get a new
+    // storage, which the assign makes the variable's (PyTorch: add_ in place).
+    const text = formatCategories(p);
+    expect(text.slice(text.indexOf('-- Optimizer'))).toMatchInlineSnapshot(`
+      "-- Optimizer --------------------------------------------------------------------------------------------
+      Multiply                                 12 (OPTIMIZER_STATE), 13 (OPTIMIZER_STATE)    -> 14 (???)
+      Add                                      14 (???), 10 (GRADIENT)                       -> 15 (OPTIMIZER_STATE)
+      Multiply                                 16 (OPTIMIZER_STATE), 15 (OPTIMIZER_STATE)    -> 17 (???)
+      Add                                      17 (???), 2 (PARAMETER)                       -> 18 (PARAMETER)
+      Variable.assign                          15 (OPTIMIZER_STATE)                          -> 15 (OPTIMIZER_STATE)
+      Variable.assign                          18 (PARAMETER)                                -> 18 (PARAMETER)
+      Multiply                                 12 (OPTIMIZER_STATE), 19 (OPTIMIZER_STATE)    -> 20 (???)
+      Add                                      20 (???), 11 (GRADIENT)                       -> 21 (OPTIMIZER_STATE)
+      Multiply                                 16 (OPTIMIZER_STATE), 21 (OPTIMIZER_STATE)    -> 22 (???)
+      Add                                      22 (???), 3 (PARAMETER)                       -> 23 (PARAMETER)
+      Variable.assign                          21 (OPTIMIZER_STATE)                          -> 21 (OPTIMIZER_STATE)
+      Variable.assign                          23 (PARAMETER)                                -> 23 (PARAMETER)"
+    `);
+  });
+
   it('categories e2e: sequential forward', () => {
     const model = tfl.sequential({
       layers: [
