@@ -127,3 +127,45 @@ describe('pipeline on hand-built events', () => {
     `);
   });
 });
+
+describe('bad and unbalanced event streams', () => {
+  it('an unbalanced stream never throws from the sink; finish() closes what is open', () => {
+    const s = new FakeStream();
+    const x = s.create([2]);
+    s.recorder.onKernelEnd({ name: 'NeverStarted', inputs: [], outputs: [], composite: false });
+    s.recorder.onScopeEnd('never-opened', 'tidy');
+    s.recorder.onScopeStart('left-open', 'annotation');
+    s.recorder.onKernelStart({ name: 'Neg', inputs: [x], outputs: [], composite: false });
+    // The scope ends while its kernel is still open: the kernel is closed with it.
+    s.recorder.onScopeEnd('left-open', 'annotation');
+    s.recorder.onScopeStart('still-open', 'tidy');
+    const recording = s.recorder.finish();
+    expect(recording.roots.map((e) => e.name)).toEqual(['[memory]', 'left-open', 'still-open']);
+    for (const e of recording.roots) expect(e.endSeq).toBeGreaterThanOrEqual(e.startSeq);
+    // Events after finish() are ignored.
+    s.recorder.onStorageAlloc(s.makeStorage([1]));
+    expect(s.recorder.finish().roots).toHaveLength(3);
+    expect(() => new MemoryProfile(recording)).not.toThrow();
+  });
+
+  it('inconsistent streams are MemscopeErrors naming the storage, not crashes', () => {
+    const doubleFree = new FakeStream();
+    const t = doubleFree.create([4]);
+    doubleFree.recorder.onKernelStart({ name: 'Weird', inputs: [t], outputs: [], composite: false });
+    doubleFree.recorder.onStorageFree(t.storage);
+    doubleFree.recorder.onStorageFree(t.storage);
+    doubleFree.recorder.onKernelEnd({ name: 'Weird', inputs: [t], outputs: [], composite: false });
+    expect(() => new MemoryProfile(doubleFree.recorder.finish())).toThrow(expect.objectContaining({ code: 'memory-profile-invalid', message: expect.stringMatching(/double free of id=0: storage 100/) }));
+
+    const twice = new FakeStream();
+    const y = twice.create([4]);
+    twice.recorder.onStorageAlloc(y.storage); // the same storage "allocated" again
+    expect(() => new MemoryProfile(twice.recorder.finish())).toThrow(expect.objectContaining({ code: 'memory-profile-invalid', message: expect.stringMatching(/created twice/) }));
+
+    const resized = new FakeStream();
+    const z = resized.create([4]);
+    resized.recorder.onTensorDispose(z);
+    resized.recorder.onStorageFree({ ...z.storage, bytes: 8 });
+    expect(() => new MemoryProfile(resized.recorder.finish())).toThrow(expect.objectContaining({ code: 'memory-profile-invalid', message: expect.stringMatching(/storage 100: allocated with 16 B but freed with 8 B/) }));
+  });
+});
