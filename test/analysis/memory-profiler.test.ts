@@ -757,6 +757,68 @@ describe('TestMemoryProfilerE2E', () => {
   });
 });
 
+describe('real models beyond the PyTorch tests', () => {
+  /** Bytes of the end-of-profile timeline by category. */
+  function finalBytes(result: { memoryTimeline(): MemoryProfileTimeline }) {
+    const { sizes } = result.memoryTimeline().coalesce('cpu');
+    for (const row of sizes) for (const v of row) expect(v).toBeGreaterThanOrEqual(0);
+    const last = sizes[sizes.length - 1]!;
+    return Object.fromEntries(CATEGORY_ORDER.map((c, i) => [c ?? 'Unknown', last[i + 1]!]));
+  }
+
+  it('conv + batch norm + dropout with RMSProp: what is left after fit is weights, state, data and BN statistics', async () => {
+    const model = tfl.sequential({
+      layers: [
+        tfl.layers.conv2d({ inputShape: [8, 8, 1], filters: 4, kernelSize: 3, activation: 'relu' }),
+        tfl.layers.batchNormalization(),
+        tfl.layers.maxPooling2d({ poolSize: 2 }),
+        tfl.layers.dropout({ rate: 0.5 }),
+        tfl.layers.flatten(),
+        tfl.layers.dense({ units: 3, activation: 'softmax' }),
+      ],
+    });
+    model.compile({ optimizer: 'rmsprop', loss: 'categoricalCrossentropy' });
+    const xs = tf.randomUniform([4, 8, 8, 1]);
+    const ys = tf.oneHot(tf.tensor1d([0, 1, 2, 0], 'int32'), 3);
+    const result = await record(() => model.fit(xs, ys, { epochs: 2, batchSize: 2, verbose: 0 }), { models: [model] });
+    // Trainable: conv 3·3·1·4 + 4, BN γ β 4 + 4, dense (3·3·4)·3 + 3 = 159 floats.
+    // RMSProp keeps two slots per weight. Inputs: 8·8·4 + 3·4 floats. BN's
+    // moving mean and variance (8 floats) are buffers: PyTorch has no category for them.
+    expect(finalBytes(result)).toEqual({
+      PARAMETER: 159 * 4,
+      OPTIMIZER_STATE: 2 * 159 * 4,
+      INPUT: (256 + 12) * 4,
+      TEMPORARY: 0,
+      ACTIVATION: 0,
+      GRADIENT: 0,
+      AUTOGRAD_DETAIL: 0,
+      Unknown: 8 * 4,
+    });
+  });
+
+  it('LSTM with Adagrad', async () => {
+    const model = tfl.sequential({
+      layers: [tfl.layers.lstm({ units: 4, inputShape: [5, 3], recurrentInitializer: 'glorotUniform' }), tfl.layers.dense({ units: 1 })],
+    });
+    model.compile({ optimizer: tf.train.adagrad(0.1), loss: 'meanSquaredError' });
+    const xs = tf.randomUniform([4, 5, 3]);
+    const ys = tf.randomUniform([4, 1]);
+    const result = await record(() => model.fit(xs, ys, { epochs: 2, batchSize: 2, verbose: 0 }), { models: [model] });
+    // LSTM kernel 3·16, recurrent kernel 4·16, bias 16; dense 4 + 1: 133 floats; one Adagrad accumulator each.
+    expect(finalBytes(result)).toEqual({
+      PARAMETER: 133 * 4,
+      OPTIMIZER_STATE: 133 * 4,
+      INPUT: (60 + 4) * 4,
+      TEMPORARY: 0,
+      ACTIVATION: 0,
+      GRADIENT: 0,
+      AUTOGRAD_DETAIL: 0,
+      Unknown: 0,
+    });
+    for (const w of model.trainableWeights) expect(new Set(categoriesOf(result.memoryProfile(), w.read())), w.name).toEqual(new Set(['PARAMETER']));
+  });
+});
+
 describe('MemoryProfileTimeline', () => {
   async function fitProfile() {
     const model = tfl.sequential({ layers: [tfl.layers.dense({ units: 8, inputShape: [4], activation: 'relu' }), tfl.layers.dense({ units: 1 })] });
