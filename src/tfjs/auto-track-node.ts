@@ -51,12 +51,19 @@ export function installAutoTracking(session: ModelRegistry, onError: (err: unkno
    * Layer) is wrapped with an own property on `proto`, so plain layers are not
    * affected; restore then deletes that property again.
    */
-  const wrap = (proto: Record<string, unknown>, name: string, before: (self: object) => void, inherited = false): void => {
+  const wrap = (proto: Record<string, unknown>, name: string, before: (self: object, args: unknown[]) => void, opts: { inherited?: boolean; nests?: boolean } = {}): void => {
+    const inherited = opts.inherited ?? false;
+    // Model calls nest (a model inside a model's call is a child); an optimizer's minimize does not.
+    const nests = opts.nests ?? true;
     const original = proto[name];
     const own = Object.prototype.hasOwnProperty.call(proto, name);
     if (typeof original !== 'function' || (!own && !inherited)) return;
     const wrapped = function (this: object, ...args: unknown[]): unknown {
-      if (depth === 0) before(this);
+      if (!nests) {
+        before(this, args);
+        return (original as (...a: unknown[]) => unknown).apply(this, args);
+      }
+      if (depth === 0) before(this, args);
       depth++;
       let result: unknown;
       try {
@@ -93,17 +100,23 @@ export function installAutoTracking(session: ModelRegistry, onError: (err: unkno
         trackOptimizer((self as { optimizer?: unknown }).optimizer);
       };
       for (const m of ['fit', 'fitDataset', 'trainOnBatch', 'evaluate', 'predict', 'execute']) wrap(proto, m, beforeModel);
-      // Custom loops call `model.apply(x)` inside `optimizer.minimize`.
-      wrap(proto, 'apply', beforeModel, true);
+      // Custom loops call `model.apply(x)` inside `optimizer.minimize`. Building a
+      // functional model also calls `apply`, on symbolic tensors (no data): a
+      // nested model used that way is a child, not a root, so only concrete calls count.
+      const beforeConcreteApply = (self: object, args: unknown[]): void => {
+        if (hasConcreteTensor(args[0])) beforeModel(self);
+      };
+      wrap(proto, 'apply', beforeConcreteApply, { inherited: true });
       // Sequential overrides several of these; wrap its own definitions too.
       if (typeof ex.Sequential === 'function') {
         const seq = (ex.Sequential as { prototype: Record<string, unknown> }).prototype;
-        for (const m of ['fit', 'fitDataset', 'trainOnBatch', 'evaluate', 'predict', 'apply']) wrap(seq, m, beforeModel);
+        for (const m of ['fit', 'fitDataset', 'trainOnBatch', 'evaluate', 'predict']) wrap(seq, m, beforeModel);
+        wrap(seq, 'apply', beforeConcreteApply);
       }
     } else if (/[\\/]@tensorflow[\\/]tfjs-core[\\/]/.test(filename) && typeof ex.Optimizer === 'function') {
       seenExports.add(exports);
       const proto = (ex.Optimizer as { prototype: Record<string, unknown> }).prototype;
-      wrap(proto, 'minimize', (self) => trackOptimizer(self));
+      wrap(proto, 'minimize', (self) => trackOptimizer(self), { nests: false });
     }
   };
 
@@ -132,4 +145,12 @@ export function installAutoTracking(session: ModelRegistry, onError: (err: unkno
       restores.length = 0;
     },
   };
+}
+
+/** True for a tensor with data (or a list/map holding one); false for symbolic tensors. */
+function hasConcreteTensor(x: unknown): boolean {
+  if (x == null || typeof x !== 'object') return false;
+  if (Array.isArray(x)) return x.some(hasConcreteTensor);
+  if ('dataId' in x && (x as { dataId?: unknown }).dataId != null) return true;
+  return false;
 }

@@ -62,7 +62,7 @@ describe('memscope run', () => {
 
   it('model.fit with callbacks on a functional model with a nested Sequential: modules found, leak located, clean run clean', () => {
     const fit = join(root, 'test/fixtures/scripts/fit.mjs');
-    const leakLine = readFileSync(fit, 'utf8').split('\n').findIndex((l) => l.includes('planted leak')) + 1;
+    const leakLine = readFileSync(fit, 'utf8').split('\n').findIndex((l) => l.includes('planted leak: kept forever')) + 1;
     const leaky = run('fit-leak', ['--stacks'], ['--leak'], fit).capture();
     expect(leaky.modules.map((m) => m.path)).toEqual(['net', 'net.encode', 'net.block', 'net.block.inner', 'net.head']);
     expect(leaky.steps).toHaveLength(12); // 96 samples / batch 16 × 2 epochs
