@@ -79,6 +79,8 @@ export interface Pool {
   readonly unmapped: SortedSet<Block>;
   /** Counts get_free_block calls (only while GC is active): a cached block's age. */
   freeCallCount: number;
+  /** The stat slots this pool updates: the aggregate and its own. */
+  readonly statIndexes: readonly number[];
 }
 
 /** A virtual address range mapped page by page (expandable_segments:True). */
@@ -108,6 +110,7 @@ function newPool(isSmall: boolean): Pool {
     blocks: new SortedSet<Block>(compareBySize),
     unmapped: new SortedSet<Block>(compareByAddress),
     freeCallCount: 0,
+    statIndexes: [AGGREGATE, isSmall ? SMALL_POOL : LARGE_POOL],
   };
 }
 
@@ -128,6 +131,16 @@ function makeBlock(stream: number, size: number, pool: Pool, address: number, ex
     frames: null,
     segmentFrames: null,
   };
+}
+
+const divisionsSet = new WeakMap<AllocatorSettings, boolean>();
+function hasDivisions(settings: AllocatorSettings): boolean {
+  let v = divisionsSet.get(settings);
+  if (v === undefined) {
+    v = settings.roundupPower2Divisions.some((d) => d > 1);
+    divisionsSet.set(settings, v);
+  }
+  return v;
 }
 
 function isSplit(b: Block): boolean {
@@ -187,6 +200,8 @@ export class CachingAllocatorModel {
   private readonly onTrace: ((entry: TraceEntry) => void) | undefined;
   private readonly stackProvider: () => Frame[];
   private readonly now: () => number;
+  /** One reusable lookup key (the comparators read only stream, size and address). */
+  private readonly key = { stream: 0, size: 0, address: 0 } as { stream: number; size: number; address: number };
 
   constructor(options: AllocatorOptions = {}) {
     this.device = options.device ?? 0;
@@ -240,7 +255,7 @@ export class CachingAllocatorModel {
       throw new MemscopeError('bad-argument', `stream must be a non-negative integer, got ${stream}`);
     }
     const context = this.history.context !== null ? this.stackProvider() : null;
-    const size = roundSize(origSize, (s) => divisionsFor(this.settings, s));
+    const size = this.roundRequest(origSize);
     const pool = isSmallSize(size) ? this.smallPool : this.largePool;
     const allocSize = segmentSizeFor(size);
     const gcActive = this.fraction !== null && this.settings.garbageCollectionThreshold > 0;
@@ -259,13 +274,27 @@ export class CachingAllocatorModel {
 
   /** Whether a request would be served from the cache without touching the device (no side effects). */
   wouldReuseCachedBlock(origSize: number, stream = 0): boolean {
-    const size = roundSize(origSize, (s) => divisionsFor(this.settings, s));
+    const size = this.roundRequest(origSize);
     const pool = isSmallSize(size) ? this.smallPool : this.largePool;
     return this.findFreeBlock(pool, size, stream) !== null;
   }
 
+  /** round_size under the current settings (power-of-two divisions only when some are set). */
+  private roundRequest(origSize: number): number {
+    const settings = this.settings;
+    return hasDivisions(settings) ? roundSize(origSize, (s) => divisionsFor(settings, s)) : roundSize(origSize);
+  }
+
+  /** The smallest possible block of (stream, size): lower_bound of it finds PyTorch's best fit. */
+  private searchKey(stream: number, size: number): Block {
+    this.key.stream = stream;
+    this.key.size = size;
+    this.key.address = 0;
+    return this.key as Block;
+  }
+
   private findFreeBlock(pool: Pool, size: number, stream: number): Block | null {
-    const key = makeBlock(stream, size, pool, 0);
+    const key = this.searchKey(stream, size);
     let i = pool.blocks.lowerBound(key);
     let found = pool.blocks.at(i);
     if (!found || found.stream !== stream) return null;
@@ -304,15 +333,6 @@ export class CachingAllocatorModel {
     return found;
   }
 
-  private poolStatIndex(pool: Pool): number {
-    return pool.isSmall ? SMALL_POOL : LARGE_POOL;
-  }
-
-  private forPool(pool: Pool, fn: (i: number) => void): void {
-    fn(AGGREGATE);
-    fn(this.poolStatIndex(pool));
-  }
-
   /** A fresh segment (cudaMalloc) or, with expandable segments, more mapped pages. Null when the device says no. */
   private allocBlock(pool: Pool, size: number, allocSize: number, stream: number, isRetry: boolean, context: Frame[] | null): Block | null {
     if (isRetry) this.stats.num_alloc_retries++;
@@ -324,10 +344,10 @@ export class CachingAllocatorModel {
     const block = makeBlock(stream, allocSize, pool, address);
     block.segmentFrames = context;
     this.stats.num_device_alloc++;
-    this.forPool(pool, (i) => {
+    for (const i of pool.statIndexes) {
       this.stats.segment[i].increase(1);
       this.stats.reserved_bytes[i].increase(allocSize);
-    });
+    }
     if (allocSize >= this.settings.maxSplitSize) this.stats.oversize_segments.increase(1);
     this.recordTrace('segment_alloc', address, allocSize, stream, context);
     return block;
@@ -356,32 +376,32 @@ export class CachingAllocatorModel {
       this.insertIntoBlocks(pool, remaining);
       if (!block.expandable) {
         if (alreadySplit) {
-          this.forPool(pool, (i) => this.stats.inactive_split_bytes[i].decrease(block.size));
+          for (const i of pool.statIndexes) this.stats.inactive_split_bytes[i].decrease(block.size);
         } else {
-          this.forPool(pool, (i) => {
+          for (const i of pool.statIndexes) {
             this.stats.inactive_split_bytes[i].increase(remaining.size);
             this.stats.inactive_split[i].increase(1);
-          });
+          }
         }
       }
     } else if (alreadySplit && !block.expandable) {
-      this.forPool(pool, (i) => {
+      for (const i of pool.statIndexes) {
         this.stats.inactive_split_bytes[i].decrease(block.size);
         this.stats.inactive_split[i].decrease(1);
-      });
+      }
     }
     block.allocated = true;
     block.requestedSize = origSize;
     block.frames = this.history.context !== null ? context : null;
     this.activeBlocks.set(block.address, block);
     this.recordTrace('alloc', block.address, origSize, block.stream, context);
-    this.forPool(pool, (i) => {
+    for (const i of pool.statIndexes) {
       this.stats.allocation[i].increase(1);
       this.stats.allocated_bytes[i].increase(block.size);
       this.stats.active[i].increase(1);
       this.stats.active_bytes[i].increase(block.size);
       this.stats.requested_bytes[i].increase(origSize);
-    });
+    }
     if (block.size >= this.settings.maxSplitSize) this.stats.oversize_allocations.increase(1);
     return block;
   }
@@ -452,10 +472,10 @@ export class CachingAllocatorModel {
     const context = this.history.context === 'all' ? this.stackProvider() : null;
     block.allocated = false;
     block.pendingFree = true;
-    this.forPool(block.pool, (i) => {
+    for (const i of block.pool.statIndexes) {
       this.stats.allocation[i].decrease(1);
       this.stats.allocated_bytes[i].decrease(block.size);
-    });
+    }
     this.recordTrace('free_requested', block.address, block.requestedSize, block.stream, context ?? block.frames);
     if (block.size >= this.settings.maxSplitSize) this.stats.oversize_allocations.decrease(1);
   }
@@ -478,8 +498,9 @@ export class CachingAllocatorModel {
     const pool = block.pool;
     let netBlocks = 0;
     let netBytes = 0;
-    for (const candidate of [block.prev, block.next]) {
-      const subsumed = this.tryMergeBlocks(block, candidate, pool);
+    const prevSubsumed = this.tryMergeBlocks(block, block.prev, pool);
+    const nextSubsumed = this.tryMergeBlocks(block, block.next, pool);
+    for (const subsumed of [prevSubsumed, nextSubsumed]) {
       if (subsumed > 0) {
         netBlocks -= 1;
         netBytes -= subsumed;
@@ -490,7 +511,7 @@ export class CachingAllocatorModel {
       netBlocks += 1;
       netBytes += block.size;
     }
-    this.forPool(pool, (i) => {
+    for (const i of pool.statIndexes) {
       // Expandable segments can always release whole free pages, so they are
       // left out of inactive_split (as PyTorch does).
       if (!block.expandable) {
@@ -502,7 +523,7 @@ export class CachingAllocatorModel {
       this.stats.active[i].decrease(1);
       this.stats.active_bytes[i].decrease(originalSize);
       this.stats.requested_bytes[i].decrease(requested);
-    });
+    }
   }
 
   /** Merges free `src` into `dst`; returns the bytes absorbed (0 when src is absent, busy or differently mapped). */
@@ -529,7 +550,7 @@ export class CachingAllocatorModel {
     const maxSplit = this.settings.maxSplitSize;
     if (maxSplit === Infinity) return false;
     const keySize = size < maxSplit ? maxSplit : size;
-    const key = makeBlock(stream, keySize, pool, 0);
+    const key = this.searchKey(stream, keySize);
     let i = pool.blocks.lowerBound(key);
     const found = pool.blocks.at(i);
     if (!found || found.stream !== stream || found.expandable) {
@@ -582,10 +603,10 @@ export class CachingAllocatorModel {
     this.recordTrace('segment_free', block.address, block.size, block.stream, block.segmentFrames);
     this.backend.free(block.address, block.size);
     this.totalAllocatedMemory -= block.size;
-    this.forPool(pool, (i) => {
+    for (const i of pool.statIndexes) {
       this.stats.segment[i].decrease(1);
       this.stats.reserved_bytes[i].decrease(block.size);
-    });
+    }
     if (block.size >= this.settings.maxSplitSize) this.stats.oversize_segments.decrease(1);
     pool.blocks.delete(block);
   }
@@ -658,7 +679,7 @@ export class CachingAllocatorModel {
       }
       return bytes >= size;
     };
-    const key = makeBlock(stream, 0, pool, 0);
+    const key = this.searchKey(stream, 0);
     for (let i = pool.unmapped.lowerBound(key); i < pool.unmapped.size; i++) {
       let c = pool.unmapped.at(i)!;
       if (c.stream !== stream) break;
@@ -714,7 +735,7 @@ export class CachingAllocatorModel {
     this.tryMergeBlocks(toMap, toMap.next, pool);
     this.insertIntoBlocks(pool, toMap);
     this.totalAllocatedMemory += range.size;
-    this.forPool(pool, (i) => this.stats.reserved_bytes[i].increase(range.size));
+    for (const i of pool.statIndexes) this.stats.reserved_bytes[i].increase(range.size);
     this.stats.num_device_alloc++;
     this.recordTrace('segment_map', range.address, range.size, toMap.stream, context);
     if (!toMap.prev && !toMap.segmentFrames) toMap.segmentFrames = context;
@@ -761,7 +782,7 @@ export class CachingAllocatorModel {
     this.tryMergeBlocks(block, block.next, pool);
     pool.unmapped.insert(block);
     this.totalAllocatedMemory -= unmappedSize;
-    this.forPool(pool, (i) => this.stats.reserved_bytes[i].decrease(unmappedSize));
+    for (const i of pool.statIndexes) this.stats.reserved_bytes[i].decrease(unmappedSize);
     this.stats.num_device_free++;
     this.recordTrace('segment_unmap', unmappedAddress, unmappedSize, block.stream, block.segmentFrames);
   }
@@ -849,10 +870,10 @@ export class CachingAllocatorModel {
       }
       this.totalAllocatedMemory += seg.totalSize;
       this.stats.num_device_alloc++;
-      this.forPool(pool, (i) => {
+      for (const i of pool.statIndexes) {
         this.stats.segment[i].increase(1);
         this.stats.reserved_bytes[i].increase(seg.totalSize);
-      });
+      }
       if (seg.totalSize >= this.settings.maxSplitSize) this.stats.oversize_segments.increase(1);
       let prev: Block | null = null;
       let cursor = seg.address;
@@ -871,13 +892,13 @@ export class CachingAllocatorModel {
           b.allocated = true;
           b.frames = spec.frames ?? null;
           this.activeBlocks.set(b.address, b);
-          this.forPool(pool, (i) => {
+          for (const i of pool.statIndexes) {
             this.stats.allocation[i].increase(1);
             this.stats.allocated_bytes[i].increase(b.size);
             this.stats.active[i].increase(1);
             this.stats.active_bytes[i].increase(b.size);
             this.stats.requested_bytes[i].increase(b.requestedSize);
-          });
+          }
           if (b.size >= this.settings.maxSplitSize) this.stats.oversize_allocations.increase(1);
         }
       }
@@ -888,10 +909,10 @@ export class CachingAllocatorModel {
         if (b.allocated) continue;
         this.insertIntoBlocks(pool, b);
         if (isSplit(b)) {
-          this.forPool(pool, (i) => {
+          for (const i of pool.statIndexes) {
             this.stats.inactive_split[i].increase(1);
             this.stats.inactive_split_bytes[i].increase(b.size);
-          });
+          }
         }
       }
     }
