@@ -121,6 +121,16 @@ describe('TestMemoryProfiler', () => {
     expect(all.memoryProfile()).toBeInstanceOf(MemoryProfile);
   });
 
+  it('rejects a model that is not a layer before running fn', () => {
+    let ran = false;
+    expect(() => record(() => (ran = true), { models: [{ not: 'a layer' }] })).toThrow(
+      expect.objectContaining({ name: 'MemscopeError', code: 'not-a-layer' }),
+    );
+    expect(ran).toBe(false);
+    // The adapter was detached: a new profile works.
+    expect(record(() => 1).value).toBe(1);
+  });
+
   it('profiles async functions and returns their value; a throwing fn detaches and rethrows', async () => {
     const result = await record(async () => {
       await Promise.resolve();
