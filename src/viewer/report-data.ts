@@ -320,6 +320,7 @@ export function captureToReport(capture: Capture, file: string, caps: ReportCaps
   }
   if (capture.end?.error) notices.push(`The program ended with an error: ${capture.end.error}`);
   if (capture.unmatchedFrees) notices.push(`${capture.unmatchedFrees} frees of storages made before recording began were ignored.`);
+  if (capture.allocs.length === 0) notices.push('No tensor allocation was recorded: the program never created a TensorFlow.js tensor (or did not load TensorFlow.js).');
   if (!capture.header.stacks) notices.push('Recorded without --stacks: leaks and allocations are located by layer and kernel only.');
 
   const script = capture.header.argv[0] ?? 'program';
