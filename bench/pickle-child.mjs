@@ -30,6 +30,8 @@ console.log(
     summaryMs: t2 - t1,
     totalMs: t2 - start,
     maxRssBytes: process.resourceUsage().maxRSS * 1024,
+    // CPU time of the whole process (all threads, incl. GC helpers): steadier than wall time on a busy machine.
+    cpuMs: (process.cpuUsage().user + process.cpuUsage().system) / 1000,
     segments: snapshot.segments.length,
     blocks: snapshot.blocks.count,
     events,

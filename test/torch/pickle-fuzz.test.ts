@@ -69,8 +69,8 @@ function outcome(fn: () => unknown): 'ok' | 'error' {
 
 describe('fuzz: mutated and truncated real pickles', () => {
   const seeds: [string, Uint8Array, number][] = [
-    ['small_3seg', readFileSync(resolve(fixtures, 'small_3seg.pickle')), 2500],
-    ['state_only_259seg', readFileSync(resolve(fixtures, 'state_only_259seg.pickle')), 150],
+    ['small_3seg', readFileSync(resolve(fixtures, 'small_3seg.pickle')), 2000],
+    ['state_only_259seg', readFileSync(resolve(fixtures, 'state_only_259seg.pickle')), 60],
     [
       'synthetic trace (shared frames, big ints, floats, tuples)',
       pythonPickle(
@@ -80,7 +80,7 @@ describe('fuzz: mutated and truncated real pickles', () => {
         4,
         "fr = [{'name': 'f%d' % i, 'filename': '/a/b%d.py' % i, 'line': i} for i in range(5)]",
       ),
-      1500,
+      1000,
     ],
   ];
 

@@ -241,8 +241,9 @@ export function runPickle(
     }
     const v = top();
     memo[i] = v;
-    builder.onMemoize?.(v, i);
+    if (trackMemo) builder.onMemoize!(v, i);
   };
+  const trackMemo = builder.onMemoize !== undefined;
   const checkItems = (n: number): void => {
     if (n > maxItems) throw pickleError('pickle-limit', at, `container with more than ${maxItems} items (limits.maxContainerItems)`);
     charge(n * 8);
@@ -308,26 +309,44 @@ export function runPickle(
     }
     const op = b[pos++]!;
     switch (op) {
-      case Op.BINGET: {
-        // The hottest opcodes in real snapshots (frames and keys are memo references): inline.
-        if (pos >= len) throw truncated(1);
-        const v = memo[b[pos++]!];
-        if (v === undefined || v === sentinel || sp >= maxDepth) push(memoGet(b[pos - 1]!));
-        else stack[sp++] = v;
-        break;
-      }
+      case Op.BINGET:
       case Op.LONG_BINGET: {
-        if (pos + 4 > len) throw truncated(4);
-        const i = (b[pos]! | (b[pos + 1]! << 8) | (b[pos + 2]! << 16) | (b[pos + 3]! << 24)) >>> 0;
-        pos += 4;
-        const v = memo[i];
-        if (v === undefined || v === sentinel || sp >= maxDepth) push(memoGet(i));
-        else stack[sp++] = v;
+        // The hottest opcodes in real snapshots (frames and dict keys are memo references): a run
+        // of GETs is decoded here without going round the main loop. Anything unusual (missing or
+        // released entry, full stack) takes the general path, which reports or materialises it.
+        let code: number = op;
+        for (;;) {
+          let i: number;
+          if (code === Op.BINGET) {
+            if (pos >= len) throw truncated(1);
+            i = b[pos++]!;
+          } else {
+            if (pos + 4 > len) throw truncated(4);
+            i = (b[pos]! | (b[pos + 1]! << 8) | (b[pos + 2]! << 16) | (b[pos + 3]! << 24)) >>> 0;
+            pos += 4;
+          }
+          const v = memo[i];
+          if (v === undefined || v === sentinel || sp >= maxDepth) push(memoGet(i));
+          else stack[sp++] = v;
+          if (pos >= len) break;
+          code = b[pos]!;
+          if (code !== Op.BINGET && code !== Op.LONG_BINGET) break;
+          at = pos++;
+        }
         break;
       }
-      case Op.MEMOIZE:
-        memoPut(memoCount);
+      case Op.MEMOIZE: {
+        const i = memoCount;
+        if (sp === 0 || memo[i] !== undefined || i >= limits.maxMemoEntries || (marks.length > 0 && marks[marks.length - 1]! >= sp)) {
+          memoPut(i); // the general path: errors, limits
+          break;
+        }
+        const v = stack[sp - 1];
+        memo[i] = v;
+        memoCount++;
+        if (trackMemo) builder.onMemoize!(v, i);
         break;
+      }
       case Op.BINPUT:
         need(1);
         memoPut(b[pos++]!);
@@ -341,23 +360,27 @@ export function runPickle(
         break;
       case Op.BININT:
         need(4);
-        push(view.getInt32(pos, true));
+        if (sp >= maxDepth) push(0);
+        stack[sp++] = b[pos]! | (b[pos + 1]! << 8) | (b[pos + 2]! << 16) | (b[pos + 3]! << 24);
         pos += 4;
         break;
       case Op.BININT1:
         need(1);
-        push(b[pos++]!);
+        if (sp >= maxDepth) push(0);
+        stack[sp++] = b[pos++]!;
         break;
       case Op.BININT2:
         need(2);
-        push(b[pos]! | (b[pos + 1]! << 8));
+        if (sp >= maxDepth) push(0);
+        stack[sp++] = b[pos]! | (b[pos + 1]! << 8);
         pos += 2;
         break;
       case Op.LONG1: {
         need(1);
         const n = b[pos++]!;
         need(n);
-        push(decodeLong(b, pos, n));
+        if (sp >= maxDepth) push(0);
+        stack[sp++] = decodeLong(b, pos, n);
         pos += n;
         break;
       }
@@ -427,12 +450,16 @@ export function runPickle(
         push(false);
         break;
       case Op.EMPTY_DICT:
-        charge(64);
-        push(builder.newDict());
+        budget -= 64;
+        if (budget < 0) charge(0);
+        if (sp >= maxDepth) push(null);
+        stack[sp++] = builder.newDict();
         break;
       case Op.EMPTY_LIST:
-        charge(32);
-        push(builder.newList());
+        budget -= 32;
+        if (budget < 0) charge(0);
+        if (sp >= maxDepth) push(null);
+        stack[sp++] = builder.newList();
         break;
       case Op.EMPTY_TUPLE:
         push(makeTuple([]));
@@ -442,10 +469,11 @@ export function runPickle(
         push(new Set());
         break;
       case Op.SETITEMS: {
-        const start = popMark();
+        const start = marks.length > 0 ? marks.pop()! : popMark();
         if (start === 0) throw pickleError('pickle-corrupt', at, 'SETITEMS with no dict below the MARK');
         if ((sp - start) % 2 !== 0) throw pickleError('pickle-corrupt', at, 'SETITEMS with an odd number of items');
-        checkItems(sp - start);
+        budget -= (sp - start) * 8;
+        if (sp - start > maxItems || budget < 0) checkItems(sp - start);
         builder.setItems(stack[start - 1], stack, start, sp, at);
         sp = start;
         break;
@@ -461,9 +489,10 @@ export function runPickle(
         break;
       }
       case Op.APPENDS: {
-        const start = popMark();
+        const start = marks.length > 0 ? marks.pop()! : popMark();
         if (start === 0) throw pickleError('pickle-corrupt', at, 'APPENDS with no list below the MARK');
-        checkItems(sp - start);
+        budget -= (sp - start) * 8;
+        if (sp - start > maxItems || budget < 0) checkItems(sp - start);
         builder.appendItems(stack[start - 1], stack, start, sp, at);
         sp = start;
         break;
