@@ -244,6 +244,15 @@ describe('history and snapshots', () => {
       { encoding: 'utf8' },
     );
     expect(types.trim()).toBe('tuple float');
+    // Only opcodes that MemoryViz.js (pytorch.org/memory_viz) decodes.
+    const ops = execFileSync(
+      'python3',
+      ['-c', 'import pickletools,sys; print(" ".join(sorted({op.name for op, _, _ in pickletools.genops(open(sys.argv[1],"rb").read())})))', path],
+      { encoding: 'utf8' },
+    ).trim().split(' ');
+    const memoryViz = 'PROTO FRAME MARK STOP EMPTY_DICT EMPTY_LIST TUPLE2 SETITEMS APPEND APPENDS BININT BININT1 BININT2 LONG1 BINFLOAT NEWFALSE NEWTRUE SHORT_BINUNICODE BINUNICODE MEMOIZE BINGET LONG_BINGET'.split(' ');
+    expect(ops.filter((op) => !memoryViz.includes(op))).toEqual([]);
+    expect(ops).toContain('LONG1'); // 47-bit addresses
     const jsonPath = join(dir, 'snap.json');
     dumpSnapshot(m, jsonPath);
     expect(JSON.parse(readFileSync(jsonPath, 'utf8'))).toEqual(expected);
