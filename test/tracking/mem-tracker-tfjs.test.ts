@@ -207,6 +207,28 @@ describe('MemTracker on TFJS models (cpu)', () => {
     x.dispose();
   });
 
+  it('nested trackers each keep their own books, and the outer one keeps tracking after the inner stops', () => {
+    const run = createDemoRun({ inputs: 4, hidden: 8, outputs: 2, batchSize: 2 });
+    const outer = new MemTracker();
+    const inner = new MemTracker();
+    outer.trackExternal(run.model, run.optimizer, run.xs, run.ys);
+    inner.trackExternal(run.model, run.optimizer);
+    {
+      using _outer = outer.start();
+      run.train(1);
+      inner.track(() => run.train(1));
+      run.train(1);
+    }
+    const root = (t: MemTracker) => stats(t).get('demo')!;
+    expect(root(outer).snapshots['Post-Backward']).toHaveLength(3);
+    expect(root(inner).snapshots['Post-Backward']).toHaveLength(1);
+    // Both see the same weights and optimizer state; only the outer was given the data.
+    expect(inner.snapshot().cpu).toMatchObject({ Parameter: bytesOf(run.model.trainableWeights), Optstate: adamStateBytes(run.model), Other: 0 });
+    expect(outer.snapshot().cpu).toMatchObject({ Parameter: bytesOf(run.model.trainableWeights), Optstate: adamStateBytes(run.model), Other: 48 });
+    expect(outer.tracking || inner.tracking).toBe(false);
+    run.dispose();
+  });
+
   it('rejects bad units, types and external objects with MemscopeError', () => {
     const tracker = new MemTracker();
     expect(() => tracker.displaySnapshot('current', { units: 'kb' as never })).toThrow(MemscopeError);
