@@ -118,6 +118,12 @@ async function startCapture(path: string): Promise<void> {
   process.on('exit', (code) => finish(code));
   for (const signal of ['SIGINT', 'SIGTERM'] as const) {
     const onSignal = (): void => {
+      if (process.listenerCount(signal) > 1) {
+        // The program handles this signal itself (e.g. saves and exits): keep recording, just flush.
+        writer.flush();
+        return;
+      }
+      // Nobody else listens: the default action would kill the process. Finish, then let it.
       uncaught = `killed by ${signal}`;
       finish(null);
       process.removeListener(signal, onSignal);

@@ -87,6 +87,19 @@ describe('memscope run', () => {
     expect(groups.map((g) => g.userFrame)).toEqual([expect.stringContaining(`${fit}:${leakLine}:`)]);
   });
 
+  it('SIGTERM: finishes the capture and dies of it; a program that handles it keeps its own behaviour', () => {
+    const signal = join(root, 'test/fixtures/scripts/signal.mjs');
+    const killed = run('sigterm', [], [], signal);
+    expect(killed.status).toBe(128 + 15);
+    expect(killed.capture().end).toMatchObject({ events: 1, error: 'killed by SIGTERM' });
+    const handled = run('sigterm-own', [], ['own'], signal);
+    expect(handled.status).toBe(3);
+    expect(handled.stdout).toContain('graceful');
+    const cap = handled.capture();
+    expect(cap.end).toMatchObject({ events: 2, exitCode: 3, error: null });
+    expect(cap.allocs.map((a) => a.bytes)).toEqual([40, 20]);
+  });
+
   it('bad arguments are one clear line', () => {
     const missing = spawnSync(process.execPath, ['--import', 'tsx', join(root, 'src/cli/main.ts'), 'run', join(work, 'nope.js')], { cwd: root, encoding: 'utf8' });
     expect(missing.status).toBe(2);
