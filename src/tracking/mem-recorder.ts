@@ -72,10 +72,13 @@ class ModuleRecord {
   bufferMem = 0;
   inputMem = 0;
   outputMem = 0;
-  localPeak = new Map<DeviceTally, number>();
+  /** Highest total of the running call, by device index (0 where the call has seen none). */
+  localPeak: number[] = [];
   readonly snapshots = new Map<ModState, Snap[]>();
   /** The Peak-Forward / Peak-Backward snapshot of the call running now; updated in place on new local peaks. */
   peakSnap: Snap = new Map();
+  /** peakSnap's counter arrays by device index, for the allocation hot path. */
+  peakCounts: (number[] | undefined)[] = [];
   constructor(readonly module: ModuleRef) {
     this.fqn = module.path;
     let depth = 1;
@@ -200,12 +203,16 @@ export class MemRecorder implements MemoryEventSink {
   private raiseLocalPeaks(active: readonly ModuleRecord[], dev: DeviceTally, total: number): void {
     for (let i = 0; i < active.length; i++) {
       const rec = active[i]!;
-      if ((rec.localPeak.get(dev) ?? 0) < total) {
-        rec.localPeak.set(dev, total);
+      if ((rec.localPeak[dev.index] ?? 0) < total) {
+        rec.localPeak[dev.index] = total;
         // Peaks rise on most allocations in forward: overwrite in place rather than allocate.
-        const held = rec.peakSnap.get(dev);
-        if (held === undefined) rec.peakSnap.set(dev, dev.counts.slice());
-        else copyInto(held, dev.counts);
+        const held = rec.peakCounts[dev.index];
+        if (held !== undefined) copyInto(held, dev.counts);
+        else {
+          const counts = dev.counts.slice();
+          rec.peakCounts[dev.index] = counts;
+          rec.peakSnap.set(dev, counts);
+        }
       }
     }
   }
@@ -313,8 +320,12 @@ export class MemRecorder implements MemoryEventSink {
   /** Starts a call's Peak snapshot and local peaks at the current counters (PyTorch's pre-hooks). */
   private beginCall(rec: ModuleRecord, pre: ModState, peak: ModState): void {
     const snap = this.takeSnap();
-    rec.localPeak = new Map();
-    for (const [dev, counts] of snap) rec.localPeak.set(dev, counts[TOTAL]!);
+    rec.localPeak = [];
+    rec.peakCounts = [];
+    for (const [dev, counts] of snap) {
+      rec.localPeak[dev.index] = counts[TOTAL]!;
+      rec.peakCounts[dev.index] = counts;
+    }
     rec.peakSnap = snap;
     rec.push(peak, snap);
     rec.push(pre, copySnap(snap));
@@ -448,7 +459,9 @@ export class MemRecorder implements MemoryEventSink {
       const snapshots: Partial<Record<ModState, MemorySnapshot[]>> = {};
       for (const [state, list] of rec.snapshots) snapshots[state] = list.map(toSnapshot);
       const localPeak: Record<DeviceName, number> = {};
-      for (const [dev, bytes] of rec.localPeak) localPeak[dev.name] = bytes;
+      rec.localPeak.forEach((bytes, i) => {
+        if (bytes !== undefined) localPeak[this.deviceList[i]!.name] = bytes;
+      });
       out.push({
         modFqn: rec.fqn,
         className: rec.module.className,
