@@ -1,4 +1,4 @@
-import { describe, it, expect, beforeAll } from 'vitest';
+import { describe, it, expect, beforeAll, vi } from 'vitest';
 import { mkdtempSync, writeFileSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -8,6 +8,10 @@ import { ChromeTraceReader, readChromeTrace } from '../../src/torch/chrome-trace
 import { readChromeTraceFile, readJsonTraceFile } from '../../src/torch/chrome-trace-node.js';
 import { devicePeak, memoryByOperator, NO_OPERATOR, type MemoryTrace } from '../../src/torch/memory-trace.js';
 import { readMemoryTimeline, DEVICE_UNNAMED } from '../../src/torch/memory-timeline.js';
+
+
+// Real-file tests: generous limits, the test machine is shared and sometimes saturated.
+vi.setConfig({ testTimeout: 60_000, hookTimeout: 180_000 });
 
 const repoRoot = path.resolve(import.meta.dirname, '../..');
 const traces = path.resolve(repoRoot, '../shared/fixtures/torch-traces');
@@ -52,7 +56,7 @@ describe('Kineto trace, modern layout (Addr / Total Allocated / Total Reserved)'
   let trace: MemoryTrace;
   beforeAll(async () => {
     trace = await readChromeTraceFile(MODERN);
-  }, 60_000);
+  }, 180_000);
 
   it('reads every event and every [memory] event', () => {
     expect(trace.source).toBe('kineto');
@@ -109,7 +113,7 @@ describe('Kineto trace, 2021 layout (Device Type / Device Id / signed Bytes only
   let trace: MemoryTrace;
   beforeAll(async () => {
     trace = await readChromeTraceFile(LEGACY);
-  }, 60_000);
+  }, 180_000);
 
   it('reads the events and sums running totals itself', () => {
     expect(trace.source).toBe('kineto-2021');
@@ -311,7 +315,7 @@ describe('trace files', () => {
     const trace = r.finish();
     expect(trace.memoryEventCount).toBe(12_838);
     expect(devicePeak(device(trace, 'cuda:0')).peakAllocated).toBe(2_791_636_480);
-  }, 60_000);
+  }, 180_000);
 });
 
 describe('export_memory_timeline JSON', () => {

@@ -1,4 +1,4 @@
-import { describe, it, expect, beforeAll } from 'vitest';
+import { describe, it, expect, beforeAll, vi } from 'vitest';
 import { execFileSync, spawnSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -23,6 +23,9 @@ import { renderSnapshotFlameGraph } from '../../src/report/snapshot-flamegraph.j
 import { formatFragmentation, formatSnapshotSummary } from '../../src/report/torch-text.js';
 import { renderMemoryPlotHtml } from '../../src/report/memory-plot-html.js';
 import { readMemoryTimeline } from '../../src/torch/memory-timeline.js';
+
+// Real-file tests: generous limits, the test machine is shared and sometimes saturated.
+vi.setConfig({ testTimeout: 60_000, hookTimeout: 180_000 });
 
 const repoRoot = path.resolve(import.meta.dirname, '../..');
 const shared = path.resolve(repoRoot, '../shared/fixtures');
@@ -263,6 +266,7 @@ describe('compare and trace', () => {
 describe('a two-GPU snapshot (made with CPython)', () => {
   const TWO_GPUS = `
 import pickle, sys
+
 def seg(dev, addr, blocks):
     total = sum(b['size'] for b in blocks)
     alloc = sum(b['size'] for b in blocks if b['state'] == 'active_allocated')
