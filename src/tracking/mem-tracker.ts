@@ -66,14 +66,18 @@ function flatten(values: readonly unknown[], out: unknown[] = []): unknown[] {
  * tracker.displaySnapshot('peak', { units: 'KiB' });
  * tracker.displayModulewiseSnapshots({ depth: 2, units: 'KiB', tabulate: true });
  * ```
- * Storages created before `start()` are tracked only when they belong to a
- * model or optimizer the tracker meets (or is given to `trackExternal`).
+ * Storages created before `start()` are classified when the tracker learns
+ * what they are (weights of a model it meets, optimizer state, tensors given to
+ * `trackExternal`); other old storages count from when a kernel first touches
+ * them. See docs/MEMTRACKER.md for the TFJS meaning of every category and state.
  */
 export class MemTracker implements Disposable {
   private recorder = new MemRecorder();
   private session: AdapterSession | null = null;
   /** Everything given to trackExternal; (re)classified at every start(), and at once while tracking. */
   private external: unknown[] = [];
+  /** Storage ids alive when tracking started; only read while start() resolves external objects. */
+  private liveIds: Set<number> | null = null;
 
   constructor(readonly adapter: FrameworkAdapter) {}
 
@@ -104,13 +108,12 @@ export class MemTracker implements Disposable {
   }
 
   private resolveExternal(session: AdapterSession, obj: unknown, index: number): void {
-    const attempts: unknown[] = [];
+    // The adapter says what an object is by refusing what it is not (with MemscopeError).
     const tryKind = <T>(get: () => T): T | undefined => {
       try {
         return get();
       } catch (err) {
         if (!(err instanceof MemscopeError)) throw err;
-        attempts.push(err.message);
         return undefined;
       }
     };
@@ -150,9 +153,6 @@ export class MemTracker implements Disposable {
   protected companionsOf(_model: unknown): unknown[] {
     return [];
   }
-
-  /** Storage ids alive when tracking started; only read while start() resolves external objects. */
-  private liveIds: Set<number> | null = null;
 
   /**
    * Starts tracking; returns the tracker so `using t = tracker.start()` stops
