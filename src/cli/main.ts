@@ -1,25 +1,45 @@
 #!/usr/bin/env node
-import { Command } from 'commander';
+import { Command, CommanderError } from 'commander';
 import { MemscopeError } from '../core/errors.js';
 import { commands } from './commands/index.js';
+
+/** Exit codes every verb shares: 0 ok, 1 bad input (the message names it), 2 usage. */
+const EXIT_BAD_INPUT = 1;
+const EXIT_USAGE = 2;
 
 const program = new Command();
 program
   .name('memscope')
   .description('Where did my tensor memory go? Memory tracking and profiling for TensorFlow.js and PyTorch files.')
   .version('0.1.0')
-  .showHelpAfterError();
+  .showHelpAfterError()
+  // Throw instead of exiting so usage errors get their own exit code. Set
+  // before the verbs are added: subcommands inherit it when created.
+  .exitOverride();
 
 for (const register of commands) register(program);
 
 try {
   await program.parseAsync(process.argv);
 } catch (err) {
-  // Bad input is reported as one clear line, never a stack trace.
+  process.exitCode = exitCodeFor(err);
+}
+
+function exitCodeFor(err: unknown): number {
+  if (err instanceof CommanderError) {
+    // Help and --version arrive here too, with exit code 0; commander has
+    // already printed its message for real usage errors.
+    return err.exitCode === 0 ? 0 : EXIT_USAGE;
+  }
   if (err instanceof MemscopeError) {
     process.stderr.write(`memscope: ${err.message}\n`);
-    process.exitCode = 2;
-  } else {
-    throw err;
+    return EXIT_BAD_INPUT;
   }
+  // A file that cannot be opened is bad input, not a crash: name it plainly.
+  const sys = err as NodeJS.ErrnoException;
+  if (sys && typeof sys.code === 'string' && typeof sys.syscall === 'string') {
+    process.stderr.write(`memscope: cannot ${sys.syscall} ${sys.path ?? ''}: ${sys.code}\n`);
+    return EXIT_BAD_INPUT;
+  }
+  throw err;
 }
