@@ -57,10 +57,15 @@ interface OpenKernel {
   peakNet: number;
 }
 
+/** Live bytes per device per category index, copied (cheap on the hot path; turned into objects when written). */
+type RawSnapshot = Map<string, Float64Array>;
+
 interface ModuleRecord {
   readonly id: number;
   readonly ref: ModuleRef;
   states: ModuleStates;
+  /** State name → raw snapshot, materialised into `states.states` when the tables are written. */
+  raw: Map<string, RawSnapshot>;
   peakFwd: Map<string, number>;
   peakBwd: Map<string, number>;
 }
@@ -192,7 +197,7 @@ export class CaptureRecorder implements MemoryEventSink {
     const rec = this.moduleRecord(module);
     this.classifyWeights(module);
     rec.peakFwd = new Map();
-    rec.states.states['Pre-Forward'] = this.snapshot();
+    rec.raw.set('Pre-Forward', this.snapshot());
     this.activeFwd.push(rec);
     this.updateLocalPeaks(null);
   }
@@ -200,7 +205,7 @@ export class CaptureRecorder implements MemoryEventSink {
   onModuleExit(module: ModuleRef, _outputs?: readonly TensorRef[], _ctx?: EventContext): void {
     const rec = this.moduleRecord(module);
     this.classifyWeights(module); // weights are built lazily during the first call
-    rec.states.states['Post-Forward'] = this.snapshot();
+    rec.raw.set('Post-Forward', this.snapshot());
     rec.states.localPeakForward = Object.fromEntries(rec.peakFwd);
     removeLast(this.activeFwd, rec);
   }
@@ -208,14 +213,14 @@ export class CaptureRecorder implements MemoryEventSink {
   onBackwardModuleEnter(module: ModuleRef, _ctx?: EventContext): void {
     const rec = this.moduleRecord(module);
     rec.peakBwd = new Map();
-    rec.states.states['Pre-Backward'] = this.snapshot();
+    rec.raw.set('Pre-Backward', this.snapshot());
     this.activeBwd.push(rec);
     this.updateLocalPeaks(null);
   }
 
   onBackwardModuleExit(module: ModuleRef, _ctx?: EventContext): void {
     const rec = this.moduleRecord(module);
-    rec.states.states['Post-Backward'] = this.snapshot();
+    rec.raw.set('Post-Backward', this.snapshot());
     rec.states.localPeakBackward = Object.fromEntries(rec.peakBwd);
     removeLast(this.activeBwd, rec);
   }
@@ -256,7 +261,10 @@ export class CaptureRecorder implements MemoryEventSink {
 
   /** Writes the module tables and kernel statistics so far (readers keep the latest of each). */
   writeTables(): void {
-    for (const rec of this.modules.values()) this.writer.moduleState(rec.id, rec.states);
+    for (const rec of this.modules.values()) {
+      for (const [state, raw] of rec.raw) rec.states.states[state] = this.liveByDevice(raw);
+      this.writer.moduleState(rec.id, rec.states);
+    }
     for (const [name, s] of this.kernels) this.writer.kernel(name, s.calls, s.bytesAllocated, s.bytesRetained, s.peakAdded);
   }
 
@@ -296,6 +304,7 @@ export class CaptureRecorder implements MemoryEventSink {
         states: { states: {}, localPeakForward: {}, localPeakBackward: {}, parameterBytes: 0, bufferBytes: 0 },
         peakFwd: new Map(),
         peakBwd: new Map(),
+        raw: new Map(),
       };
       this.modules.set(module, rec);
       this.writer.module(module.id, module.path, module.className, parent);
@@ -313,25 +322,27 @@ export class CaptureRecorder implements MemoryEventSink {
       for (const rec of this.activeFwd) {
         if (total > (rec.peakFwd.get(d) ?? -1)) {
           rec.peakFwd.set(d, total);
-          rec.states.states['Peak-Forward'] = this.snapshot();
+          rec.raw.set('Peak-Forward', this.snapshot());
         }
       }
       for (const rec of this.activeBwd) {
         if (total > (rec.peakBwd.get(d) ?? -1)) {
           rec.peakBwd.set(d, total);
-          rec.states.states['Peak-Backward'] = this.snapshot();
+          rec.raw.set('Peak-Backward', this.snapshot());
         }
       }
     }
   }
 
-  private snapshot(): DeviceCategoryBytes {
-    return this.liveByDevice();
+  private snapshot(): RawSnapshot {
+    const out: RawSnapshot = new Map();
+    for (const [device, tot] of this.totals) out.set(device, tot.slice());
+    return out;
   }
 
-  private liveByDevice(): DeviceCategoryBytes {
+  private liveByDevice(raw: RawSnapshot = this.totals): DeviceCategoryBytes {
     const out: DeviceCategoryBytes = {};
-    for (const [device, tot] of this.totals) {
+    for (const [device, tot] of raw) {
       const row: Record<string, number> = {};
       for (let i = 0; i < NCAT; i++) if (tot[i] !== 0) row[CATEGORIES[i]] = tot[i];
       out[device] = row;

@@ -19,7 +19,7 @@ import { createRequire } from 'node:module';
 import { dirname, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { AdapterSession } from '../core/adapter.js';
-import { tfjsAdapter } from '../tfjs/index.js';
+import { tfjsAdapter } from '../tfjs/adapter.js';
 import { installAutoTracking } from '../tfjs/auto-track-node.js';
 import { FileCaptureSink } from '../capture/file-sink-node.js';
 import { CaptureRecorder } from '../capture/recorder.js';

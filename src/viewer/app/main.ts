@@ -380,7 +380,10 @@ function modulesSection(): void {
 }
 
 function stateTable(states: ReportData['modules'][number]['states']): Node {
-  const names = Object.keys(states);
+  // MemTracker's order of states.
+  const ORDER = ['Pre-Forward', 'Post-Forward', 'Peak-Forward', 'Pre-Backward', 'Post-Backward', 'Peak-Backward'];
+  const rank = (n: string) => (ORDER.includes(n) ? ORDER.indexOf(n) : ORDER.length);
+  const names = Object.keys(states).sort((a, b) => rank(a) - rank(b));
   if (!names.length) return el('span', { class: 'muted' }, 'no state recorded (the module never ran)');
   const cats = new Set<string>();
   const devices = new Set<string>();
