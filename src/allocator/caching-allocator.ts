@@ -813,6 +813,11 @@ export class CachingAllocatorModel {
     return [...this.ring.slice(this.ringNext), ...this.ring.slice(0, this.ringNext)];
   }
 
+  /** Records PyTorch's 'snapshot' trace entry (taking a snapshot does this). */
+  recordSnapshotTaken(activeBytes: number): void {
+    this.recordTrace('snapshot', 0, activeBytes, 0, null);
+  }
+
   // ---------------------------------------------------------------- state
 
   get reservedBytes(): number {

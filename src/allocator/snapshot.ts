@@ -70,8 +70,12 @@ export function buildSnapshot(models: readonly CachingAllocatorModel[]): MemoryS
   const maxDevice = models.reduce((m, a) => Math.max(m, a.device), -1);
   const traces: TraceEntry[][] = Array.from({ length: maxDevice + 1 }, () => []);
   for (const model of models) {
-    segments.push(...snapshotSegments(model));
+    // As PyTorch: the trace is copied first, then taking the snapshot records a
+    // 'snapshot' entry (size = active bytes) that shows in the next snapshot.
     traces[model.device] = model.traceEntries();
+    const segs = snapshotSegments(model);
+    segments.push(...segs);
+    model.recordSnapshotTaken(segs.reduce((n, s) => n + s.active_size, 0));
   }
   return {
     segments,

@@ -231,12 +231,18 @@ describe('history and snapshots', () => {
     const dir = mkdtempSync(join(tmpdir(), 'memscope-alloc-'));
     const path = join(dir, 'snap.pickle');
     dumpSnapshot(m, path);
-    const expected = JSON.parse(JSON.stringify(m.snapshot()));
     const viaPython = JSON.parse(
       execFileSync('python3', ['-c', 'import pickle,json,sys; print(json.dumps(pickle.load(open(sys.argv[1],"rb"))))', path], { encoding: 'utf8' }),
     );
-    expect(viaPython).toEqual(expected);
-    expect(JSON.parse(JSON.stringify(readSnapshotFile(path)))).toEqual(expected);
+    expect(JSON.parse(JSON.stringify(readSnapshotFile(path)))).toEqual(viaPython);
+    // What was written is the snapshot: taking the next one shows the same segments, and its
+    // trace has the dumped trace plus the 'snapshot' entry the dump recorded (size = active bytes).
+    const next = JSON.parse(JSON.stringify(m.snapshot()));
+    expect(viaPython.segments).toEqual(next.segments);
+    expect(viaPython.allocator_settings).toEqual(next.allocator_settings);
+    expect(next.device_traces[0].slice(0, -1)).toEqual(viaPython.device_traces[0]);
+    expect(next.device_traces[0].at(-1)).toMatchObject({ action: 'snapshot', size: m.memoryStats()['active_bytes.all.current'] });
+    expect(viaPython.device_traces[0].map((e: { action: string }) => e.action)).toEqual(['alloc']);
     // Python sees the PyTorch types: a tuple pool id and a float threshold.
     const types = execFileSync(
       'python3',
@@ -255,7 +261,9 @@ describe('history and snapshots', () => {
     expect(ops).toContain('LONG1'); // 47-bit addresses
     const jsonPath = join(dir, 'snap.json');
     dumpSnapshot(m, jsonPath);
-    expect(JSON.parse(readFileSync(jsonPath, 'utf8'))).toEqual(expected);
+    const json = JSON.parse(readFileSync(jsonPath, 'utf8'));
+    expect(json.segments).toEqual(viaPython.segments);
+    expect(json.device_traces[0].map((e: { action: string }) => e.action)).toEqual(['alloc', 'snapshot', 'snapshot']);
   });
 
   it('saveSegmentUsage / saveMemoryUsage draw the segments and the allocating stacks', () => {
