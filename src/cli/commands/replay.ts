@@ -80,13 +80,14 @@ export function register(program: Command): void {
         process.stdout.write(out.join('\n') + '\n');
         return;
       }
+      const capacity = opts.capacity === undefined ? null : parseByteSize(opts.capacity);
+      const proposedSettings = opts.allocConf === undefined ? null : parseAllocatorConf(opts.allocConf);
       const device = Number(opts.device);
       const snap = parseSnapshot(raw);
       if (!Number.isInteger(device) || device < 0 || !(snap.traces[device]?.length)) {
         throw new MemscopeError('bad-argument', `${file}: device ${opts.device} has no trace to replay`);
       }
-      const capacity = opts.capacity === undefined ? null : parseByteSize(opts.capacity);
-      const settings = opts.allocConf === undefined ? snap.settings : parseAllocatorConf(opts.allocConf);
+      const settings = proposedSettings ?? snap.settings;
       const recorded = whatIf(raw, snap.settings, capacity, device);
       const proposed = whatIf(raw, settings, capacity, device);
       if (opts.json) {
