@@ -69,6 +69,8 @@ export interface TfEngine {
   state: TfEngineState;
   registry: Record<string, TfBackend>;
   backendName: string | null;
+  /** The current backend instance (the `backend` getter's field, read without its side effects). */
+  backendInstance?: TfBackend | null;
   readonly backend: TfBackend;
   trackTensor(a: TfTensor, backend?: TfBackend | null): void;
   incRef(a: TfTensor, backend?: TfBackend | null): void;

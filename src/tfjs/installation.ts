@@ -18,7 +18,7 @@ import {
   isTensorLike,
   isVariableLike,
 } from './engine-types.js';
-import { type TfLayer, StorageIndex, TensorRefIndex, TfjsModule, TfjsOptimizer, TfjsStorage, TfjsTensorRef, storageBytes } from './refs.js';
+import { type TfLayer, LiveStorages, StorageIndex, TensorRefIndex, TfjsModule, TfjsOptimizer, TfjsStorage, TfjsTensorRef, storageBytes } from './refs.js';
 
 /**
  * One installation of memscope's hooks on the global TFJS engine, shared by
@@ -124,7 +124,7 @@ export class Installation {
   private wantKernels = false;
 
   private readonly storages = new StorageIndex();
-  readonly live = new Set<TfjsStorage>();
+  readonly live = new LiveStorages();
   private readonly tensorRefs = new TensorRefIndex();
   private readonly backendNames = new WeakMap<object, string>();
 
@@ -236,8 +236,19 @@ export class Installation {
 
   // ------------------------------------------------------------- storages
 
+  private lastBackend: object | null = null;
+  private lastDevice = '';
+
   private deviceOf(engine: TfEngine, backend: TfBackend | undefined): string {
     if (backend == null) return engine.backendName ?? 'unknown';
+    if (backend === this.lastBackend) return this.lastDevice;
+    const name = this.lookUpDevice(engine, backend);
+    this.lastBackend = backend;
+    this.lastDevice = name;
+    return name;
+  }
+
+  private lookUpDevice(engine: TfEngine, backend: TfBackend): string {
     const cached = this.backendNames.get(backend);
     if (cached !== undefined) return cached;
     for (const name of Object.keys(engine.registry)) {
@@ -249,9 +260,10 @@ export class Installation {
     return engine.backendName ?? 'unknown';
   }
 
-  private newStorage(engine: TfEngine, dataId: DataId, dtype: string, size: number, shape: readonly number[], adopted: boolean): TfjsStorage {
-    const info = engine.state.tensorInfo.get(dataId);
-    const backend = info?.backend;
+  private newStorage(engine: TfEngine, dataId: DataId, dtype: string, size: number, shape: readonly number[], adopted: boolean, owner?: TfBackend | null): TfjsStorage {
+    // trackTensor's caller names the owning backend, or the engine uses its
+    // current one (engine.trackTensor: `backend || this.backend`).
+    const backend = owner ?? engine.state.tensorInfo.get(dataId)?.backend;
     const bytes = storageBytes(dtype, size, backend, dataId);
     const s = new TfjsStorage(this.deviceOf(engine, backend), bytes, dtype, shape, adopted, dataId);
     this.storages.set(dataId, s);
@@ -282,11 +294,11 @@ export class Installation {
   }
 
   /** After `engine.trackTensor(a)`: `isNew` when the engine made a new dataId entry. */
-  onTrack(engine: TfEngine, a: TfTensor, isNew: boolean): void {
+  onTrack(engine: TfEngine, a: TfTensor, isNew: boolean, backend: TfBackend | null | undefined): void {
     let s = this.storages.get(a.dataId);
     if (s === undefined || isNew) {
       if (s !== undefined) this.release(a.dataId, s); // stale: cannot happen unless the engine was reset
-      s = this.newStorage(engine, a.dataId, a.dtype, a.size, a.shape, !isNew);
+      s = this.newStorage(engine, a.dataId, a.dtype, a.size, a.shape, !isNew, isNew ? (backend ?? engine.backendInstance) : null);
       if (this.allocSinks.length > 0) this.emit(this.allocSinks, 'onStorageAlloc', s);
     }
     if (this.createSinks.length > 0 && a !== this.assigning) {
@@ -311,7 +323,7 @@ export class Installation {
   private release(dataId: DataId, s: TfjsStorage): void {
     this.storages.delete(dataId);
     s.dataId = null;
-    this.live.delete(s);
+    this.live.remove(s);
     if (this.freeSinks.length > 0) this.emit(this.freeSinks, 'onStorageFree', s);
   }
 
@@ -801,7 +813,7 @@ export class Installation {
         const before = this.state.numDataBuffers;
         trackTensor.call(this, a, backend);
         try {
-          inst.onTrack(this, a, this.state.numDataBuffers !== before);
+          inst.onTrack(this, a, this.state.numDataBuffers !== before, backend);
         } catch (err) {
           inst.internalError(err);
         }

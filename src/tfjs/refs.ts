@@ -42,6 +42,45 @@ export class TfjsStorage implements StorageRef {
     /** The dataId while the storage is live (cleared on free, so nothing is retained after). */
     public dataId: DataId | null,
   ) {}
+  /** Links of the installation's live list (see LiveStorages). */
+  prevLive: TfjsStorage | null = null;
+  nextLive: TfjsStorage | null = null;
+}
+
+/**
+ * The storages alive now, as an intrusive doubly linked list: O(1) insert and
+ * remove with no hashing, on the path of every allocation and free.
+ */
+export class LiveStorages implements Iterable<TfjsStorage> {
+  private head: TfjsStorage | null = null;
+  size = 0;
+  add(s: TfjsStorage): void {
+    s.prevLive = null;
+    s.nextLive = this.head;
+    if (this.head !== null) this.head.prevLive = s;
+    this.head = s;
+    this.size++;
+  }
+  /** `s` must be in the list. */
+  remove(s: TfjsStorage): void {
+    if (s.prevLive !== null) s.prevLive.nextLive = s.nextLive;
+    else this.head = s.nextLive;
+    if (s.nextLive !== null) s.nextLive.prevLive = s.prevLive;
+    s.prevLive = s.nextLive = null;
+    this.size--;
+  }
+  clear(): void {
+    for (let s = this.head; s !== null; ) {
+      const next = s.nextLive;
+      s.prevLive = s.nextLive = null;
+      s = next;
+    }
+    this.head = null;
+    this.size = 0;
+  }
+  *[Symbol.iterator](): Iterator<TfjsStorage> {
+    for (let s = this.head; s !== null; s = s.nextLive) yield s;
+  }
 }
 
 /**
