@@ -168,6 +168,40 @@ function applySafeGlobal(fn: SafeGlobal, args: unknown, at: number): unknown {
   return name === 'frozenset' ? Object.freeze(set) : set;
 }
 
+// Error builders live outside runPickle: the main loop's position and stack pointer must not be
+// captured by any closure, so that V8 keeps them in registers (captured `let`s live in a heap
+// context and cost a memory access on every opcode).
+function truncatedError(b: Uint8Array, at: number, needed: number, left: number): MemscopeError {
+  return pickleError('pickle-truncated', at, `file ends inside ${opcodeName(b[at]!)} (needs ${needed} more bytes, ${left} left)`);
+}
+
+function depthError(at: number, maxDepth: number): MemscopeError {
+  return pickleError('pickle-limit', at, `stack deeper than ${maxDepth} (limits.maxDepth)`);
+}
+
+function emptyStackError(b: Uint8Array, at: number): MemscopeError {
+  return pickleError('pickle-corrupt', at, `${opcodeName(b[at]!)} on an empty stack`);
+}
+
+function noMarkError(b: Uint8Array, at: number): MemscopeError {
+  return pickleError('pickle-corrupt', at, `${opcodeName(b[at]!)} without a MARK`);
+}
+
+function refusal(at: number, what: string): MemscopeError {
+  return pickleError(
+    'pickle-unsafe',
+    at,
+    `refusing ${what}`,
+    'memscope reads plain data only and never imports or calls anything named in a pickle',
+  );
+}
+
+function resolveGlobal(b: Uint8Array, at: number, module: string, name: string): SafeGlobal {
+  const q = `${module}.${name}`;
+  if (!SAFE_GLOBALS.has(q)) throw refusal(at, `${opcodeName(b[at]!)} ${q}`);
+  return new SafeGlobal(q);
+}
+
 /** Runs the machine over `bytes` and returns what STOP returns (after `builder.finish`). */
 export function runPickle(
   bytes: Uint8Array,
@@ -176,482 +210,367 @@ export function runPickle(
   onProgress?: (bytesRead: number, totalBytes: number) => void,
 ): unknown {
   // A plain Uint8Array view: Node Buffers' subarray is slower.
-  const b = Object.getPrototypeOf(bytes) === Uint8Array.prototype ? bytes : new Uint8Array(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+  const b =
+    Object.getPrototypeOf(bytes) === Uint8Array.prototype ? bytes : new Uint8Array(bytes.buffer, bytes.byteOffset, bytes.byteLength);
   const len = b.length;
   const view = new DataView(b.buffer, b.byteOffset, b.byteLength);
   // The VM stack: a preallocated array and a pointer (setting an array's length is a runtime call).
   const stack: unknown[] = new Array(1024);
-  let sp = 0;
   const marks: number[] = [];
   const memo: unknown[] = [];
   builder.attachMemo?.(memo);
-  let memoCount = 0;
-  let budget = limits.maxBytes;
+  const trackMemo = builder.onMemoize !== undefined;
+  const sentinel = builder.memoSentinel ?? NEVER;
   const maxDepth = limits.maxDepth;
   const maxItems = limits.maxContainerItems;
-  let pos = 0;
-  let at = 0;
+  const maxMemo = limits.maxMemoEntries;
   const progressStep = onProgress ? Math.max(1 << 20, Math.floor(len / 200)) : Infinity;
   let nextProgress = progressStep;
+  let memoCount = 0;
+  let budget = limits.maxBytes;
+  let pos = 0;
+  let sp = 0;
+  let at = 0;
 
-  const truncated = (need: number): MemscopeError =>
-    pickleError('pickle-truncated', at, `file ends inside ${opcodeName(b[at]!)} (needs ${need} more bytes, ${len - pos} left)`);
-  const need = (n: number): void => {
-    if (pos + n > len) throw truncated(n);
-  };
-  const charge = (n: number): void => {
-    budget -= n;
-    if (budget < 0) {
-      throw pickleError('pickle-limit', at, `decoded data exceeds the memory limit of ${limits.maxBytes} bytes (limits.maxBytes)`);
-    }
-  };
-  const push = (v: unknown): void => {
-    if (sp >= maxDepth) {
-      throw pickleError('pickle-limit', at, `stack deeper than ${maxDepth} (limits.maxDepth)`);
-    }
-    stack[sp++] = v;
-  };
-  const popMark = (): number => {
-    const m = marks.pop();
-    if (m === undefined) throw pickleError('pickle-corrupt', at, `${opcodeName(b[at]!)} without a MARK`);
-    return m;
-  };
-  const top = (): unknown => {
-    if (sp === 0 || (marks.length > 0 && marks[marks.length - 1]! >= sp)) {
-      throw pickleError('pickle-corrupt', at, `${opcodeName(b[at]!)} on an empty stack`);
-    }
-    return stack[sp - 1];
-  };
-  const pop = (): unknown => {
-    const v = top();
-    sp--;
-    return v;
-  };
-  const sentinel = builder.memoSentinel ?? NEVER;
-  const memoGet = (i: number): unknown => {
+  const overBudget = (at: number): MemscopeError =>
+    pickleError('pickle-limit', at, `decoded data exceeds the memory limit of ${limits.maxBytes} bytes (limits.maxBytes)`);
+  const tooMany = (at: number): MemscopeError =>
+    pickleError('pickle-limit', at, `container with more than ${maxItems} items (limits.maxContainerItems)`);
+  /** A memo entry for GET that is missing or released by the builder. */
+  const memoValue = (i: number, at: number): unknown => {
     const v = memo[i];
     if (v === undefined) throw pickleError('pickle-corrupt', at, `memo entry ${i} does not exist`);
     return v === sentinel ? builder.materialize!(i) : v;
   };
-  const memoPut = (i: number): void => {
-    if (memo[i] === undefined) {
-      if (++memoCount > limits.maxMemoEntries) {
-        throw pickleError('pickle-limit', at, `more than ${limits.maxMemoEntries} memo entries (limits.maxMemoEntries)`);
-      }
-    }
-    const v = top();
-    memo[i] = v;
-    if (trackMemo) builder.onMemoize!(v, i);
-  };
-  const trackMemo = builder.onMemoize !== undefined;
-  const checkItems = (n: number): void => {
-    if (n > maxItems) throw pickleError('pickle-limit', at, `container with more than ${maxItems} items (limits.maxContainerItems)`);
-    charge(n * 8);
-  };
-  const readLine = (): string => {
-    const nl = b.indexOf(0x0a, pos);
-    if (nl < 0) throw truncated(1);
-    const s = decodeUtf8(b, pos, nl);
-    pos = nl + 1;
-    return s;
-  };
-  const refuse = (what: string): never => {
-    throw pickleError(
-      'pickle-unsafe',
-      at,
-      `refusing ${what}`,
-      'memscope reads plain data only and never imports or calls anything named in a pickle',
-    );
-  };
-  const resolveGlobal = (module: string, name: string): SafeGlobal => {
-    const q = `${module}.${name}`;
-    if (!SAFE_GLOBALS.has(q)) refuse(`${opcodeName(b[at]!)} ${q}`);
-    return new SafeGlobal(q);
-  };
-  const str = (n: number): string => {
-    need(n);
-    charge(n + 16);
-    const s = decodeUtf8(b, pos, pos + n);
-    pos += n;
-    return s;
-  };
-  const bin = (n: number): Uint8Array => {
-    need(n);
-    charge(n + 16);
-    const out = b.slice(pos, pos + n);
-    pos += n;
-    return out;
-  };
-  const u32 = (): number => {
-    need(4);
-    const v = view.getUint32(pos, true);
-    pos += 4;
-    return v;
-  };
-  const u64 = (): number => {
-    need(8);
-    const lo = view.getUint32(pos, true);
-    const hi = view.getUint32(pos + 4, true);
-    pos += 8;
-    if (hi >= 0x200000) throw pickleError('pickle-limit', at, `length ${hi} * 2^32 + ${lo} is too large`);
-    return hi * 0x100000000 + lo;
-  };
 
   for (;;) {
-    if (pos >= len) {
-      at = pos;
-      throw pickleError('pickle-truncated', at, 'file ends before STOP');
-    }
+    if (pos >= len) throw pickleError('pickle-truncated', pos, 'file ends before STOP');
     at = pos;
     if (pos >= nextProgress) {
       onProgress!(pos, len);
       nextProgress = pos + progressStep;
     }
     const op = b[pos++]!;
+    // Case labels are number literals (not Op.X) so V8 compiles the switch to a jump table.
     switch (op) {
-      case Op.BINGET:
-      case Op.LONG_BINGET: {
+      case 0x68 /* BINGET */:
+      case 0x6a /* LONG_BINGET */: {
         // The hottest opcodes in real snapshots (frames and dict keys are memo references): a run
-        // of GETs is decoded here without going round the main loop. Anything unusual (missing or
-        // released entry, full stack) takes the general path, which reports or materialises it.
+        // of GETs is decoded here without going round the main loop.
         let code: number = op;
         for (;;) {
           let i: number;
-          if (code === Op.BINGET) {
-            if (pos >= len) throw truncated(1);
+          if (code === 0x68 /* BINGET */) {
+            if (pos >= len) throw truncatedError(b, at, 1, 0);
             i = b[pos++]!;
           } else {
-            if (pos + 4 > len) throw truncated(4);
+            if (pos + 4 > len) throw truncatedError(b, at, 4, len - pos);
             i = (b[pos]! | (b[pos + 1]! << 8) | (b[pos + 2]! << 16) | (b[pos + 3]! << 24)) >>> 0;
             pos += 4;
           }
+          if (sp >= maxDepth) throw depthError(at, maxDepth);
           const v = memo[i];
-          if (v === undefined || v === sentinel || sp >= maxDepth) push(memoGet(i));
-          else stack[sp++] = v;
+          stack[sp++] = v === undefined || v === sentinel ? memoValue(i, at) : v;
           if (pos >= len) break;
           code = b[pos]!;
-          if (code !== Op.BINGET && code !== Op.LONG_BINGET) break;
+          if (code !== 0x68 /* BINGET */ && code !== 0x6a /* LONG_BINGET */) break;
           at = pos++;
         }
         break;
       }
-      case Op.MEMOIZE: {
-        const i = memoCount;
-        if (sp === 0 || memo[i] !== undefined || i >= limits.maxMemoEntries || (marks.length > 0 && marks[marks.length - 1]! >= sp)) {
-          memoPut(i); // the general path: errors, limits
-          break;
+      case 0x94 /* MEMOIZE */:
+      case 0x71 /* BINPUT */:
+      case 0x72 /* LONG_BINPUT */: {
+        let i: number;
+        if (op === 0x94 /* MEMOIZE */) i = memoCount;
+        else if (op === 0x71 /* BINPUT */) {
+          if (pos >= len) throw truncatedError(b, at, 1, 0);
+          i = b[pos++]!;
+        } else {
+          if (pos + 4 > len) throw truncatedError(b, at, 4, len - pos);
+          i = (b[pos]! | (b[pos + 1]! << 8) | (b[pos + 2]! << 16) | (b[pos + 3]! << 24)) >>> 0;
+          pos += 4;
+        }
+        if (sp === 0 || (marks.length > 0 && marks[marks.length - 1]! >= sp)) throw emptyStackError(b, at);
+        if (memo[i] === undefined && ++memoCount > maxMemo) {
+          throw pickleError('pickle-limit', at, `more than ${maxMemo} memo entries (limits.maxMemoEntries)`);
         }
         const v = stack[sp - 1];
         memo[i] = v;
-        memoCount++;
         if (trackMemo) builder.onMemoize!(v, i);
         break;
       }
-      case Op.BINPUT:
-        need(1);
-        memoPut(b[pos++]!);
-        break;
-      case Op.LONG_BINPUT:
-        memoPut(u32());
-        break;
-      case Op.MARK:
+      case 0x28 /* MARK */:
         if (marks.length >= maxDepth) throw pickleError('pickle-limit', at, `more than ${maxDepth} open MARKs (limits.maxDepth)`);
         marks.push(sp);
         break;
-      case Op.BININT:
-        need(4);
-        if (sp >= maxDepth) push(0);
+      case 0x4a /* BININT */:
+        if (pos + 4 > len) throw truncatedError(b, at, 4, len - pos);
+        if (sp >= maxDepth) throw depthError(at, maxDepth);
         stack[sp++] = b[pos]! | (b[pos + 1]! << 8) | (b[pos + 2]! << 16) | (b[pos + 3]! << 24);
         pos += 4;
         break;
-      case Op.BININT1:
-        need(1);
-        if (sp >= maxDepth) push(0);
+      case 0x4b /* BININT1 */:
+        if (pos >= len) throw truncatedError(b, at, 1, 0);
+        if (sp >= maxDepth) throw depthError(at, maxDepth);
         stack[sp++] = b[pos++]!;
         break;
-      case Op.BININT2:
-        need(2);
-        if (sp >= maxDepth) push(0);
+      case 0x4d /* BININT2 */:
+        if (pos + 2 > len) throw truncatedError(b, at, 2, len - pos);
+        if (sp >= maxDepth) throw depthError(at, maxDepth);
         stack[sp++] = b[pos]! | (b[pos + 1]! << 8);
         pos += 2;
         break;
-      case Op.LONG1: {
-        need(1);
-        const n = b[pos++]!;
-        need(n);
-        if (sp >= maxDepth) push(0);
+      case 0x8a /* LONG1 */:
+      case 0x8b /* LONG4 */: {
+        let n: number;
+        if (op === 0x8a /* LONG1 */) {
+          if (pos >= len) throw truncatedError(b, at, 1, 0);
+          n = b[pos++]!;
+        } else {
+          if (pos + 4 > len) throw truncatedError(b, at, 4, len - pos);
+          n = view.getInt32(pos, true);
+          pos += 4;
+          if (n < 0) throw pickleError('pickle-corrupt', at, `LONG4 with negative length ${n}`);
+          budget -= n;
+          if (budget < 0) throw overBudget(at);
+        }
+        if (pos + n > len) throw truncatedError(b, at, n, len - pos);
+        if (sp >= maxDepth) throw depthError(at, maxDepth);
         stack[sp++] = decodeLong(b, pos, n);
         pos += n;
         break;
       }
-      case Op.LONG4: {
-        const n = view.getInt32((need(4), pos), true);
-        pos += 4;
-        if (n < 0) throw pickleError('pickle-corrupt', at, `LONG4 with negative length ${n}`);
-        need(n);
-        charge(n);
-        push(decodeLong(b, pos, n));
-        pos += n;
-        break;
-      }
-      case Op.BINFLOAT:
-        need(8);
-        push(view.getFloat64(pos, false));
+      case 0x47 /* BINFLOAT */:
+        if (pos + 8 > len) throw truncatedError(b, at, 8, len - pos);
+        if (sp >= maxDepth) throw depthError(at, maxDepth);
+        stack[sp++] = view.getFloat64(pos, false);
         pos += 8;
         break;
-      case Op.SHORT_BINUNICODE:
-        need(1);
-        push(str(b[pos++]!));
-        break;
-      case Op.BINUNICODE:
-        push(str(u32()));
-        break;
-      case Op.BINUNICODE8:
-        push(str(u64()));
-        break;
-      case Op.SHORT_BINBYTES:
-        need(1);
-        push(bin(b[pos++]!));
-        break;
-      case Op.BINBYTES:
-        push(bin(u32()));
-        break;
-      case Op.BINBYTES8:
-      case Op.BYTEARRAY8:
-        push(bin(u64()));
-        break;
-      case Op.SHORT_BINSTRING: {
+      case 0x8c /* SHORT_BINUNICODE */:
+      case 0x58 /* BINUNICODE */:
+      case 0x8d /* BINUNICODE8 */:
+      case 0x43 /* SHORT_BINBYTES */:
+      case 0x42 /* BINBYTES */:
+      case 0x8e /* BINBYTES8 */:
+      case 0x96 /* BYTEARRAY8 */:
+      case 0x55 /* SHORT_BINSTRING */:
+      case 0x54 /* BINSTRING */: {
+        // Length prefix: 1, 4 or 8 bytes little-endian.
+        const width =
+          op === 0x8c /* SHORT_BINUNICODE */ || op === 0x43 /* SHORT_BINBYTES */ || op === 0x55 /* SHORT_BINSTRING */
+            ? 1
+            : op === 0x8d /* BINUNICODE8 */ || op === 0x8e /* BINBYTES8 */ || op === 0x96 /* BYTEARRAY8 */
+              ? 8
+              : 4;
+        if (pos + width > len) throw truncatedError(b, at, width, len - pos);
+        let n: number;
+        if (width === 1) n = b[pos]!;
+        else if (width === 4) n = op === 0x54 /* BINSTRING */ ? view.getInt32(pos, true) : view.getUint32(pos, true);
+        else {
+          const hi = view.getUint32(pos + 4, true);
+          if (hi >= 0x200000) throw pickleError('pickle-limit', at, `length ${hi} * 2^32 + ${view.getUint32(pos, true)} is too large`);
+          n = hi * 0x100000000 + view.getUint32(pos, true);
+        }
+        pos += width;
+        if (n < 0) throw pickleError('pickle-corrupt', at, `${opcodeName(op)} with negative length ${n}`);
+        if (pos + n > len) throw truncatedError(b, at, n, len - pos);
+        budget -= n + 16;
+        if (budget < 0) throw overBudget(at);
+        if (sp >= maxDepth) throw depthError(at, maxDepth);
+        let v: unknown;
+        if (op === 0x8c /* SHORT_BINUNICODE */ || op === 0x58 /* BINUNICODE */ || op === 0x8d /* BINUNICODE8 */) v = decodeUtf8(b, pos, pos + n);
         // Python 2 str; Python 3 decodes it as text (ASCII by default). Latin-1 keeps every byte.
-        need(1);
-        const n = b[pos++]!;
-        need(n);
-        charge(n + 16);
-        push(decodeLatin1(b, pos, pos + n));
+        else if (op === 0x55 /* SHORT_BINSTRING */ || op === 0x54 /* BINSTRING */) v = decodeLatin1(b, pos, pos + n);
+        else v = b.slice(pos, pos + n);
+        stack[sp++] = v;
         pos += n;
         break;
       }
-      case Op.BINSTRING: {
-        const n = view.getInt32((need(4), pos), true);
-        pos += 4;
-        if (n < 0) throw pickleError('pickle-corrupt', at, `BINSTRING with negative length ${n}`);
-        need(n);
-        charge(n + 16);
-        push(decodeLatin1(b, pos, pos + n));
-        pos += n;
+      case 0x4e /* NONE */:
+      case 0x88 /* NEWTRUE */:
+      case 0x89 /* NEWFALSE */:
+        if (sp >= maxDepth) throw depthError(at, maxDepth);
+        stack[sp++] = op === 0x4e /* NONE */ ? null : op === 0x88 /* NEWTRUE */;
         break;
-      }
-      case Op.NONE:
-        push(null);
-        break;
-      case Op.NEWTRUE:
-        push(true);
-        break;
-      case Op.NEWFALSE:
-        push(false);
-        break;
-      case Op.EMPTY_DICT:
+      case 0x7d /* EMPTY_DICT */:
+      case 0x5d /* EMPTY_LIST */:
+      case 0x29 /* EMPTY_TUPLE */:
+      case 0x8f /* EMPTY_SET */:
         budget -= 64;
-        if (budget < 0) charge(0);
-        if (sp >= maxDepth) push(null);
-        stack[sp++] = builder.newDict();
+        if (budget < 0) throw overBudget(at);
+        if (sp >= maxDepth) throw depthError(at, maxDepth);
+        stack[sp++] =
+          op === 0x7d /* EMPTY_DICT */ ? builder.newDict() : op === 0x5d /* EMPTY_LIST */ ? builder.newList() : op === 0x29 /* EMPTY_TUPLE */ ? makeTuple([]) : new Set();
         break;
-      case Op.EMPTY_LIST:
-        budget -= 32;
-        if (budget < 0) charge(0);
-        if (sp >= maxDepth) push(null);
-        stack[sp++] = builder.newList();
-        break;
-      case Op.EMPTY_TUPLE:
-        push(makeTuple([]));
-        break;
-      case Op.EMPTY_SET:
-        charge(64);
-        push(new Set());
-        break;
-      case Op.SETITEMS: {
-        const start = marks.length > 0 ? marks.pop()! : popMark();
-        if (start === 0) throw pickleError('pickle-corrupt', at, 'SETITEMS with no dict below the MARK');
-        if ((sp - start) % 2 !== 0) throw pickleError('pickle-corrupt', at, 'SETITEMS with an odd number of items');
-        budget -= (sp - start) * 8;
-        if (sp - start > maxItems || budget < 0) checkItems(sp - start);
-        builder.setItems(stack[start - 1], stack, start, sp, at);
-        sp = start;
-        break;
-      }
-      case Op.SETITEM: {
-        if (sp < 3 || (marks.length > 0 && marks[marks.length - 1]! > sp - 3)) {
-          throw pickleError('pickle-corrupt', at, 'SETITEM needs a dict, a key and a value on the stack');
+      case 0x75 /* SETITEMS */:
+      case 0x65 /* APPENDS */:
+      case 0x90 /* ADDITEMS */: {
+        const start = marks.pop();
+        if (start === undefined) throw noMarkError(b, at);
+        const n = sp - start;
+        if (n > maxItems) throw tooMany(at);
+        budget -= n * 8;
+        if (budget < 0) throw overBudget(at);
+        if (start === 0) throw pickleError('pickle-corrupt', at, `${opcodeName(op)} with no container below the MARK`);
+        const target = stack[start - 1];
+        if (op === 0x75 /* SETITEMS */) {
+          if (n % 2 !== 0) throw pickleError('pickle-corrupt', at, 'SETITEMS with an odd number of items');
+          builder.setItems(target, stack, start, sp, at);
+        } else if (op === 0x65 /* APPENDS */) builder.appendItems(target, stack, start, sp, at);
+        else {
+          if (!(target instanceof Set) || Object.isFrozen(target)) throw pickleError('pickle-corrupt', at, 'ADDITEMS target is not a set');
+          for (let i = start; i < sp; i++) target.add(stack[i]);
+          if (target.size > maxItems) throw tooMany(at);
         }
-        checkItems(2);
-        const end = sp;
-        builder.setItems(stack[end - 3], stack, end - 2, end, at);
-        sp = end - 2;
-        break;
-      }
-      case Op.APPENDS: {
-        const start = marks.length > 0 ? marks.pop()! : popMark();
-        if (start === 0) throw pickleError('pickle-corrupt', at, 'APPENDS with no list below the MARK');
-        budget -= (sp - start) * 8;
-        if (sp - start > maxItems || budget < 0) checkItems(sp - start);
-        builder.appendItems(stack[start - 1], stack, start, sp, at);
         sp = start;
         break;
       }
-      case Op.APPEND: {
-        if (sp < 2 || (marks.length > 0 && marks[marks.length - 1]! > sp - 2)) {
-          throw pickleError('pickle-corrupt', at, 'APPEND needs a list and an item on the stack');
+      case 0x73 /* SETITEM */:
+      case 0x61 /* APPEND */: {
+        // dict key value SETITEM / list item APPEND, all above the innermost MARK.
+        const k = op === 0x73 /* SETITEM */ ? 3 : 2;
+        if (sp < k || (marks.length > 0 && marks[marks.length - 1]! > sp - k)) {
+          throw pickleError('pickle-corrupt', at, op === 0x73 /* SETITEM */ ? 'SETITEM needs a dict, a key and a value on the stack' : 'APPEND needs a list and an item on the stack');
         }
-        checkItems(1);
-        const end = sp;
-        builder.appendItems(stack[end - 2], stack, end - 1, end, at);
-        sp = end - 1;
+        budget -= 16;
+        if (budget < 0) throw overBudget(at);
+        if (op === 0x73 /* SETITEM */) builder.setItems(stack[sp - 3], stack, sp - 2, sp, at);
+        else builder.appendItems(stack[sp - 2], stack, sp - 1, sp, at);
+        sp -= k - 1;
         break;
       }
-      case Op.LIST: {
-        const start = popMark();
-        checkItems(sp - start);
-        const list = builder.newList();
-        builder.appendItems(list, stack, start, sp, at);
+      case 0x6c /* LIST */:
+      case 0x64 /* DICT */:
+      case 0x74 /* TUPLE */:
+      case 0x91 /* FROZENSET */: {
+        const start = marks.pop();
+        if (start === undefined) throw noMarkError(b, at);
+        const n = sp - start;
+        if (n > maxItems) throw tooMany(at);
+        budget -= n * 8 + 64;
+        if (budget < 0) throw overBudget(at);
+        let v: unknown;
+        if (op === 0x6c /* LIST */) {
+          v = builder.newList();
+          builder.appendItems(v, stack, start, sp, at);
+        } else if (op === 0x64 /* DICT */) {
+          if (n % 2 !== 0) throw pickleError('pickle-corrupt', at, 'DICT with an odd number of items');
+          v = builder.newDict();
+          builder.setItems(v, stack, start, sp, at);
+        } else if (op === 0x74 /* TUPLE */) v = makeTuple(stack.slice(start, sp));
+        else v = Object.freeze(new Set(stack.slice(start, sp)));
         sp = start;
-        push(list);
+        stack[sp++] = v;
         break;
       }
-      case Op.DICT: {
-        const start = popMark();
-        if ((sp - start) % 2 !== 0) throw pickleError('pickle-corrupt', at, 'DICT with an odd number of items');
-        checkItems(sp - start);
-        const dict = builder.newDict();
-        builder.setItems(dict, stack, start, sp, at);
-        sp = start;
-        push(dict);
+      case 0x85 /* TUPLE1 */:
+      case 0x86 /* TUPLE2 */:
+      case 0x87 /* TUPLE3 */: {
+        const n = op - 0x85 /* TUPLE1 */ + 1;
+        if (sp < n || (marks.length > 0 && marks[marks.length - 1]! > sp - n)) throw emptyStackError(b, at);
+        const t = makeTuple(stack.slice(sp - n, sp));
+        sp -= n;
+        stack[sp++] = t;
         break;
       }
-      case Op.ADDITEMS: {
-        const start = popMark();
-        const target = start > 0 ? stack[start - 1] : undefined;
-        if (!(target instanceof Set) || Object.isFrozen(target)) {
-          throw pickleError('pickle-corrupt', at, 'ADDITEMS target is not a set');
-        }
-        checkItems(sp - start);
-        for (let i = start; i < sp; i++) target.add(stack[i]);
-        if (target.size > maxItems) throw pickleError('pickle-limit', at, `set with more than ${maxItems} items`);
-        sp = start;
-        break;
-      }
-      case Op.FROZENSET: {
-        const start = popMark();
-        checkItems(sp - start);
-        const set = new Set(stack.slice(start, sp));
-        sp = start;
-        push(Object.freeze(set));
-        break;
-      }
-      case Op.TUPLE: {
-        const start = popMark();
-        checkItems(sp - start);
-        const t = makeTuple(stack.slice(start, sp));
-        sp = start;
-        push(t);
-        break;
-      }
-      case Op.TUPLE1:
-        push(makeTuple([pop()]));
-        break;
-      case Op.TUPLE2: {
-        const y = pop();
-        const x = pop();
-        push(makeTuple([x, y]));
-        break;
-      }
-      case Op.TUPLE3: {
-        const z = pop();
-        const y = pop();
-        const x = pop();
-        push(makeTuple([x, y, z]));
-        break;
-      }
-      case Op.FRAME:
+      case 0x95 /* FRAME */: {
         // Frames only help buffered readers; the whole file is in memory, so skip the length.
-        u64();
+        if (pos + 8 > len) throw truncatedError(b, at, 8, len - pos);
+        pos += 8;
         break;
-      case Op.PROTO: {
-        need(1);
+      }
+      case 0x80 /* PROTO */: {
+        if (pos >= len) throw truncatedError(b, at, 1, 0);
         const v = b[pos++]!;
         if (v > 5) throw pickleError('pickle-unsupported', at, `unsupported pickle protocol ${v} (memscope reads 2–5)`);
         break;
       }
-      case Op.STOP: {
-        const value = pop();
+      case 0x2e /* STOP */: {
+        if (sp === 0 || (marks.length > 0 && marks[marks.length - 1]! >= sp)) throw emptyStackError(b, at);
+        const value = stack[sp - 1];
         onProgress?.(len, len);
         return builder.finish(value);
       }
-      case Op.POP:
-        if (marks.length > 0 && marks[marks.length - 1] === sp) sp = popMark();
-        else pop();
+      case 0x30 /* POP */:
+        if (marks.length > 0 && marks[marks.length - 1] === sp) sp = marks.pop()!;
+        else if (sp === 0) throw emptyStackError(b, at);
+        else sp--;
         break;
-      case Op.POP_MARK:
-        sp = popMark();
+      case 0x31 /* POP_MARK */: {
+        const start = marks.pop();
+        if (start === undefined) throw noMarkError(b, at);
+        sp = start;
         break;
-      case Op.DUP:
-        push(top());
+      }
+      case 0x32 /* DUP */:
+        if (sp === 0 || (marks.length > 0 && marks[marks.length - 1]! >= sp)) throw emptyStackError(b, at);
+        if (sp >= maxDepth) throw depthError(at, maxDepth);
+        stack[sp] = stack[sp - 1];
+        sp++;
         break;
-      case Op.READONLY_BUFFER:
+      case 0x98 /* READONLY_BUFFER */:
         // Marks the (in-band) buffer on top as read-only; data is the same.
-        top();
+        if (sp === 0) throw emptyStackError(b, at);
         break;
-      case Op.NEXT_BUFFER:
+      case 0x97 /* NEXT_BUFFER */:
         throw pickleError(
           'pickle-unsupported',
           at,
           'NEXT_BUFFER (0x97) refers to an out-of-band buffer',
           'protocol 5 buffer_callback data is not in the file; pickle without buffer_callback',
         );
-      case Op.GLOBAL: {
-        const module = readLine();
-        const name = readLine();
-        push(resolveGlobal(module, name));
+      case 0x63 /* GLOBAL */:
+      case 0x69 /* INST */: {
+        // Both carry "module\nname\n" inline; INST is always refused.
+        const nl1 = b.indexOf(0x0a, pos);
+        const nl2 = nl1 < 0 ? -1 : b.indexOf(0x0a, nl1 + 1);
+        if (nl2 < 0) throw truncatedError(b, at, 1, len - pos);
+        const module = decodeUtf8(b, pos, nl1);
+        const name = decodeUtf8(b, nl1 + 1, nl2);
+        pos = nl2 + 1;
+        if (op === 0x69 /* INST */) throw refusal(at, `INST (0x69) ${module}.${name}`);
+        if (sp >= maxDepth) throw depthError(at, maxDepth);
+        stack[sp++] = resolveGlobal(b, at, module, name);
         break;
       }
-      case Op.STACK_GLOBAL: {
-        const name = pop();
-        const module = pop();
+      case 0x93 /* STACK_GLOBAL */: {
+        if (sp < 2 || (marks.length > 0 && marks[marks.length - 1]! > sp - 2)) throw emptyStackError(b, at);
+        const module = stack[sp - 2];
+        const name = stack[sp - 1];
         if (typeof module !== 'string' || typeof name !== 'string') {
           throw pickleError('pickle-corrupt', at, 'STACK_GLOBAL needs two strings on the stack');
         }
-        push(resolveGlobal(module, name));
+        sp -= 2;
+        stack[sp++] = resolveGlobal(b, at, module, name);
         break;
       }
-      case Op.REDUCE: {
-        const args = pop();
-        const fn = pop();
-        if (!(fn instanceof SafeGlobal)) refuse('REDUCE (0x52) of a non-global callable');
-        push(applySafeGlobal(fn as SafeGlobal, args, at));
+      case 0x52 /* REDUCE */: {
+        if (sp < 2 || (marks.length > 0 && marks[marks.length - 1]! > sp - 2)) throw emptyStackError(b, at);
+        const fn = stack[sp - 2];
+        const args = stack[sp - 1];
+        if (!(fn instanceof SafeGlobal)) throw refusal(at, 'REDUCE (0x52) of a non-global callable');
+        sp -= 2;
+        stack[sp++] = applySafeGlobal(fn, args, at);
         break;
       }
-      case Op.INST: {
-        const module = readLine();
-        const name = readLine();
-        refuse(`INST (0x69) ${module}.${name}`);
-        break;
-      }
-      case Op.BUILD:
-      case Op.OBJ:
-      case Op.NEWOBJ:
-      case Op.NEWOBJ_EX:
-      case Op.PERSID:
-      case Op.BINPERSID:
-      case Op.EXT1:
-      case Op.EXT2:
-      case Op.EXT4:
-        refuse(opcodeName(op));
-        break;
-      case Op.INT:
-      case Op.LONG:
-      case Op.FLOAT:
-      case Op.STRING:
-      case Op.UNICODE:
-      case Op.GET:
-      case Op.PUT:
+      case 0x62 /* BUILD */:
+      case 0x6f /* OBJ */:
+      case 0x81 /* NEWOBJ */:
+      case 0x92 /* NEWOBJ_EX */:
+      case 0x50 /* PERSID */:
+      case 0x51 /* BINPERSID */:
+      case 0x82 /* EXT1 */:
+      case 0x83 /* EXT2 */:
+      case 0x84 /* EXT4 */:
+        throw refusal(at, opcodeName(op));
+      case 0x49 /* INT */:
+      case 0x4c /* LONG */:
+      case 0x46 /* FLOAT */:
+      case 0x53 /* STRING */:
+      case 0x56 /* UNICODE */:
+      case 0x67 /* GET */:
+      case 0x70 /* PUT */:
         throw pickleError(
           'pickle-unsupported',
           at,
