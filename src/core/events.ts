@@ -34,6 +34,12 @@ export interface StorageRef {
   readonly dtype: string;
   /** Shape of the tensor that created the storage. */
   readonly shape: readonly number[];
+  /**
+   * True when the storage existed before the adapter saw it being created
+   * (made before instrumentation was installed): its onStorageAlloc came when
+   * the adapter first met it, not when the framework allocated it.
+   */
+  readonly adopted?: boolean;
 }
 
 /** A tensor: a view of one storage. Variables keep their id when `assign` swaps the storage. */

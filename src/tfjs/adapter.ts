@@ -68,8 +68,15 @@ class TfjsSession implements AdapterSession {
   currentDevice(): DeviceName {
     const engine = this.live().engine;
     // Reading `backend` initialises the best registered backend if none is
-    // set yet, exactly as the first TFJS op would.
-    if (engine.backendName == null) void engine.backend;
+    // set yet, exactly as the first TFJS op would; an async backend still
+    // initialising throws there, and then the device is not known yet.
+    if (engine.backendName == null) {
+      try {
+        void engine.backend;
+      } catch {
+        return 'unknown';
+      }
+    }
     return engine.backendName ?? 'unknown';
   }
 

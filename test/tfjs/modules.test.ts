@@ -356,7 +356,7 @@ describe('tensors, storages and variables', () => {
     expect(known.map((k) => k.bytes)).not.toContain(1237 * 4);
     const ref = s.tensor(t); // adopted now, announced to sinks
     expect(allocs).toEqual([ref.storage]);
-    expect((ref.storage as StorageRef & { adopted: boolean }).adopted).toBe(true);
+    expect(ref.storage.adopted).toBe(true);
     const vStorage = s.tensor(v).storage;
     v.dispose();
     t.dispose();

@@ -167,6 +167,30 @@ describe('isolation', () => {
   });
 });
 
+describe('another library patching on top of memscope', () => {
+  it('is left in place at detach; memscope’s wrapper beneath becomes a pass-through', () => {
+    const proto = engineProto();
+    const original = proto['trackTensor'];
+    const seen: number[] = [];
+    const s = tfjsAdapter.attach({ onStorageAlloc: (st) => seen.push(st.bytes) });
+    const ours = proto['trackTensor'] as (this: unknown, ...a: unknown[]) => unknown;
+    let theirs = 0;
+    proto['trackTensor'] = function (this: unknown, ...a: unknown[]) {
+      theirs++;
+      return ours.apply(this, a);
+    };
+    const mine = proto['trackTensor'];
+    s.detach();
+    expect(proto['trackTensor']).toBe(mine); // their patch survives
+    const t = tf.ones([5]);
+    expect(theirs).toBe(1);
+    expect(seen).toEqual([]); // memscope no longer reports
+    expect(Array.from(t.dataSync())).toEqual([1, 1, 1, 1, 1]);
+    t.dispose();
+    proto['trackTensor'] = original; // their own uninstall
+  });
+});
+
 describe('nested and overlapping sessions share one installation', () => {
   for (const order of ['first-attached detaches first', 'last-attached detaches first'] as const) {
     it(order, () => {

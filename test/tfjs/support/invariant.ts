@@ -147,6 +147,11 @@ function runProgram(rng: Rng, steps: number): string[] {
       const { value, grads } = tf.variableGrads(() => tf.addN(live.map((v) => tf.sum(tf.square(v)))) as tf.Scalar, live);
       held.push(value, ...Object.values(grads));
     }],
+    ['grad-of-grad', () => {
+      const x = anyFloat();
+      const d2 = tf.grad((a: tf.Tensor) => tf.sum(tf.grad((b: tf.Tensor) => tf.sum(tf.mul(b, tf.mul(b, b))))(a)));
+      held.push(d2(x));
+    }],
     ['custom-grad', () => {
       const x = anyFloat();
       const [g] = tf.grads((a: tf.Tensor) => squareLoss(a))([x]);
