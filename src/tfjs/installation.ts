@@ -147,6 +147,12 @@ export class Installation {
   private readonly gradRuns: GradientRun[] = [];
   /** The engine scopes memscope gave a meaning to (gradients' forward/backward tidies), innermost last. */
   private readonly markedScopes: object[] = [];
+  /** The innermost marked scope (read by the endScope fast path). */
+  markedTop: object | null = null;
+  /** Implicit module frames open now (they close at scope ends). */
+  implicitOpen = 0;
+  watchScopeStart = false;
+  watchScopeEnd = false;
   private readonly scopeMarks: number[] = [];
   private assigning: TfTensor | null = null;
 
@@ -198,6 +204,8 @@ export class Installation {
     this.optEndSinks = pick('onOptimizerStepEnd');
     this.assignSinks = pick('onVariableAssign');
     this.wantKernels = this.kernelStartSinks.length > 0 || this.kernelEndSinks.length > 0;
+    this.watchScopeStart = this.scopeStartSinks.length > 0;
+    this.watchScopeEnd = this.scopeEndSinks.length > 0;
   }
 
   get sinkCount(): number {
@@ -411,6 +419,7 @@ export class Installation {
       }
       if (mark !== SCOPE_PLAIN) {
         this.markedScopes.push(scope);
+        this.markedTop = scope;
         this.scopeMarks.push(mark);
         this.updateCtx();
       }
@@ -443,6 +452,7 @@ export class Installation {
   afterScopeEnd(engine: TfEngine, ended: { mark: number; name: string }): void {
     if (ended.mark !== SCOPE_PLAIN) {
       this.markedScopes.pop();
+      this.markedTop = this.markedScopes.length > 0 ? this.markedScopes[this.markedScopes.length - 1]! : null;
       this.scopeMarks.pop();
       const run = this.gradRuns[this.gradRuns.length - 1];
       if (ended.mark === SCOPE_GRAD_FORWARD) {
@@ -633,6 +643,7 @@ export class Installation {
       scopeDepth: this.engine.state.scopeStack.length,
     };
     this.fwdTop = frame;
+    if (implicit) this.implicitOpen++;
     this.updateCtx();
     if (this.moduleEnterSinks.length > 0) this.emit(this.moduleEnterSinks, 'onModuleEnter', mod, this.refsOf(inputs), true);
     return frame;
@@ -642,6 +653,7 @@ export class Installation {
     this.ctx.module = frame.module;
     if (this.moduleExitSinks.length > 0) this.emit(this.moduleExitSinks, 'onModuleExit', frame.module, outputs, true);
     this.fwdTop = frame.parent;
+    if (frame.implicit) this.implicitOpen--;
     this.updateCtx();
   }
 
@@ -933,7 +945,9 @@ export class Installation {
       },
       startScope(this: TfEngine, name) {
         startScope.call(this, name);
-        if (!inst.active) return;
+        // One scope per op call: only the engine's own forward/backward
+        // tidies matter unless a sink wants scope events.
+        if (!inst.active || !(inst.watchScopeStart || name === 'forward' || name === 'backward')) return;
         try {
           inst.onScopeStart(this);
         } catch (err) {
@@ -941,7 +955,9 @@ export class Installation {
         }
       },
       endScope(this: TfEngine, result) {
-        if (!inst.active) return endScope.call(this, result);
+        if (!inst.active || (!inst.watchScopeEnd && inst.implicitOpen === 0 && inst.markedTop !== this.state.activeScope)) {
+          return endScope.call(this, result);
+        }
         let ended: { mark: number; name: string } | null = null;
         try {
           ended = inst.beforeScopeEnd(this);
