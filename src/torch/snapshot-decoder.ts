@@ -14,7 +14,17 @@
  * names the path of anything wrong (`segments[3].blocks[7].size`).
  */
 import { MemscopeError } from '../core/errors.js';
-import { DEFAULT_PICKLE_LIMITS, isTuple, makeTuple, pickleError, runPickle, type PickleBuilder, type PickleLimits } from './pickle/machine.js';
+import {
+  DEFAULT_PICKLE_LIMITS,
+  isTuple,
+  makeTuple,
+  pickleError,
+  runPickle,
+  type FastLane,
+  type PickleBuilder,
+  type PickleLimits,
+} from './pickle/machine.js';
+import { decodeLong, decodeUtf8 } from './pickle/machine.js';
 import { readPickle, toPlain, type PickleValue, type PlainValue } from './pickle/reader.js';
 import {
   KNOWN_BLOCK_STATES,
@@ -124,6 +134,7 @@ class FastPathBail extends Error {}
 
 // Trace entry keys → bits, for `format.traceKeys` without a Set insert per event.
 const TRACE_KEYS = ['action', 'addr', 'size', 'stream', 'time_us', 'frames', 'compile_context', 'user_metadata', 'device_free'] as const;
+const TRACE_KEY_BIT = new Map<unknown, number>(TRACE_KEYS.map((k, i) => [k, i]));
 
 function safeInt(v: unknown): v is number {
   return typeof v === 'number' && Number.isSafeInteger(v);
@@ -328,6 +339,10 @@ class SnapshotBuilder implements PickleBuilder {
   private release(node: RawDict | RawList, kind: number, id: number): void {
     const slot = node.slot;
     if (slot < 0 || slot >= MAX_RELEASED_SLOT || this.memo[slot] !== node) return;
+    this.releaseSlot(slot, kind, id);
+  }
+
+  private releaseSlot(slot: number, kind: number, id: number): void {
     if (slot >= this.releasedKind.length) {
       const size = Math.max(slot + 1, this.releasedKind.length * 2, 1024);
       const kinds = new Uint8Array(size);
@@ -357,6 +372,204 @@ class SnapshotBuilder implements PickleBuilder {
 
   newDict(): unknown {
     return new RawDict();
+  }
+
+  private laneFrames = new Int32Array(256);
+  private readonly laneStrings: string[] = [];
+  private readonly laneStringSlots: number[] = [];
+
+  /**
+   * The fast lane for trace entries, which are most of a snapshot. PyTorch (CPython's pickler)
+   * writes each as
+   *   EMPTY_DICT MEMOIZE MARK  (key value)*  SETITEMS
+   * with keys as memo GETs of strings, ints as BININT / BININT1 / BININT2 / LONG1, strings as GETs (or new strings
+   * followed by MEMOIZE), and `frames` as a new list `EMPTY_LIST MEMOIZE [MARK GET… APPENDS |
+   * GET APPEND]` of memoized frame dicts, or a GET of an earlier list. This decodes that shape
+   * straight from the bytes into the columns — no VM stack, no node per value — and gives up (-1,
+   * nothing changed) on anything else, leaving it to the general path.
+   */
+  fastDict(b: Uint8Array, at: number, memo: unknown[], lane: FastLane): number {
+    const len = b.length;
+    let p = at + 1;
+    if (p + 4 > len || b[p] !== 0x94 /* MEMOIZE */ || b[p + 1] !== 0x28 /* MARK */) return -1;
+    p += 2;
+    // Cheap early exit for dicts that are not trace entries: the first key must be 'action'.
+    const k0 =
+      b[p] === 0x68 ? memo[b[p + 1]!] : b[p] === 0x6a && p + 4 < len ? memo[(b[p + 1]! | (b[p + 2]! << 8) | (b[p + 3]! << 16) | (b[p + 4]! << 24)) >>> 0] : undefined;
+    if (k0 !== 'action') return -1;
+    const t = this.t;
+    let next = lane.memoCount;
+    const dictSlot = next++;
+    if (memo[dictSlot] !== undefined) return -1;
+    let mask = 0;
+    let action: unknown = undefined;
+    let addr = 0;
+    let size = 0;
+    let stream = 0;
+    let time = NaN;
+    let deviceFree = NaN;
+    let compile: string | null = null;
+    let user: string | null = null;
+    let listSlot = -1;
+    let nFrames = 0;
+    let knownStack = 0;
+    this.laneStrings.length = 0;
+    this.laneStringSlots.length = 0;
+    for (;;) {
+      if (p >= len) return -1;
+      let op = b[p]!;
+      if (op === 0x75 /* SETITEMS */) {
+        p++;
+        break;
+      }
+      // key: a GET of a known key string
+      let key: unknown;
+      if (op === 0x68 /* BINGET */ && p + 1 < len) {
+        key = memo[b[p + 1]!];
+        p += 2;
+      } else if (op === 0x6a /* LONG_BINGET */ && p + 4 < len) {
+        key = memo[(b[p + 1]! | (b[p + 2]! << 8) | (b[p + 3]! << 16) | (b[p + 4]! << 24)) >>> 0];
+        p += 5;
+      } else return -1;
+      const bit = TRACE_KEY_BIT.get(key);
+      if (bit === undefined || mask & (1 << bit)) return -1;
+      mask |= 1 << bit;
+      if (p >= len) return -1;
+      op = b[p]!;
+      if (bit === 5) {
+        // frames
+        if (op === 0x5d /* EMPTY_LIST */) {
+          if (p + 2 > len || b[p + 1] !== 0x94 /* MEMOIZE */) return -1;
+          listSlot = next++;
+          if (memo[listSlot] !== undefined) return -1;
+          p += 2;
+          if (p >= len) return -1;
+          if (b[p] === 0x28 /* MARK */) {
+            p++;
+            for (;;) {
+              if (p >= len) return -1;
+              const c = b[p]!;
+              let f: unknown;
+              if (c === 0x68 && p + 1 < len) {
+                f = memo[b[p + 1]!];
+                p += 2;
+              } else if (c === 0x6a && p + 4 < len) {
+                f = memo[(b[p + 1]! | (b[p + 2]! << 8) | (b[p + 3]! << 16) | (b[p + 4]! << 24)) >>> 0];
+                p += 5;
+              } else if (c === 0x65 /* APPENDS */) {
+                p++;
+                break;
+              } else return -1;
+              if (!(f instanceof RawDict) || f.kind !== FRAME) return -1;
+              if (nFrames === this.laneFrames.length) {
+                const grown = new Int32Array(nFrames * 2);
+                grown.set(this.laneFrames);
+                this.laneFrames = grown;
+              }
+              this.laneFrames[nFrames++] = f.id;
+            }
+            if (p < len && b[p] === 0x28) return -1; // a second APPENDS batch (> 1000 frames)
+          } else if (b[p] === 0x68 && p + 2 < len && b[p + 2] === 0x61 /* APPEND */) {
+            const f = memo[b[p + 1]!];
+            if (!(f instanceof RawDict) || f.kind !== FRAME) return -1;
+            this.laneFrames[nFrames++] = f.id;
+            p += 3;
+          } else if (b[p] === 0x6a && p + 5 < len && b[p + 5] === 0x61) {
+            const f = memo[(b[p + 1]! | (b[p + 2]! << 8) | (b[p + 3]! << 16) | (b[p + 4]! << 24)) >>> 0];
+            if (!(f instanceof RawDict) || f.kind !== FRAME) return -1;
+            this.laneFrames[nFrames++] = f.id;
+            p += 6;
+          }
+          // otherwise: an empty list, and the next key follows
+        } else {
+          // a GET of a list seen before
+          let i: number;
+          if (op === 0x68 && p + 1 < len) {
+            i = b[p + 1]!;
+            p += 2;
+          } else if (op === 0x6a && p + 4 < len) {
+            i = (b[p + 1]! | (b[p + 2]! << 8) | (b[p + 3]! << 16) | (b[p + 4]! << 24)) >>> 0;
+            p += 5;
+          } else return -1;
+          const v = memo[i];
+          if (v === RELEASED && this.releasedKind[i] === STACK) knownStack = this.releasedId[i]!;
+          else if (v instanceof RawList && v.stack >= 0) knownStack = v.stack;
+          else return -1;
+        }
+        continue;
+      }
+      if (bit === 0 || bit === 6 || bit === 7) {
+        // strings: action, compile_context, user_metadata
+        let v: unknown;
+        if (op === 0x68 && p + 1 < len) {
+          v = memo[b[p + 1]!];
+          p += 2;
+        } else if (op === 0x6a && p + 4 < len) {
+          v = memo[(b[p + 1]! | (b[p + 2]! << 8) | (b[p + 3]! << 16) | (b[p + 4]! << 24)) >>> 0];
+          p += 5;
+        } else if (op === 0x8c /* SHORT_BINUNICODE */ && bit !== 0 && p + 1 < len) {
+          const n = b[p + 1]!;
+          if (p + 2 + n >= len || b[p + 2 + n] !== 0x94 /* MEMOIZE */) return -1;
+          v = decodeUtf8(b, p + 2, p + 2 + n);
+          const slot = next++;
+          if (memo[slot] !== undefined) return -1;
+          this.laneStrings.push(v as string);
+          this.laneStringSlots.push(slot);
+          p += 3 + n;
+        } else return -1;
+        if (typeof v !== 'string') return -1;
+        if (bit === 0) action = v;
+        else if (bit === 6) compile = v;
+        else user = v;
+        continue;
+      }
+      // ints: addr, size, stream, time_us, device_free
+      let v: number;
+      if (op === 0x4b /* BININT1 */ && p + 1 < len) {
+        v = b[p + 1]!;
+        p += 2;
+      } else if (op === 0x4d /* BININT2 */ && p + 2 < len) {
+        v = b[p + 1]! | (b[p + 2]! << 8);
+        p += 3;
+      } else if (op === 0x4a /* BININT */ && p + 4 < len) {
+        v = b[p + 1]! | (b[p + 2]! << 8) | (b[p + 3]! << 16) | (b[p + 4]! << 24);
+        p += 5;
+      } else if (op === 0x8a /* LONG1 */ && p + 1 < len) {
+        const n = b[p + 1]!;
+        if (n > 8 || p + 2 + n > len) return -1;
+        const x = decodeLong(b, p + 2, n);
+        if (typeof x !== 'number') return -1;
+        v = x;
+        p += 2 + n;
+      } else return -1;
+      if (bit === 1) addr = v;
+      else if (bit === 2) size = v;
+      else if (bit === 3) stream = v;
+      else if (bit === 4) time = v;
+      else deviceFree = v;
+    }
+    if ((mask & 7) !== 7 || next > lane.maxMemoEntries) return -1;
+    // Commit.
+    let stack = knownStack;
+    if (listSlot >= 0) stack = nFrames === 0 ? 0 : t.internStack(this.laneFrames, nFrames);
+    t.traceKeyMask |= mask;
+    const id = t.pushTrace(
+      t.actionCode(action as string),
+      addr,
+      size,
+      stream,
+      time,
+      stack,
+      compile === null ? -1 : t.string(compile),
+      user === null ? -1 : t.string(user),
+      deviceFree,
+    );
+    this.releaseSlot(dictSlot, TRACE, id);
+    if (listSlot >= 0) this.releaseSlot(listSlot, STACK, stack);
+    for (let i = 0; i < this.laneStrings.length; i++) memo[this.laneStringSlots[i]!] = this.laneStrings[i];
+    lane.memoCount = next;
+    lane.value = nodeFor(TRACE, id);
+    return p;
   }
 
   newList(): unknown {

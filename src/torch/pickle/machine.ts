@@ -48,6 +48,21 @@ export interface PickleBuilder {
   onMemoize?(value: unknown, index: number): void;
   readonly memoSentinel?: unknown;
   materialize?(index: number): unknown;
+  /**
+   * Optional fast lane, tried at each EMPTY_DICT at offset `at`: a builder that recognises the
+   * whole dict's opcodes (through its SETITEMS) may decode them itself and return the offset after
+   * them, having set `lane.value` (pushed for it) and advanced `lane.memoCount` by its memo puts.
+   * It returns -1, touching nothing, when anything is unexpected; the machine then proceeds
+   * normally. It must never throw for bad input.
+   */
+  fastDict?(bytes: Uint8Array, at: number, memo: unknown[], lane: FastLane): number;
+}
+
+/** In/out state of `PickleBuilder.fastDict` (one object per read, reused). */
+export interface FastLane {
+  memoCount: number;
+  maxMemoEntries: number;
+  value: unknown;
 }
 
 const NEVER = Symbol('never stored');
@@ -220,6 +235,8 @@ export function runPickle(
   const memo: unknown[] = [];
   builder.attachMemo?.(memo);
   const trackMemo = builder.onMemoize !== undefined;
+  const hasFastDict = builder.fastDict !== undefined;
+  const lane: FastLane = { memoCount: 0, maxMemoEntries: limits.maxMemoEntries, value: null };
   const sentinel = builder.memoSentinel ?? NEVER;
   const maxDepth = limits.maxDepth;
   const maxItems = limits.maxContainerItems;
@@ -393,15 +410,32 @@ export function runPickle(
         if (sp >= maxDepth) throw depthError(at, maxDepth);
         stack[sp++] = op === 0x4e /* NONE */ ? null : op === 0x88 /* NEWTRUE */;
         break;
-      case 0x7d /* EMPTY_DICT */:
+      case 0x7d /* EMPTY_DICT */: {
+        budget -= 64;
+        if (budget < 0) throw overBudget(at);
+        if (sp >= maxDepth) throw depthError(at, maxDepth);
+        if (hasFastDict) {
+          lane.memoCount = memoCount;
+          const end = builder.fastDict!(b, at, memo, lane);
+          if (end > 0) {
+            budget -= (end - at) * 8;
+            if (budget < 0) throw overBudget(at);
+            memoCount = lane.memoCount;
+            stack[sp++] = lane.value;
+            pos = end;
+            break;
+          }
+        }
+        stack[sp++] = builder.newDict();
+        break;
+      }
       case 0x5d /* EMPTY_LIST */:
       case 0x29 /* EMPTY_TUPLE */:
       case 0x8f /* EMPTY_SET */:
         budget -= 64;
         if (budget < 0) throw overBudget(at);
         if (sp >= maxDepth) throw depthError(at, maxDepth);
-        stack[sp++] =
-          op === 0x7d /* EMPTY_DICT */ ? builder.newDict() : op === 0x5d /* EMPTY_LIST */ ? builder.newList() : op === 0x29 /* EMPTY_TUPLE */ ? makeTuple([]) : new Set();
+        stack[sp++] = op === 0x5d /* EMPTY_LIST */ ? builder.newList() : op === 0x29 /* EMPTY_TUPLE */ ? makeTuple([]) : new Set();
         break;
       case 0x75 /* SETITEMS */:
       case 0x65 /* APPENDS */:
