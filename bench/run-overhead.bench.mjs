@@ -1,0 +1,44 @@
+// `memscope run` overhead: wall time of the fixture training script (an MLP
+// with BatchNorm + Adam, trainOnBatch, cpu backend, 60 steps) run plainly,
+// under `memscope run`, and under `memscope run --stacks`. Median of 5 runs
+// each, interleaved so machine load affects all three alike. Includes Node
+// start-up, module loading and (for memscope) the parent CLI process.
+import { spawnSync } from 'node:child_process';
+import { mkdirSync } from 'node:fs';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+const root = join(dirname(fileURLToPath(import.meta.url)), '..');
+const script = join(root, 'test/fixtures/scripts/train.mjs');
+const cli = join(root, 'dist/cli/main.js');
+const out = join(root, 'bench/out');
+mkdirSync(out, { recursive: true });
+const variants = {
+  plain: [script, '--steps', '60'],
+  // The child alone: the preload in the program's process, without the parent CLI.
+  'preload only': ['--import', join(root, 'dist/cli/run-preload.js'), script, '--steps', '60'],
+  'memscope run': [cli, 'run', '-q', '-o', join(out, 'overhead.ndjson'), script, '--steps', '60'],
+  'memscope run --stacks': [cli, 'run', '-q', '--stacks', '-o', join(out, 'overhead-stacks.ndjson'), script, '--steps', '60'],
+};
+const cliStart = [];
+for (let i = 0; i < 5; i++) {
+  const t = performance.now();
+  spawnSync(process.execPath, [cli, '--version'], { cwd: root });
+  cliStart.push(performance.now() - t);
+}
+const times = Object.fromEntries(Object.keys(variants).map((k) => [k, []]));
+for (let i = 0; i < 5; i++) {
+  for (const [name, args] of Object.entries(variants)) {
+    const t = performance.now();
+    const env = name === 'preload only' ? { ...process.env, MEMSCOPE_RUN_OUTPUT: join(out, 'overhead-preload.ndjson') } : process.env;
+    const r = spawnSync(process.execPath, args, { cwd: root, env, stdio: ['ignore', 'ignore', 'pipe'] });
+    if (r.status !== 0) throw new Error(`${name} failed: ${r.stderr}`);
+    times[name].push(performance.now() - t);
+  }
+}
+const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
+const base = median(times.plain);
+console.log(`memscope CLI start-up (--version): median ${(median(cliStart) / 1000).toFixed(2)} s`);
+for (const [name, xs] of Object.entries(times)) {
+  console.log(`${name.padEnd(24)} median ${(median(xs) / 1000).toFixed(2)} s  ×${(median(xs) / base).toFixed(2)}  [${xs.map((x) => (x / 1000).toFixed(2)).join(', ')}]`);
+}
