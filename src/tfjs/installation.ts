@@ -92,6 +92,16 @@ function pendingOutputLayers(mod: TfjsModule): Set<object> | null {
   return null;
 }
 
+/**
+ * A customGrad kernel has no registered name; the engine names it after the
+ * enclosing scope (the op that used customGrad, e.g. 'softmaxCrossEntropy__op').
+ * memscope drops the op suffix, and says 'customGrad' outside any scope.
+ */
+function compositeKernelName(scopeName: string | undefined): string {
+  if (scopeName == null || scopeName === '') return 'customGrad';
+  return scopeName.endsWith(OP_SCOPE_SUFFIX) ? scopeName.slice(0, -OP_SCOPE_SUFFIX.length) : scopeName;
+}
+
 export class Installation {
   active = true;
   readonly ctx = new LiveContext();
@@ -875,7 +885,7 @@ export class Installation {
         const previousKernel = ctx.kernel;
         let start: KernelEvent | null = null;
         try {
-          ctx.kernel = params.kernelName ?? this.state.activeScope?.name ?? '';
+          ctx.kernel = params.kernelName ?? compositeKernelName(this.state.activeScope?.name);
           if (inst.wantKernels) start = inst.kernelStart(ctx.kernel, params);
         } catch (err) {
           inst.internalError(err);

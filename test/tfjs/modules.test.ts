@@ -428,6 +428,48 @@ describe('scopes, annotations, gradients, devices', () => {
     expect(annotate('none', () => 5)).toBe(5);
   });
 
+  it('kernel events: inputs, outputs, composite customGrad kernels with nested kernels; seq increases by one per event', () => {
+    const log: string[] = [];
+    let lastSeq = -1;
+    let seqOk = true;
+    const s = tfjsAdapter.attach({
+      onKernelStart: (k, c) => {
+        seqOk &&= c.seq === lastSeq + 1 || lastSeq === -1;
+        lastSeq = c.seq;
+        log.push(`start ${k.name}${k.composite ? ' (composite)' : ''} in=[${k.inputs.map((t) => t.shape.join('x')).join(',')}] kernel=${c.kernel}`);
+      },
+      onKernelEnd: (k, c) => {
+        seqOk &&= c.seq === lastSeq + 1;
+        lastSeq = c.seq;
+        log.push(`end ${k.name} out=[${k.outputs.map((t) => t.shape.join('x')).join(',')}]`);
+      },
+    });
+    const a = tf.ones([2, 3]);
+    const b = tf.ones([3, 4]);
+    const c = tf.matMul(a, b);
+    expect(s.tensor(c).storage.bytes).toBe(2 * 4 * 4);
+    const double = tf.customGrad(((x: tf.Tensor) => ({ value: tf.mul(x, 2), gradFunc: (dy: tf.Tensor) => tf.mul(dy, 2) })) as unknown as Parameters<typeof tf.customGrad>[0]) as unknown as (x: tf.Tensor) => tf.Tensor;
+    const d = double(a);
+    // Used inside an op, a composite kernel is named after the op.
+    const loss = tf.losses.softmaxCrossEntropy(tf.oneHot(tf.tensor1d([0, 1], 'int32'), 3), tf.ones([2, 3]));
+    expect(log.filter((l) => l.includes('composite'))).toEqual(['start customGrad (composite) in=[2x3] kernel=customGrad', 'start softmaxCrossEntropy (composite) in=[2x3,2x3] kernel=softmaxCrossEntropy']);
+    log.splice(6);
+    loss.dispose();
+    expect(log).toMatchInlineSnapshot(`
+      [
+        "start BatchMatMul in=[2x3,3x4] kernel=BatchMatMul",
+        "end BatchMatMul out=[2x4]",
+        "start customGrad (composite) in=[2x3] kernel=customGrad",
+        "start Multiply in=[2x3,] kernel=Multiply",
+        "end Multiply out=[2x3]",
+        "end customGrad out=[2x3]",
+      ]
+    `);
+    expect(seqOk).toBe(true);
+    tf.dispose([a, b, c, d]);
+    s.detach();
+  });
+
   it('current device and device memory on cpu', () => {
     const s = tfjsAdapter.attach({});
     expect(s.currentDevice()).toBe('cpu');
