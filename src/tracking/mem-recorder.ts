@@ -1,4 +1,4 @@
-import { deviceSpec } from '../core/device.js';
+import { deviceSpec, roundToDevice, type DeviceSpec } from '../core/device.js';
 import type {
   DeviceName,
   EventContext,
@@ -38,13 +38,9 @@ class DeviceTally {
   constructor(
     readonly name: DeviceName,
     readonly index: number,
-    readonly granularity: number,
+    /** PyTorch rounds every CUDA storage up to 512 B; memscope rounds to the device's granularity. */
+    readonly spec: DeviceSpec,
   ) {}
-  /** PyTorch rounds every storage up to the allocator's block size; memscope uses the device's granularity. */
-  round(bytes: number): number {
-    const g = this.granularity;
-    return g <= 1 ? bytes : Math.ceil(bytes / g) * g;
-  }
 }
 
 /*
@@ -172,7 +168,7 @@ export class MemRecorder implements MemoryEventSink {
     let dev = this.devices.get(name);
     if (dev === undefined) {
       if (this.deviceList.length === DEVICE_SLOTS) throw new Error(`memscope tracks at most ${DEVICE_SLOTS} devices`);
-      dev = new DeviceTally(name, this.deviceList.length, deviceSpec(name).granularity);
+      dev = new DeviceTally(name, this.deviceList.length, deviceSpec(name));
       this.devices.set(name, dev);
       this.deviceList.push(dev);
     }
@@ -183,7 +179,7 @@ export class MemRecorder implements MemoryEventSink {
   /** Tracks a new storage in `category`; returns its device-rounded bytes. */
   private add(storage: StorageRef, category: CategoryIndex): number {
     const dev = this.device(storage.device);
-    const bytes = dev.round(storage.bytes);
+    const bytes = roundToDevice(storage.bytes, dev.spec);
     this.storages.set(storage.id, pack(bytes, dev.index, category));
     if (bytes === 0) return 0;
     const counts = dev.counts;
