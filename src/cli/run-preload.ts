@@ -132,7 +132,15 @@ async function startCapture(path: string): Promise<void> {
     process.on(signal, onSignal);
   }
 
-  if (backend) await selectBackend(backend, argv[0]);
+  if (backend) {
+    try {
+      await selectBackend(backend, argv[0]);
+    } catch (err) {
+      // A bad --backend is memscope's usage error: one line, exit 2, before the program runs.
+      process.stderr.write(`memscope: ${err instanceof Error ? err.message : String(err)}\n`);
+      process.exit(2);
+    }
+  }
 }
 
 /**

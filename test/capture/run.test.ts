@@ -107,5 +107,8 @@ describe('memscope run', () => {
     const r = run('bad', ['--max-entries', 'lots'], []);
     expect(r.status).toBe(2);
     expect(r.stderr).toMatch(/--max-entries must be a non-negative integer/);
+    const backend = run('bad-backend', ['--backend', 'nosuch'], []);
+    expect(backend.status).toBe(2);
+    expect(backend.stderr.trim()).toBe('memscope: --backend nosuch: the program cannot load @tensorflow/tfjs-backend-nosuch');
   });
 });
