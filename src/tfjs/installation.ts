@@ -93,13 +93,13 @@ function pendingOutputLayers(mod: TfjsModule): Set<object> | null {
 }
 
 /**
- * A customGrad kernel has no registered name; the engine names it after the
- * enclosing scope (the op that used customGrad, e.g. 'softmaxCrossEntropy__op').
- * memscope drops the op suffix, and says 'customGrad' outside any scope.
+ * A customGrad kernel has no registered name; the engine (and its profiler)
+ * names it after the enclosing scope — the op that used customGrad, e.g.
+ * 'softmaxCrossEntropy__op' — and memscope keeps that name (consumers pin
+ * it); outside any scope, where the engine says '', memscope says 'customGrad'.
  */
 function compositeKernelName(scopeName: string | undefined): string {
-  if (scopeName == null || scopeName === '') return 'customGrad';
-  return scopeName.endsWith(OP_SCOPE_SUFFIX) ? scopeName.slice(0, -OP_SCOPE_SUFFIX.length) : scopeName;
+  return scopeName == null || scopeName === '' ? 'customGrad' : scopeName;
 }
 
 export class Installation {

@@ -452,7 +452,7 @@ describe('scopes, annotations, gradients, devices', () => {
     const d = double(a);
     // Used inside an op, a composite kernel is named after the op.
     const loss = tf.losses.softmaxCrossEntropy(tf.oneHot(tf.tensor1d([0, 1], 'int32'), 3), tf.ones([2, 3]));
-    expect(log.filter((l) => l.includes('composite'))).toEqual(['start customGrad (composite) in=[2x3] kernel=customGrad', 'start softmaxCrossEntropy (composite) in=[2x3,2x3] kernel=softmaxCrossEntropy']);
+    expect(log.filter((l) => l.includes('composite'))).toEqual(['start customGrad (composite) in=[2x3] kernel=customGrad', 'start softmaxCrossEntropy__op (composite) in=[2x3,2x3] kernel=softmaxCrossEntropy__op']);
     log.splice(6);
     loss.dispose();
     expect(log).toMatchInlineSnapshot(`
