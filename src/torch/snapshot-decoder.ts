@@ -329,6 +329,13 @@ class SnapshotBuilder implements PickleBuilder {
 
   onMemoize(value: unknown, index: number): void {
     if (value instanceof RawDict || value instanceof RawList) value.slot = index;
+    if (index <= this.highestSlot) this.forgetGetSequences();
+    else this.highestSlot = index;
+  }
+
+  private forgetGetSequences(): void {
+    this.getSeqByHash.clear();
+    this.getSeqStart.length = this.getSeqLength.length = this.getSeqStack.length = this.getSeqPool.length = 0;
   }
 
   /**
@@ -375,8 +382,21 @@ class SnapshotBuilder implements PickleBuilder {
   }
 
   private laneFrames = new Int32Array(256);
+  private laneGets = new Int32Array(256);
   private readonly laneStrings: string[] = [];
   private readonly laneStringSlots: number[] = [];
+  /**
+   * Frame lists repeat byte for byte (the same frames are the same memo entries), so a list's
+   * sequence of memo indices maps to its stack id. Cached by hash; entries keep their index
+   * sequence in `getSeqPool` for verification. Cleared if the file ever re-PUTs an existing memo
+   * index (PyTorch never does), since indices would then change meaning.
+   */
+  private readonly getSeqByHash = new Map<number, number>();
+  private readonly getSeqStart = new I32Column();
+  private readonly getSeqLength = new I32Column();
+  private readonly getSeqStack = new I32Column();
+  private readonly getSeqPool = new I32Column();
+  private highestSlot = -1;
 
   /**
    * The fast lane for trace entries, which are most of a snapshot. PyTorch (CPython's pickler)
@@ -412,9 +432,9 @@ class SnapshotBuilder implements PickleBuilder {
     let user: string | null = null;
     let listSlot = -1;
     let nFrames = 0;
+    let pendingSeqHash = -1;
     let knownStack = 0;
-    this.laneStrings.length = 0;
-    this.laneStringSlots.length = 0;
+    let newStrings = 0;
     for (;;) {
       if (p >= len) return -1;
       let op = b[p]!;
@@ -446,27 +466,58 @@ class SnapshotBuilder implements PickleBuilder {
           if (p >= len) return -1;
           if (b[p] === 0x28 /* MARK */) {
             p++;
+            // Read the memo indices up to APPENDS, then map the sequence to a stack.
+            let n = 0;
+            let h = 0;
             for (;;) {
               if (p >= len) return -1;
               const c = b[p]!;
-              let f: unknown;
+              let i: number;
               if (c === 0x68 && p + 1 < len) {
-                f = memo[b[p + 1]!];
+                i = b[p + 1]!;
                 p += 2;
               } else if (c === 0x6a && p + 4 < len) {
-                f = memo[(b[p + 1]! | (b[p + 2]! << 8) | (b[p + 3]! << 16) | (b[p + 4]! << 24)) >>> 0];
+                i = (b[p + 1]! | (b[p + 2]! << 8) | (b[p + 3]! << 16) | (b[p + 4]! << 24)) >>> 0;
                 p += 5;
               } else if (c === 0x65 /* APPENDS */) {
                 p++;
                 break;
               } else return -1;
-              if (!(f instanceof RawDict) || f.kind !== FRAME) return -1;
-              if (nFrames === this.laneFrames.length) {
-                const grown = new Int32Array(nFrames * 2);
-                grown.set(this.laneFrames);
-                this.laneFrames = grown;
+              if (n === this.laneGets.length) {
+                const grown = new Int32Array(n * 2);
+                grown.set(this.laneGets);
+                this.laneGets = grown;
               }
-              this.laneFrames[nFrames++] = f.id;
+              this.laneGets[n++] = i;
+              h = Math.imul(h ^ i, 0x9e3779b1) ^ (h >>> 13);
+            }
+            h &= 0x3fffffff;
+            const cached = this.getSeqByHash.get(h);
+            let hit = -1;
+            if (cached !== undefined && this.getSeqLength.data[cached] === n) {
+              const pool = this.getSeqPool.data;
+              const start = this.getSeqStart.data[cached]!;
+              let same = true;
+              for (let k = 0; k < n; k++) {
+                if (pool[start + k] !== this.laneGets[k]) {
+                  same = false;
+                  break;
+                }
+              }
+              if (same) hit = this.getSeqStack.data[cached]!;
+            }
+            if (hit >= 0) {
+              knownStack = hit;
+              nFrames = -1; // stack already known
+            } else {
+              if (this.laneFrames.length < n) this.laneFrames = new Int32Array(n * 2);
+              for (let k = 0; k < n; k++) {
+                const f = memo[this.laneGets[k]!];
+                if (!(f instanceof RawDict) || f.kind !== FRAME) return -1;
+                this.laneFrames[k] = f.id;
+              }
+              nFrames = n;
+              pendingSeqHash = h;
             }
             if (p < len && b[p] === 0x28) return -1; // a second APPENDS batch (> 1000 frames)
           } else if (b[p] === 0x68 && p + 2 < len && b[p + 2] === 0x61 /* APPEND */) {
@@ -513,8 +564,8 @@ class SnapshotBuilder implements PickleBuilder {
           v = decodeUtf8(b, p + 2, p + 2 + n);
           const slot = next++;
           if (memo[slot] !== undefined) return -1;
-          this.laneStrings.push(v as string);
-          this.laneStringSlots.push(slot);
+          this.laneStrings[newStrings] = v as string;
+          this.laneStringSlots[newStrings++] = slot;
           p += 3 + n;
         } else return -1;
         if (typeof v !== 'string') return -1;
@@ -551,7 +602,17 @@ class SnapshotBuilder implements PickleBuilder {
     if ((mask & 7) !== 7 || next > lane.maxMemoEntries) return -1;
     // Commit.
     let stack = knownStack;
-    if (listSlot >= 0) stack = nFrames === 0 ? 0 : t.internStack(this.laneFrames, nFrames);
+    if (listSlot >= 0 && nFrames >= 0) {
+      stack = nFrames === 0 ? 0 : t.internStack(this.laneFrames, nFrames);
+      if (pendingSeqHash >= 0 && this.getSeqPool.length < 1 << 24) {
+        // Remember this index sequence (bounded: a file of all-distinct lists must not grow it forever).
+        this.getSeqByHash.set(pendingSeqHash, this.getSeqStack.length);
+        this.getSeqStart.push(this.getSeqPool.length);
+        this.getSeqLength.push(nFrames);
+        this.getSeqStack.push(stack);
+        for (let k = 0; k < nFrames; k++) this.getSeqPool.push(this.laneGets[k]!);
+      }
+    }
     t.traceKeyMask |= mask;
     const id = t.pushTrace(
       t.actionCode(action as string),
@@ -566,7 +627,7 @@ class SnapshotBuilder implements PickleBuilder {
     );
     this.releaseSlot(dictSlot, TRACE, id);
     if (listSlot >= 0) this.releaseSlot(listSlot, STACK, stack);
-    for (let i = 0; i < this.laneStrings.length; i++) memo[this.laneStringSlots[i]!] = this.laneStrings[i];
+    for (let i = 0; i < newStrings; i++) memo[this.laneStringSlots[i]!] = this.laneStrings[i];
     lane.memoCount = next;
     lane.value = nodeFor(TRACE, id);
     return p;
