@@ -78,7 +78,7 @@ export interface TfEngine {
   removeDataId(dataId: DataId, backend: TfBackend): void;
   moveData(backend: TfBackend, dataId: DataId): void;
   runKernelFunc(params: TfKernelParams): TfTensor | TfTensor[];
-  addTapeNode(...args: unknown[]): void;
+  addTapeNode(kernelName: string, inputs: unknown, outputs: unknown, gradientsFunc: unknown, saved: unknown, attrs: unknown): void;
   gradients(f: () => TfTensor, xs: TfTensor[], dy?: TfTensor, allowNoGradients?: boolean): { value: TfTensor; grads: Array<TfTensor | undefined | null> };
   startScope(name?: string | null): void;
   endScope(result?: unknown): void;

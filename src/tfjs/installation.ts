@@ -914,8 +914,9 @@ export class Installation {
         ctx.kernel = previousKernel;
         return out;
       },
-      addTapeNode(this: TfEngine, ...args: unknown[]) {
-        addTapeNode.apply(this, args);
+      addTapeNode(this: TfEngine, kernelName, inputs, outputs, gradientsFunc, saved, attrs) {
+        // Six named parameters (engine.addTapeNode's own), not a rest array: one call per recorded op.
+        addTapeNode.call(this, kernelName, inputs, outputs, gradientsFunc, saved, attrs);
         if (!inst.active) return;
         try {
           inst.onTapeNode(this);
