@@ -41,6 +41,22 @@ load = time.perf_counter() - t
 r = resource.getrusage(resource.RUSAGE_SELF)
 print(json.dumps({'loadMs': load * 1000, 'cpuMs': (r.ru_utime + r.ru_stime) * 1000, 'maxRssBytes': r.ru_maxrss * 1024}))`;
 
+/** `memscope summary FILE --json` end to end through the real CLI, under /usr/bin/time -v. */
+const cliMain = resolve(here, '../dist/cli/main.js');
+function runCli(file) {
+  if (!existsSync(cliMain) || !existsSync('/usr/bin/time')) return null;
+  const t = performance.now();
+  const r = spawnSync('/usr/bin/time', ['-v', process.execPath, cliMain, 'summary', file, '--json'], { encoding: 'utf8', maxBuffer: 1 << 26 });
+  const wallMs = performance.now() - t;
+  if (r.status !== 0) return { error: r.stderr.split('\n').find((l) => l.startsWith('memscope')) ?? `exit ${r.status}` };
+  const field = (name) => Number(new RegExp(`${name}: ([0-9.]+)`).exec(r.stderr)?.[1] ?? NaN);
+  return {
+    wallMs,
+    cpuMs: (field('User time \\(seconds\\)') + field('System time \\(seconds\\)')) * 1000,
+    maxRssBytes: field('Maximum resident set size \\(kbytes\\)') * 1024,
+  };
+}
+
 const mb = (b) => (b / 1e6).toFixed(0);
 const s = (ms) => (ms / 1000).toFixed(2);
 if (!existsSync(source)) {
@@ -58,6 +74,7 @@ for (const size of sizes) {
   }
   const bytes = statSync(file).size;
   const ms = run(process.execPath, [join(here, 'pickle-child.mjs'), file]);
+  const cli = runCli(file);
   const py = size <= pythonMax ? run('python3', ['-c', PY, file]) : null;
   const row = {
     size: `${mb(bytes)} MB`,
@@ -68,7 +85,11 @@ for (const size of sizes) {
     'python load s': py ? s(py.loadMs) : '-',
     'python process s': py ? s(py.wallMs) : '-',
     'python RSS MB': py ? mb(py.maxRssBytes) : '-',
+    'CLI summary s': cli?.wallMs ? s(cli.wallMs) : '-',
+    'CLI summary cpu s': cli?.cpuMs ? s(cli.cpuMs) : '-',
+    'CLI summary RSS MB': cli?.maxRssBytes ? mb(cli.maxRssBytes) : '-',
     'memscope / python load (wall)': py ? (ms.wallMs / py.loadMs).toFixed(2) : '-',
+    'CLI summary / python load (wall)': py && cli?.wallMs ? (cli.wallMs / py.loadMs).toFixed(2) : '-',
     'memscope cpu s': s(ms.cpuMs),
     'python cpu s': py ? s(py.cpuMs) : '-',
     'memscope / python (cpu)': py ? (ms.cpuMs / py.cpuMs).toFixed(2) : '-',
@@ -78,6 +99,7 @@ for (const size of sizes) {
   rows.push(row);
   console.log(JSON.stringify(row));
   if (ms.summary?.error) console.log(`  (summary figures unavailable: ${ms.summary.error})`);
+  if (cli?.error) console.log(`  (memscope summary CLI failed: ${cli.error})`);
 }
 console.table(rows);
 console.log('MemoryViz.js column: estimated as 1.63/1.87 × the CPython load time measured in this run (the issue measured both on this machine; MemoryViz.js cannot open 1 GB).');
