@@ -3,6 +3,8 @@ import { findLeaks } from '../../capture/leaks.js';
 import { readCaptureFile } from '../../capture/read-node.js';
 import { formatLeaks } from '../../report/leaks-text.js';
 
+export const EXIT_LEAKS_FOUND = 3;
+
 export function register(program: Command): void {
   program
     .command('leaks')
@@ -16,6 +18,7 @@ export function register(program: Command): void {
       const report = findLeaks(capture);
       if (opts.json) process.stdout.write(JSON.stringify(report, null, 2) + '\n');
       else process.stdout.write(formatLeaks(report, { frames: Math.max(0, Number(opts.frames) || 0) }));
-      if (report.groups.length > 0) process.exitCode = 1;
+      // 3, not 1 (bad input) or 2 (usage): CI can fail a build on leaks alone.
+      if (report.groups.length > 0) process.exitCode = EXIT_LEAKS_FOUND;
     });
 }

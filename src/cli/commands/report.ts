@@ -1,5 +1,5 @@
 import { openSync, readSync, closeSync, writeFileSync, statSync } from 'node:fs';
-import type { Command } from 'commander';
+import { InvalidArgumentError, type Command } from 'commander';
 import { MemscopeError } from '../../core/errors.js';
 import { humanBytes } from '../../core/units.js';
 import { looksLikeCapture } from '../../capture/reader.js';
@@ -10,8 +10,8 @@ import { viewerBundle } from '../../viewer/bundle-node.js';
 
 interface ReportOptions {
   output?: string;
-  maxEvents?: string;
-  maxAllocations?: string;
+  maxEvents: number;
+  maxAllocations: number;
 }
 
 function head(path: string, n = 4096): Buffer {
@@ -31,10 +31,9 @@ function head(path: string, n = 4096): Buffer {
   }
 }
 
-function positiveInt(v: string | undefined, name: string, fallback: number): number {
-  if (v === undefined) return fallback;
-  const n = Number(v);
-  if (!Number.isInteger(n) || n <= 0) throw new MemscopeError('bad-argument', `report: ${name} must be a positive integer, got ${JSON.stringify(v)}`);
+function positiveInt(value: string): number {
+  const n = Number(value);
+  if (!/^\d+$/.test(value) || !Number.isSafeInteger(n) || n <= 0) throw new InvalidArgumentError('expected a positive integer.');
   return n;
 }
 
@@ -52,13 +51,13 @@ export function register(program: Command): void {
     .description('write one self-contained interactive HTML report of a capture, a PyTorch snapshot or a profiler trace')
     .argument('<input>', 'a capture (memscope run), a PyTorch memory snapshot (.pickle) or a chrome trace (.json/.json.gz)')
     .option('-o, --output <file>', 'HTML file to write', 'memscope-report.html')
-    .option('--max-events <n>', 'timeline events embedded exactly (more are merged)', String(DEFAULT_CAPS.maxTimelineEvents))
-    .option('--max-allocations <n>', 'allocations embedded with detail (the largest)', String(DEFAULT_CAPS.maxAllocations))
+    .option('--max-events <n>', 'timeline events embedded exactly (more are merged)', positiveInt, DEFAULT_CAPS.maxTimelineEvents)
+    .option('--max-allocations <n>', 'allocations embedded with detail (the largest)', positiveInt, DEFAULT_CAPS.maxAllocations)
     .action(async (input: string, opts: ReportOptions) => {
       const caps: ReportCaps = {
         ...DEFAULT_CAPS,
-        maxTimelineEvents: positiveInt(opts.maxEvents, '--max-events', DEFAULT_CAPS.maxTimelineEvents),
-        maxAllocations: positiveInt(opts.maxAllocations, '--max-allocations', DEFAULT_CAPS.maxAllocations),
+        maxTimelineEvents: opts.maxEvents,
+        maxAllocations: opts.maxAllocations,
       };
       const data = await loadReportData(input, caps);
       const html = renderReportHtml(data, await viewerBundle());

@@ -1,13 +1,13 @@
 import { spawn } from 'node:child_process';
 import { existsSync, statSync } from 'node:fs';
 import { basename, resolve } from 'node:path';
-import type { Command } from 'commander';
+import { InvalidArgumentError, type Command } from 'commander';
 import { MemscopeError } from '../../core/errors.js';
 
 export interface RunOptions {
   output?: string;
   stacks?: boolean;
-  maxEntries?: string;
+  maxEntries?: number;
   backend?: string;
   quiet?: boolean;
 }
@@ -27,13 +27,7 @@ export async function runWithCapture(script: string, args: string[], opts: RunOp
   if (!existsSync(scriptPath) || !statSync(scriptPath).isFile()) {
     throw new MemscopeError('bad-argument', `run: no such script: ${script}`);
   }
-  let maxEntries: number | null = null;
-  if (opts.maxEntries !== undefined) {
-    maxEntries = Number(opts.maxEntries);
-    if (!Number.isInteger(maxEntries) || maxEntries < 0) {
-      throw new MemscopeError('bad-argument', `run: --max-entries must be a non-negative integer, got ${JSON.stringify(opts.maxEntries)}`);
-    }
-  }
+  const maxEntries = opts.maxEntries ?? null;
   const output = resolve(opts.output ?? `memscope-${basename(scriptPath).replace(/\.[cm]?[jt]s$/, '')}.${process.pid}.capture.ndjson`);
   const { url, fromSource } = preloadUrl();
   const nodeArgs: string[] = [];
@@ -63,6 +57,12 @@ export async function runWithCapture(script: string, args: string[], opts: RunOp
   }
 }
 
+function parseMaxEntries(value: string): number {
+  const n = Number(value);
+  if (!/^\d+$/.test(value) || !Number.isSafeInteger(n)) throw new InvalidArgumentError('expected a non-negative integer.');
+  return n;
+}
+
 function signalNumber(signal: NodeJS.Signals): number | undefined {
   return { SIGINT: 2, SIGKILL: 9, SIGTERM: 15 }[signal as string];
 }
@@ -77,7 +77,7 @@ export function register(program: Command): void {
     .argument('[args...]', 'arguments passed to the program')
     .option('-o, --output <file>', 'capture file (default memscope-<script>.<pid>.capture.ndjson)')
     .option('--stacks', 'record the JS stack of every allocation (slower; needed to locate leaks by line)')
-    .option('--max-entries <n>', 'record at most N allocations individually; later ones only count in step totals')
+    .option('--max-entries <n>', 'record at most N allocations individually; later ones only count in step totals', parseMaxEntries)
     .option('--backend <name>', 'TFJS backend to make current before the program starts (cpu, wasm, ...)')
     .option('-q, --quiet', 'do not print where the capture went')
     .passThroughOptions()
