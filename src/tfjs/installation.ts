@@ -582,24 +582,27 @@ export class Installation {
 
   /** Instruments `layer` and its nested layers; returns its module. */
   instrumentModule(layer: TfLayer, name: string, parent: TfjsModule | null): TfjsModule {
-    const existing = this.modules.get(layer);
-    if (existing !== undefined) {
-      if (parent !== null && existing.parent === null && !existing.isAncestorOf(parent)) existing.adoptInto(parent, name);
-      return existing;
+    let mod = this.modules.get(layer);
+    if (mod !== undefined) {
+      if (parent !== null && mod.parent === null && !mod.isAncestorOf(parent)) mod.adoptInto(parent, name);
+    } else {
+      const path = parent === null ? name : `${parent.path}.${name}`;
+      const className = layer.getClassName?.() ?? layer.constructor.className ?? layer.constructor.name;
+      mod = new TfjsModule(layer, path, className, parent, this.toRef);
+      this.modules.set(layer, mod);
+      this.moduleCount++;
+      if (parent !== null) parent.children.push(mod);
+      this.wrapLayerCall(layer, mod);
     }
-    const path = parent === null ? name : `${parent.path}.${name}`;
-    const className = layer.getClassName?.() ?? layer.constructor.className ?? layer.constructor.name;
-    const mod = new TfjsModule(layer, path, className, parent, this.toRef);
-    this.modules.set(layer, mod);
-    this.moduleCount++;
-    if (parent !== null) parent.children.push(mod);
-    this.wrapLayerCall(layer, mod);
+    // Also for a known module: layers added since (Sequential.add) join now.
     const children = Array.isArray(layer.layers) ? layer.layers : [];
     for (const child of children) {
       if (child == null || typeof child.call !== 'function') continue;
       // InputLayers never run (executors feed their outputs), so they are not modules.
       const childClass = child.getClassName?.() ?? child.constructor.name;
       if (childClass === 'InputLayer') continue;
+      const known = this.modules.get(child);
+      if (known !== undefined && known.parent === mod) continue;
       this.instrumentModule(child, child.name, mod);
     }
     return mod;

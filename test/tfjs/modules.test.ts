@@ -93,6 +93,17 @@ describe('layers as modules', () => {
     s.detach();
   });
 
+  it('layers added after instrumentation join when module() is called again', () => {
+    const model = tfl.sequential({ name: 'grow', layers: [tfl.layers.dense({ units: 3, inputShape: [2], name: 'first' })] });
+    const s = tfjsAdapter.attach({});
+    const root = s.module(model);
+    model.add(tfl.layers.dense({ units: 1, name: 'second' }));
+    expect(paths(root)).toEqual(['grow', 'grow.first']);
+    expect(s.module(model)).toBe(root);
+    expect(paths(root)).toEqual(['grow', 'grow.first', 'grow.second']);
+    s.detach();
+  });
+
   it('functional model with a nested Sequential: paths and an implicit root frame for predict', () => {
     const input = tfl.input({ shape: [3], name: 'x' });
     const a = tfl.layers.dense({ units: 4, name: 'left' }).apply(input) as tfl.SymbolicTensor;
