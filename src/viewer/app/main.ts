@@ -278,8 +278,12 @@ class TimelineView {
       ctx.fillStyle = 'rgba(60,60,60,0.55)';
       for (let y = p.y; y < p.y + p.h; y += 6 * dpr) ctx.fillRect(x, y, 1, 3 * dpr);
       if (k % labelEvery === 0) {
+        const text = `step ${s.step}`;
+        const w = ctx.measureText(text).width;
+        // Near the right edge the label goes on the line's left.
+        const lx = x + 3 * dpr + w > p.x + p.w ? x - 3 * dpr - w : x + 3 * dpr;
         ctx.fillStyle = '#333';
-        ctx.fillText(`step ${s.step}`, x + 3 * dpr, p.y + 2 * dpr);
+        ctx.fillText(text, lx, p.y + 2 * dpr);
       }
     });
     // Time axis.

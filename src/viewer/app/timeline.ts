@@ -79,8 +79,10 @@ export class TimelineModel {
     }
     this.peak = peak;
     const lastStep = data.steps.length ? data.steps[data.steps.length - 1].t : 0;
-    this.tMin = 0;
     this.tMax = Math.max(n ? this.time[n - 1] : 0, lastStep, 1e-3) * 1.0001;
+    // Start just before the first event: a program's start-up (module loading) holds no tensors.
+    const first = n ? this.time[0] : 0;
+    this.tMin = Math.max(0, first - (this.tMax - first) * 0.01);
   }
 
   /** Index of the first event at or after `t`. */
