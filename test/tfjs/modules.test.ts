@@ -188,6 +188,44 @@ describe('layers as modules', () => {
     s.detach();
   });
 
+  it('backward order through a functional model with branches and a nested Sequential (fit)', async () => {
+    const input = tfl.input({ shape: [3], name: 'x' });
+    const a = tfl.layers.dense({ units: 4, name: 'left' }).apply(input) as tfl.SymbolicTensor;
+    const b = tfl.layers.dense({ units: 4, name: 'right' }).apply(input) as tfl.SymbolicTensor;
+    const merged = tfl.layers.concatenate({ name: 'cat' }).apply([a, b]) as tfl.SymbolicTensor;
+    const tower = tfl.sequential({ name: 'tower', layers: [tfl.layers.dense({ units: 3, inputShape: [8], name: 't1' }), tfl.layers.dense({ units: 1, name: 't2' })] });
+    const model = tfl.model({ inputs: input, outputs: tower.apply(merged) as tfl.SymbolicTensor, name: 'func' });
+    model.compile({ optimizer: tf.train.sgd(0.1), loss: 'meanSquaredError' });
+    const { log, sink } = moduleLog();
+    const s = tfjsAdapter.attach(sink);
+    s.module(model);
+    s.optimizer(model.optimizer);
+    const x = tf.ones([4, 3]);
+    const y = tf.zeros([4, 1]);
+    await model.fit(x, y, { epochs: 1, batchSize: 4, verbose: 0 });
+    expect(log.filter((l) => l.startsWith('bw-'))).toMatchInlineSnapshot(`
+      [
+        "bw-enter func [backward]",
+        "bw-enter func.tower [backward]",
+        "bw-enter func.tower.t2 [backward]",
+        "bw-exit func.tower.t2 [backward]",
+        "bw-enter func.tower.t1 [backward]",
+        "bw-exit func.tower.t1 [backward]",
+        "bw-exit func.tower [backward]",
+        "bw-enter func.cat [backward]",
+        "bw-exit func.cat [backward]",
+        "bw-enter func.left [backward]",
+        "bw-exit func.left [backward]",
+        "bw-enter func.right [backward]",
+        "bw-exit func.right [backward]",
+        "bw-exit func [backward]",
+      ]
+    `);
+    expect(log.filter((l) => l.startsWith('step-'))).toEqual(['step-start SGD step=0 [optimizer]', 'step-end SGD step=1 [optimizer]']);
+    tf.dispose([x, y]);
+    s.detach();
+  });
+
   it('backward attribution: kernels in backward run with ctx.module set to the layer that recorded them', async () => {
     const model = tfl.sequential({ name: 'm', layers: [tfl.layers.dense({ units: 3, inputShape: [2], name: 'a' }), tfl.layers.dense({ units: 1, name: 'b' })] });
     const seen = new Map<string, Set<string>>();
