@@ -202,7 +202,7 @@ export function parseCapture(text: string, source = 'capture'): Capture {
     }
   }
   if (!truncated && !end) {
-    truncated = { reason: 'the capture has no end record (the program was killed or crashed before memscope finished writing)', line: n, bytesIgnored: 0 };
+    truncated = { reason: 'the capture has no end record (the program was killed or crashed before memscope finished writing, or is still running)', line: n, bytesIgnored: 0 };
   }
   return {
     header,
