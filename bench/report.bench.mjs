@@ -6,7 +6,7 @@
 // training steps over a 4-layer model, each step allocating and freeing 2,000
 // storages of mixed sizes in forward/backward/optimizer, plus one leaked tensor
 // per step — 1,000,000 alloc/free events in all.
-import { mkdirSync, writeFileSync, readFileSync, statSync } from 'node:fs';
+import { mkdirSync, writeFileSync, statSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { chromium } from 'playwright-core';
@@ -143,4 +143,3 @@ console.log(`wall time goto → first frame seen by the driver: ${runs.map((r) =
 console.log(`redraw, all 1M events in view (ms): ${runs.flatMap((r) => r.redraws.full).map((x) => x.toFixed(1)).join(', ')} · median ${median(runs.flatMap((r) => r.redraws.full)).toFixed(1)}`);
 console.log(`redraw, zoomed in (ms): median ${median(runs.flatMap((r) => r.redraws.zoomed)).toFixed(1)}`);
 console.log(`report file size: ${statSync(htmlPath).size.toLocaleString('en-US')} bytes (${(statSync(htmlPath).size / 2 ** 20).toFixed(1)} MiB)`);
-void readFileSync;

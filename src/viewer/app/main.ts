@@ -113,9 +113,8 @@ class TimelineView {
     const full = this.model.tMax - this.model.tMin;
     let span = Math.min(full, Math.max(t1 - t0, full * 1e-7, 1e-6));
     if (!(span > 0)) span = full;
-    let a = Math.max(this.model.tMin, Math.min(t0, this.model.tMax - span));
-    this.view = { t0: a, t1: a + span };
-    a = 0;
+    const start = Math.max(this.model.tMin, Math.min(t0, this.model.tMax - span));
+    this.view = { t0: start, t1: start + span };
     this.schedule();
   }
 
@@ -155,11 +154,9 @@ class TimelineView {
     });
     window.addEventListener('mousemove', (e) => {
       if (!this.drag) return;
-      const rect = c.getBoundingClientRect();
       const dpr = window.devicePixelRatio || 1;
-      const dt = ((e.clientX - this.drag.x) * dpr / this.plot().w) * (this.drag.range.t1 - this.drag.range.t0);
+      const dt = (((e.clientX - this.drag.x) * dpr) / this.plot().w) * (this.drag.range.t1 - this.drag.range.t0);
       this.setRange(this.drag.range.t0 - dt, this.drag.range.t1 - dt);
-      void rect;
     });
     c.addEventListener('mousemove', (e) => {
       if (!this.drag) this.hover(e);
