@@ -334,6 +334,7 @@ class SnapshotBuilder implements PickleBuilder {
   }
 
   private forgetGetSequences(): void {
+    this.keyCacheIndex.fill(-1);
     this.getSeqByHash.clear();
     this.getSeqStart.length = this.getSeqLength.length = this.getSeqStack.length = this.getSeqPool.length = 0;
   }
@@ -397,6 +398,8 @@ class SnapshotBuilder implements PickleBuilder {
   private readonly getSeqStack = new I32Column();
   private readonly getSeqPool = new I32Column();
   private highestSlot = -1;
+  private readonly keyCacheIndex = new Int32Array(256).fill(-1);
+  private readonly keyCacheBit = new Uint8Array(256);
 
   /**
    * The fast lane for trace entries, which are most of a snapshot. PyTorch (CPython's pickler)
@@ -414,7 +417,7 @@ class SnapshotBuilder implements PickleBuilder {
     if (p + 4 > len || b[p] !== 0x94 /* MEMOIZE */ || b[p + 1] !== 0x28 /* MARK */) return -1;
     p += 2;
     // Cheap early exit for dicts that are not trace entries: the first key must be 'action'.
-    const k0 =
+    const k0: unknown =
       b[p] === 0x68 ? memo[b[p + 1]!] : b[p] === 0x6a && p + 4 < len ? memo[(b[p + 1]! | (b[p + 2]! << 8) | (b[p + 3]! << 16) | (b[p + 4]! << 24)) >>> 0] : undefined;
     if (k0 !== 'action') return -1;
     const t = this.t;
@@ -443,16 +446,25 @@ class SnapshotBuilder implements PickleBuilder {
         break;
       }
       // key: a GET of a known key string
-      let key: unknown;
+      let keyIndex: number;
       if (op === 0x68 /* BINGET */ && p + 1 < len) {
-        key = memo[b[p + 1]!];
+        keyIndex = b[p + 1]!;
         p += 2;
       } else if (op === 0x6a /* LONG_BINGET */ && p + 4 < len) {
-        key = memo[(b[p + 1]! | (b[p + 2]! << 8) | (b[p + 3]! << 16) | (b[p + 4]! << 24)) >>> 0];
+        keyIndex = (b[p + 1]! | (b[p + 2]! << 8) | (b[p + 3]! << 16) | (b[p + 4]! << 24)) >>> 0;
         p += 5;
       } else return -1;
-      const bit = TRACE_KEY_BIT.get(key);
-      if (bit === undefined || mask & (1 << bit)) return -1;
+      // Keys are the same few memo entries in every entry: a direct-mapped cache index → key bit.
+      let bit: number | undefined;
+      const keySlot = keyIndex & 255;
+      if (this.keyCacheIndex[keySlot] === keyIndex) bit = this.keyCacheBit[keySlot]!;
+      else {
+        bit = TRACE_KEY_BIT.get(memo[keyIndex]);
+        if (bit === undefined) return -1;
+        this.keyCacheIndex[keySlot] = keyIndex;
+        this.keyCacheBit[keySlot] = bit;
+      }
+      if (mask & (1 << bit)) return -1;
       mask |= 1 << bit;
       if (p >= len) return -1;
       op = b[p]!;
