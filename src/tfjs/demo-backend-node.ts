@@ -26,6 +26,10 @@ export async function useDemoBackend(name: DemoBackend): Promise<void> {
     setWasmPaths(path.dirname(wasmFile) + path.sep);
     wasmPathsSet = true;
   }
+  // memscope's own demos print tables; TFJS's "install tfjs-node" banner (a
+  // console.warn on the cpu backend's first write) would land in the middle of
+  // them. PROD silences TFJS warnings; the demos need none of its debug checks.
+  tf.env().set('PROD', true);
   const ok = await tf.setBackend(name);
   if (!ok || tf.getBackend() !== name) {
     throw new MemscopeError('backend-unavailable', `TFJS backend '${name}' failed to initialise in this process`);
