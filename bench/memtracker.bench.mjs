@@ -11,8 +11,11 @@
 // time. On a shared machine wall time also counts the time other processes
 // hold the CPU, so the CPU-time ratio is the figure to read; the wall ratio is
 // printed beside it, and so is the ratio of the best (fastest) rounds, which
-// interference from other processes can only make slower. A third series attaches the TFJS adapter with an empty
-// sink, to separate the adapter's cost from MemTracker's own.
+// interference from other processes can only make slower. Two more series
+// attach the TFJS adapter, to an empty sink and to a no-op sink subscribed to
+// MemTracker's events, to separate the adapter's cost from MemTracker's own;
+// the sink's own cost is also measured exactly by replaying one recorded
+// step's events into it.
 //
 //   npm run bench -- memtracker
 //   MEMSCOPE_BENCH_ROUNDS=41 npm run bench -- memtracker   (more rounds, steadier)
@@ -40,12 +43,19 @@ const median = (xs) => {
   return s.length % 2 ? s[m] : (s[m - 1] + s[m]) / 2;
 };
 
+/** A sink that does nothing on exactly the events MemTracker listens to: the adapter's cost of delivering them. */
+function noopSinkLikeMemTracker() {
+  const sink = {};
+  for (const name of Object.getOwnPropertyNames(MemRecorder.prototype)) if (name.startsWith('on')) sink[name] = () => {};
+  return sink;
+}
+
 /** Mean CPU and wall ms per step over `steps` steps (after `settle` untimed ones), under `mode`: 'plain', 'adapter' or 'tracked'. */
 function timeSteps(run, settle, steps, mode, tracker) {
   let session = null;
   if (mode === 'tracked') tracker.start();
-  if (mode === 'adapter') {
-    session = tfjsAdapter.attach({});
+  if (mode === 'adapter' || mode === 'subscribed') {
+    session = tfjsAdapter.attach(mode === 'adapter' ? {} : noopSinkLikeMemTracker());
     session.module(run.model);
     session.optimizer(run.optimizer);
   }
@@ -141,9 +151,9 @@ for (const { batchSize, stepsPerRound, settleSteps, warmupSteps } of CONFIGS) {
   const run = createDemoRun({ ...DEMO_SHAPE, batchSize });
   const tracker = new MemTracker();
   tracker.trackExternal(run.model, run.optimizer, run.xs, run.ys);
-  const modes = ['plain', 'adapter', 'tracked'];
+  const modes = ['plain', 'adapter', 'subscribed', 'tracked'];
   for (const mode of modes) timeSteps(run, 0, warmupSteps, mode, tracker);
-  const series = { plain: { cpu: [], wall: [] }, adapter: { cpu: [], wall: [] }, tracked: { cpu: [], wall: [] } };
+  const series = Object.fromEntries(modes.map((mode) => [mode, { cpu: [], wall: [] }]));
   for (let r = 0; r < ROUNDS; r++) {
     globalThis.gc?.();
     // Rotate the order every round so no mode always runs first or last.
@@ -160,6 +170,7 @@ for (const { batchSize, stepsPerRound, settleSteps, warmupSteps } of CONFIGS) {
   if (batchSize === 1 && ratio > TARGET) overTarget = true;
   console.log(
     `batch ${String(batchSize).padStart(2)}: CPU ms/step untracked ${m('plain', 'cpu').toFixed(3)}, adapter only ${m('adapter', 'cpu').toFixed(3)}, ` +
+      `adapter delivering MemTracker's events to a no-op sink ${m('subscribed', 'cpu').toFixed(3)}, ` +
       `MemTracker ${m('tracked', 'cpu').toFixed(3)} → ratio ${ratio.toFixed(3)} (adapter alone ${(m('adapter', 'cpu') / m('plain', 'cpu')).toFixed(3)}); ` +
       `wall ratio ${(m('tracked', 'wall') / m('plain', 'wall')).toFixed(3)}; ` +
       `best-round CPU ratio ${(best('tracked') / best('plain')).toFixed(3)} (adapter alone ${(best('adapter') / best('plain')).toFixed(3)})` +
@@ -168,7 +179,8 @@ for (const { batchSize, stepsPerRound, settleSteps, warmupSteps } of CONFIGS) {
   const sinkMs = replayedSinkMs(run);
   console.log(
     `         MemTracker's own sink, replaying one recorded step's events: ${(sinkMs * 1000).toFixed(1)} µs/step ` +
-      `(${((sinkMs / m('plain', 'cpu')) * 100).toFixed(1)} % of an untracked step); the rest of the difference is the adapter's`,
+      `(${((sinkMs / m('plain', 'cpu')) * 100).toFixed(1)} % of an untracked step); the rest of the difference is the adapter's ` +
+      `(its hooks, and building the events MemTracker subscribes to)`,
   );
   run.dispose();
 }
