@@ -42,7 +42,10 @@ import {
 // Growable typed-array columns
 
 class F64Column {
-  data = new Float64Array(1024);
+  data: Float64Array;
+  constructor(capacity = 1024) {
+    this.data = new Float64Array(capacity);
+  }
   length = 0;
   push(v: number): void {
     if (this.length === this.data.length) {
@@ -58,7 +61,10 @@ class F64Column {
 }
 
 class I32Column {
-  data = new Int32Array(1024);
+  data: Int32Array;
+  constructor(capacity = 1024) {
+    this.data = new Int32Array(capacity);
+  }
   length = 0;
   push(v: number): void {
     if (this.length === this.data.length) {
@@ -74,7 +80,10 @@ class I32Column {
 }
 
 class U8Column {
-  data = new Uint8Array(1024);
+  data: Uint8Array;
+  constructor(capacity = 1024) {
+    this.data = new Uint8Array(capacity);
+  }
   length = 0;
   push(v: number): void {
     if (this.length === this.data.length) {
@@ -166,12 +175,12 @@ class SnapshotTables {
   readonly bStack = new I32Column();
 
   // raw trace events (encounter order)
-  readonly tAction = new U8Column();
-  readonly tAddr = new F64Column();
-  readonly tSize = new F64Column();
-  readonly tStream = new F64Column();
-  readonly tTime = new F64Column();
-  readonly tStack = new I32Column();
+  readonly tAction: U8Column;
+  readonly tAddr: F64Column;
+  readonly tSize: F64Column;
+  readonly tStream: F64Column;
+  readonly tTime: F64Column;
+  readonly tStack: I32Column;
   tCompile: I32Column | null = null;
   tUser: I32Column | null = null;
   tDeviceFree: F64Column | null = null;
@@ -179,7 +188,18 @@ class SnapshotTables {
   readonly otherTraceKeys = new Set<string>();
   legacyHistory = false;
 
-  constructor() {
+  /**
+   * Trace columns start at a capacity guessed from the file size (a trace entry takes ≥ ~100
+   * bytes of pickle), so big files don't regrow and copy them ~10 times. Untouched capacity costs
+   * address space only: typed arrays are zero-filled lazily by the OS.
+   */
+  constructor(expectedEvents = 1024) {
+    this.tAction = new U8Column(expectedEvents);
+    this.tAddr = new F64Column(expectedEvents);
+    this.tSize = new F64Column(expectedEvents);
+    this.tStream = new F64Column(expectedEvents);
+    this.tTime = new F64Column(expectedEvents);
+    this.tStack = new I32Column(expectedEvents);
     // stack 0: the empty stack
     this.stackOffsets.push(0);
     this.stackOffsets.push(0);
@@ -1279,7 +1299,7 @@ export function normaliseSnapshot(value: PickleValue): MemorySnapshot {
 export function readSnapshot(bytes: Uint8Array, options: ReadSnapshotOptions = {}): MemorySnapshot {
   if (!(bytes instanceof Uint8Array)) throw new MemscopeError('bad-argument', 'readSnapshot: expected a Uint8Array');
   const limits: PickleLimits = { ...DEFAULT_PICKLE_LIMITS, ...options.limits };
-  const tables = new SnapshotTables();
+  const tables = new SnapshotTables(Math.max(1024, Math.min(Math.floor(bytes.length / 100), 1 << 27)));
   let root: unknown;
   try {
     root = runPickle(bytes, new SnapshotBuilder(tables), limits, options.onProgress);
