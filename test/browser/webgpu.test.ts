@@ -1,0 +1,273 @@
+// memscope on the real TFJS webgpu backend in headless Chromium. There is no
+// GPU here: Chromium offers SwiftShader's Vulkan as a fallback WebGPU adapter
+// when launched with --enable-unsafe-webgpu, and `navigator.gpu` exists only
+// in a secure context (openSecurePage). Each test runs in a fresh page, so
+// each starts from an empty engine and an empty buffer pool.
+import { build } from 'esbuild';
+import { fileURLToPath } from 'node:url';
+import type { Browser } from 'playwright-core';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { chromiumAvailable, launchChromium, openSecurePage, CHROMIUM_PATH } from '../support/browser.js';
+
+const root = fileURLToPath(new URL('../..', import.meta.url));
+
+const ENTRY = `
+import * as tf from '@tensorflow/tfjs-core';
+import '@tensorflow/tfjs-backend-webgpu';
+import * as tfl from '@tensorflow/tfjs-layers';
+import { tfjsAdapter } from './src/tfjs/index.ts';
+import { MemTracker } from './src/tfjs/mem-tracker.ts';
+
+const PATCHED = ['trackTensor', 'disposeTensor', 'removeDataId', 'runKernelFunc', 'gradients', 'startScope', 'endScope'];
+
+async function useWebgpu() {
+  if (!(await tf.setBackend('webgpu'))) throw new Error('webgpu backend failed to initialise');
+}
+
+// The storage invariant at every kernel boundary, against the engine's own
+// dataId map (made enumerable before any tensor exists, as in
+// test/tfjs/support/engine-oracle.ts), through a training step.
+globalThis.runAdapter = async () => {
+  const engine = tf.engine();
+  const infos = new Map();
+  engine.state.tensorInfo = infos;
+  await useWebgpu();
+  const adapterInfo = engine.backend.adapterInfo;
+  const proto = Object.getPrototypeOf(engine);
+  const originals = PATCHED.map((m) => proto[m]);
+  const engineBytes = () => { let n = 0; for (const e of infos.values()) n += e.bytes; return n; };
+
+  let memscopeBytes = 0;
+  let memscopeCount = 0;
+  const mismatches = [];
+  const log = [];
+  let checks = 0;
+  const check = (where) => {
+    checks++;
+    if (memscopeBytes !== engineBytes() || memscopeCount !== infos.size)
+      mismatches.push(where + ': ' + memscopeBytes + ' B / ' + memscopeCount + ' vs engine ' + engineBytes() + ' B / ' + infos.size);
+  };
+  const devices = new Set();
+  const frees = [];
+  const s = tfjsAdapter.attach({
+    onStorageAlloc: (st) => { memscopeBytes += st.bytes; memscopeCount++; devices.add(st.device); },
+    onStorageFree: (st) => { memscopeBytes -= st.bytes; memscopeCount--; frees.push(st.id); },
+    onKernelStart: (k) => check('start ' + k.name),
+    onKernelEnd: (k) => check('end ' + k.name),
+    onBackwardModuleEnter: (m) => log.push('bw-enter ' + m.path),
+    onBackwardModuleExit: (m) => log.push('bw-exit ' + m.path),
+  });
+  for (const st of s.liveStorages()) { memscopeBytes += st.bytes; memscopeCount++; }
+
+  const model = tfl.sequential({ name: 'mlp', layers: [
+    tfl.layers.dense({ units: 8, inputShape: [4], activation: 'relu', name: 'l1' }),
+    tfl.layers.dense({ units: 8, activation: 'relu', name: 'l2' }),
+    tfl.layers.dense({ units: 2, name: 'l3' }),
+  ] });
+  model.compile({ optimizer: tf.train.adam(0.01), loss: 'meanSquaredError' });
+  s.module(model);
+  s.optimizer(model.optimizer);
+  const xs = tf.randomNormal([5, 4]);
+  const ys = tf.randomNormal([5, 2]);
+  const loss = await model.trainOnBatch(xs, ys);
+  check('after trainOnBatch');
+
+  // A tensor on the GPU (above the backend's CPU hand-off size) disposed while
+  // its read is pending. Unlike webgl, webgpu does not defer the release: the
+  // read has already submitted its copy to a staging buffer, so the backend
+  // frees the buffer and the engine drops the dataId at dispose, and memscope
+  // frees the storage then. TFJS 4.22 then rejects the read (the backend
+  // caches the values under a dataId nobody knows any more); memscope's
+  // bookkeeping must survive that.
+  const t = tf.square(tf.tidy(() => tf.add(tf.ones([2048]), 1)));
+  const onGpu = engine.backend.tensorMap.get(t.dataId).resource != null;
+  const storage = s.tensor(t).storage;
+  const reading = t.data();
+  t.dispose();
+  const freedAtDispose = frees.includes(storage.id);
+  const inEngineAtDispose = infos.has(t.dataId);
+  const readError = await reading.then(() => null, (err) => String(err));
+  check('after read');
+  const u = tf.square(tf.tidy(() => tf.add(tf.ones([2048]), 1)));
+  const readValue = (await u.data())[0];
+  u.dispose();
+  check('after a read that completes');
+
+  tf.dispose([xs, ys]);
+  check('after dispose');
+  s.detach();
+  const restored = PATCHED.every((m, i) => proto[m] === originals[i]);
+  return {
+    backend: tf.getBackend(), adapter: { vendor: adapterInfo.vendor, architecture: adapterInfo.architecture },
+    loss, checks, mismatches, devices: [...devices], log, onGpu, freedAtDispose, inEngineAtDispose,
+    readError, readValue, finalMemscope: memscopeBytes, finalEngine: engineBytes(),
+    finalCount: memscopeCount, engineCount: infos.size, restored,
+  };
+};
+
+// MemTracker categories for one trainOnBatch of a small Dense model.
+globalThis.runMemTracker = async () => {
+  await useWebgpu();
+  const model = tfl.sequential({ name: 'net' });
+  model.add(tfl.layers.dense({ name: 'fc1', units: 16, inputShape: [8], activation: 'relu' }));
+  model.add(tfl.layers.batchNormalization({ name: 'bn' }));
+  model.add(tfl.layers.dense({ name: 'fc2', units: 4 }));
+  model.compile({ optimizer: tf.train.adam(0.01), loss: 'meanSquaredError' });
+  const xs = tf.randomNormal([6, 8]);
+  const ys = tf.randomNormal([6, 4]);
+  const tracker = new MemTracker();
+  tracker.trackExternal(model, xs, ys);
+  const loss = await tracker.track(() => model.trainOnBatch(xs, ys));
+  const bytes = (ws) => ws.reduce((s, w) => s + w.read().size * 4, 0);
+  const rootStats = tracker.moduleStats().find((s) => s.modFqn === 'net');
+  return {
+    backend: tf.getBackend(),
+    loss,
+    trainable: bytes(model.trainableWeights),
+    nonTrainable: bytes(model.nonTrainableWeights),
+    current: tracker.snapshot('current'),
+    peak: tracker.snapshot('peak'),
+    modules: tracker.moduleStats().map((s) => s.modFqn).sort(),
+    postBackwardGradient: rootStats.snapshots['Post-Backward'].map((s) => s.webgpu.Gradient),
+    localPeaks: tracker.moduleStats().map((s) => s.localPeak.webgpu ?? 0),
+    table: tracker.formatSnapshot('current', { tabulate: true }),
+  };
+};
+
+// deviceMemory('webgpu') against the buffer manager's own counters: a
+// disposed GPU tensor's buffer goes back to the pool, so in-use bytes drop
+// while reserved bytes stay; fromPixels fills the texture pool, which the
+// backend's memory() leaves out and memscope adds.
+globalThis.runDeviceMemory = async () => {
+  await useWebgpu();
+  const backend = tf.engine().backend;
+  const s = tfjsAdapter.attach({});
+  const inUse = () => backend.memory().numBytesInGPU;
+  const read = () => s.deviceMemory('webgpu');
+  const empty = read();
+  // 4099 float32 elements: above the CPU hand-off size, and a buffer size no
+  // other buffer in this page shares.
+  const a = tf.randomNormal([4099]);
+  const b = tf.add(a, 1);
+  await b.data();
+  const withB = { reserved: read().reservedBytes, inUse: inUse() };
+  b.dispose();
+  const afterDispose = { reserved: read().reservedBytes, inUse: inUse() };
+  // The same size again comes from the pool: nothing new is created.
+  const c = tf.mul(a, 2);
+  await c.data();
+  const reused = { reserved: read().reservedBytes, inUse: inUse() };
+  const canvas = document.createElement('canvas');
+  canvas.width = 17;
+  canvas.height = 13;
+  canvas.getContext('2d').fillRect(0, 0, 17, 13);
+  const beforePixels = { reserved: read().reservedBytes, buffers: backend.memory().numBytesAllocatedInGPU };
+  const pixels = tf.browser.fromPixels(canvas, 3);
+  await pixels.data();
+  const afterPixels = { reserved: read().reservedBytes, buffers: backend.memory().numBytesAllocatedInGPU, source: read().source };
+  s.detach();
+  return { empty, withB, afterDispose, reused, beforePixels, afterPixels };
+};
+`;
+
+describe('memscope on the webgpu backend in headless Chromium', () => {
+  if (!chromiumAvailable()) {
+    it.skip(`needs Chromium at ${CHROMIUM_PATH} (set MEMSCOPE_CHROMIUM); CI installs it`, () => {});
+    return;
+  }
+
+  let browser: Browser;
+  let script: string;
+  beforeAll(async () => {
+    const bundle = await build({
+      stdin: { contents: ENTRY, resolveDir: root, loader: 'ts', sourcefile: 'webgpu-page.ts' },
+      bundle: true,
+      write: false,
+      format: 'iife',
+      platform: 'browser',
+      target: 'es2022',
+      logLevel: 'silent',
+    });
+    script = bundle.outputFiles[0]!.text;
+    browser = await launchChromium({ webgpu: true });
+  });
+  afterAll(async () => {
+    await browser?.close();
+  });
+
+  async function runInPage(fn: 'runAdapter' | 'runMemTracker' | 'runDeviceMemory'): Promise<any> {
+    const page = await openSecurePage(browser);
+    const pageErrors: string[] = [];
+    page.on('pageerror', (err) => pageErrors.push(String(err)));
+    try {
+      await page.addScriptTag({ content: script });
+      const r = await page.evaluate((name) => (globalThis as unknown as Record<string, () => Promise<unknown>>)[name]!(), fn);
+      expect(pageErrors).toEqual([]);
+      return r;
+    } finally {
+      await page.close();
+    }
+  }
+
+  it('storage invariant at every kernel boundary, immediate release on dispose, backward order and restore', async () => {
+    const r = await runInPage('runAdapter');
+    expect(r.backend).toBe('webgpu');
+    expect(r.adapter.architecture).toBe('swiftshader');
+    expect(Number.isFinite(r.loss)).toBe(true);
+    expect(r.mismatches).toEqual([]);
+    expect(r.checks).toBeGreaterThan(100);
+    expect(r.devices).toEqual(['webgpu']);
+    expect(r.log).toEqual(['bw-enter mlp', 'bw-enter mlp.l3', 'bw-exit mlp.l3', 'bw-enter mlp.l2', 'bw-exit mlp.l2', 'bw-enter mlp.l1', 'bw-exit mlp.l1', 'bw-exit mlp']);
+    expect(r.onGpu).toBe(true);
+    expect(r.inEngineAtDispose).toBe(false);
+    expect(r.freedAtDispose).toBe(true);
+    expect(r.readError).toMatch(/TypeError/);
+    expect(r.readValue).toBe(4);
+    expect(r.finalMemscope).toBe(r.finalEngine);
+    expect(r.finalCount).toBe(r.engineCount);
+    expect(r.restored).toBe(true);
+  });
+
+  it('MemTracker categories for one trainOnBatch of a Dense/BatchNorm/Dense model', async () => {
+    const r = await runInPage('runMemTracker');
+    expect(r.backend).toBe('webgpu');
+    expect(Number.isFinite(r.loss)).toBe(true);
+    expect(Object.keys(r.current)).toEqual(['webgpu']);
+    const now = r.current.webgpu;
+    // fc1 8×16+16, bn 4×16 (gamma, beta trainable; moving mean/variance not), fc2 16×4+4.
+    expect(r.trainable).toBe((8 * 16 + 16 + 2 * 16 + 16 * 4 + 4) * 4);
+    expect(now.Parameter).toBe(r.trainable);
+    expect(now.Buffer).toBe(r.nonTrainable);
+    expect(r.nonTrainable).toBe(2 * 16 * 4);
+    // Adam: two moments per trainable weight, plus its two float32 scalars (accBeta1, accBeta2).
+    expect(now.Optstate).toBe(2 * r.trainable + 8);
+    expect(now.Gradient).toBe(0);
+    expect(now.Other).toBe((6 * 8 + 6 * 4) * 4);
+    expect(r.postBackwardGradient).toEqual([r.trainable]);
+    expect(r.modules).toEqual(['net', 'net.bn', 'net.fc1', 'net.fc2']);
+    for (const p of r.localPeaks) expect(p).toBeLessThanOrEqual(r.peak.webgpu.Total);
+    expect(r.peak.webgpu.Total).toBeGreaterThan(now.Total);
+    expect(r.table).toContain('│ webgpu ');
+  });
+
+  it("deviceMemory('webgpu') is the buffer pool (in use + pooled free) plus fromPixels' texture pool", async () => {
+    const r = await runInPage('runDeviceMemory');
+    const tensorBytes = 4099 * 4;
+    expect(r.empty).toEqual({ reservedBytes: 0, source: 'webgpu buffer and texture managers (in use + pooled free)' });
+    // a (uploaded for the add) and b on the GPU, plus the pooled staging buffer of the read and the uniforms.
+    expect(r.withB.inUse).toBe(2 * tensorBytes);
+    expect(r.withB.reserved).toBeGreaterThanOrEqual(3 * tensorBytes);
+    // b's buffer goes back to the pool: no longer in use, still reserved.
+    expect(r.afterDispose.inUse).toBe(tensorBytes);
+    expect(r.afterDispose.reserved).toBe(r.withB.reserved);
+    // c takes b's pooled buffer and the read its pooled staging buffer.
+    expect(r.reused.inUse).toBe(2 * tensorBytes);
+    expect(r.reused.reserved).toBe(r.withB.reserved);
+    // fromPixels: a 17×13 rgba8unorm texture (4 B a texel, though TFJS's
+    // texture manager counts 16) outside memory(), beside the int32 output buffer.
+    const textureBytes = 17 * 13 * 4;
+    expect(r.afterPixels.reserved - r.afterPixels.buffers - (r.beforePixels.reserved - r.beforePixels.buffers)).toBe(textureBytes);
+    expect(r.afterPixels.buffers - r.beforePixels.buffers).toBeGreaterThanOrEqual(17 * 13 * 3 * 4);
+    expect(r.afterPixels.source).toBe('webgpu buffer and texture managers (in use + pooled free)');
+  });
+});
