@@ -337,11 +337,21 @@ function filledF64(n: number, v: number): F64Column {
 
 class SnapshotBuilder implements PickleBuilder {
   private memo: unknown[] = [];
-  private releasedKind = new Uint8Array(0);
-  private releasedId = new Int32Array(0);
+  private releasedKind: Uint8Array;
+  private releasedId: Int32Array;
   readonly memoSentinel = RELEASED;
+  readonly memoCapacityHint: number;
 
-  constructor(private readonly t: SnapshotTables) {}
+  /** `expectedMemo`: a guess from the file size (PyTorch memoizes ~1 value per 40–50 bytes). */
+  constructor(
+    private readonly t: SnapshotTables,
+    expectedMemo = 0,
+  ) {
+    this.memoCapacityHint = expectedMemo;
+    // Zero-filled lazily by the OS: capacity that is never used costs address space only.
+    this.releasedKind = new Uint8Array(Math.min(expectedMemo, MAX_RELEASED_SLOT));
+    this.releasedId = new Int32Array(Math.min(expectedMemo, MAX_RELEASED_SLOT));
+  }
 
   attachMemo(memo: unknown[]): void {
     this.memo = memo;
@@ -1302,7 +1312,7 @@ export function readSnapshot(bytes: Uint8Array, options: ReadSnapshotOptions = {
   const tables = new SnapshotTables(Math.max(1024, Math.min(Math.floor(bytes.length / 100), 1 << 27)));
   let root: unknown;
   try {
-    root = runPickle(bytes, new SnapshotBuilder(tables), limits, options.onProgress);
+    root = runPickle(bytes, new SnapshotBuilder(tables, Math.floor(bytes.length / 40)), limits, options.onProgress);
   } catch (e) {
     if (!(e instanceof FastPathBail)) throw e;
     // Something the fast path does not model (e.g. a recognised dict modified later): read generically.

@@ -48,6 +48,8 @@ export interface PickleBuilder {
   onMemoize?(value: unknown, index: number): void;
   readonly memoSentinel?: unknown;
   materialize?(index: number): unknown;
+  /** Expected number of memo entries: the memo array is allocated at that size up front. */
+  readonly memoCapacityHint?: number;
   /**
    * Optional fast lane, tried at each EMPTY_DICT at offset `at`: a builder that recognises the
    * whole dict's opcodes (through its SETITEMS) may decode them itself and return the offset after
@@ -232,7 +234,8 @@ export function runPickle(
   // The VM stack: a preallocated array and a pointer (setting an array's length is a runtime call).
   const stack: unknown[] = new Array(1024);
   const marks: number[] = [];
-  const memo: unknown[] = [];
+  // Preallocated (holey) when the builder expects many entries, so it is not regrown and copied.
+  const memo: unknown[] = builder.memoCapacityHint ? new Array(Math.min(builder.memoCapacityHint, 1 << 24)) : [];
   builder.attachMemo?.(memo);
   const trackMemo = builder.onMemoize !== undefined;
   const hasFastDict = builder.fastDict !== undefined;
