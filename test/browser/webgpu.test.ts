@@ -71,6 +71,18 @@ globalThis.runAdapter = async () => {
   const ys = tf.randomNormal([5, 2]);
   const loss = await model.trainOnBatch(xs, ys);
   check('after trainOnBatch');
+  // memscope's live bytes against the backend's own in-use figure: small
+  // tensors computed on the CPU (the backend's CPU hand-off) keep their values
+  // in JS memory, the rest sit in GPU buffers of exactly their float32/int32
+  // size. The loss read above submitted the queue, so no uniform or staging
+  // buffer is still counted in use.
+  let cpuResident = 0;
+  for (const [dataId, info] of infos) if (engine.backend.tensorMap.get(dataId).resource == null) cpuResident += info.bytes;
+  const afterStep = {
+    memscopeLive: [...s.liveStorages()].reduce((n, st) => n + st.bytes, 0),
+    gpuInUse: engine.backend.memory().numBytesInGPU,
+    cpuResident,
+  };
 
   // A tensor on the GPU (above the backend's CPU hand-off size) disposed while
   // its read is pending. Unlike webgl, webgpu does not defer the release: the
@@ -99,7 +111,7 @@ globalThis.runAdapter = async () => {
   const restored = PATCHED.every((m, i) => proto[m] === originals[i]);
   return {
     backend: tf.getBackend(), adapter: { vendor: adapterInfo.vendor, architecture: adapterInfo.architecture },
-    loss, checks, mismatches, devices: [...devices], log, onGpu, freedAtDispose, inEngineAtDispose,
+    loss, checks, mismatches, devices: [...devices], log, afterStep, onGpu, freedAtDispose, inEngineAtDispose,
     readError, readValue, finalMemscope: memscopeBytes, finalEngine: engineBytes(),
     finalCount: memscopeCount, engineCount: infos.size, restored,
   };
@@ -218,6 +230,8 @@ describe('memscope on the webgpu backend in headless Chromium', () => {
     expect(r.checks).toBeGreaterThan(100);
     expect(r.devices).toEqual(['webgpu']);
     expect(r.log).toEqual(['bw-enter mlp', 'bw-enter mlp.l3', 'bw-exit mlp.l3', 'bw-enter mlp.l2', 'bw-exit mlp.l2', 'bw-enter mlp.l1', 'bw-exit mlp.l1', 'bw-exit mlp']);
+    expect(r.afterStep.memscopeLive).toBe(r.afterStep.gpuInUse + r.afterStep.cpuResident);
+    expect(r.afterStep.gpuInUse).toBeGreaterThan(r.afterStep.cpuResident);
     expect(r.onGpu).toBe(true);
     expect(r.inEngineAtDispose).toBe(false);
     expect(r.freedAtDispose).toBe(true);
