@@ -1,14 +1,16 @@
 // Child process for bench/pickle.bench.mjs: the work `memscope summary` does on a snapshot, end to
-// end in a fresh process (read the file, decode, normalise, compute the summary figures), then
+// end in a fresh process (read the file with readSnapshotFile, decode, normalise, compute the summary figures), then
 // prints its own timings and peak RSS as JSON. usage: node bench/pickle-child.mjs FILE [generic]
 import { readFileSync } from 'node:fs';
-import { readSnapshot, normaliseSnapshot, readPickle } from '../dist/torch/index.js';
+import { normaliseSnapshot, readPickle } from '../dist/torch/index.js';
+import { readSnapshotFile } from '../dist/torch/snapshot-node.js';
 
 const start = performance.now();
 const [file, mode] = process.argv.slice(2);
-const bytes = readFileSync(file);
+// readSnapshotFile reads files up to 128 MiB whole and bigger ones in 64 MiB pieces.
+const bytes = mode === 'generic' ? readFileSync(file) : null;
 const t0 = performance.now();
-const snapshot = mode === 'generic' ? normaliseSnapshot(readPickle(bytes)) : readSnapshot(bytes);
+const snapshot = mode === 'generic' ? normaliseSnapshot(readPickle(bytes)) : readSnapshotFile(file);
 const t1 = performance.now();
 let summary = null;
 try {

@@ -19,7 +19,9 @@ import {
   isTuple,
   makeTuple,
   pickleError,
+  PickleMachine,
   runPickle,
+  scanOpcodes,
   type FastLane,
   type PickleBuilder,
   type PickleLimits,
@@ -1317,6 +1319,71 @@ export function readSnapshot(bytes: Uint8Array, options: ReadSnapshotOptions = {
     if (!(e instanceof FastPathBail)) throw e;
     // Something the fast path does not model (e.g. a recognised dict modified later): read generically.
     return normaliseSnapshot(readPickle(bytes, limits));
+  }
+  return assemble(root, tables);
+}
+
+/** Reads up to `into.length` bytes of the file at `fileOffset` into `into`; returns how many. */
+export type ReadAt = (into: Uint8Array, fileOffset: number) => number;
+
+export interface ReadSnapshotPiecesOptions extends ReadSnapshotOptions {
+  /** Bytes of the file held at a time (default 64 MiB); grows for a single larger opcode. */
+  pieceBytes?: number;
+}
+
+/**
+ * `readSnapshot` for a file read in pieces through `readAt` (src/torch/snapshot-node.ts reads a
+ * path this way): only one piece of the file is in memory at a time, so a 1 GB snapshot costs
+ * ~64 MB for its bytes instead of 1 GB. Each piece ends on an opcode boundary (`scanOpcodes`);
+ * the machine keeps its state between pieces. Same result and errors as `readSnapshot`.
+ */
+export function readSnapshotPieces(readAt: ReadAt, totalBytes: number, options: ReadSnapshotPiecesOptions = {}): MemorySnapshot {
+  const limits: PickleLimits = { ...DEFAULT_PICKLE_LIMITS, ...options.limits };
+  const tables = new SnapshotTables(Math.max(1024, Math.min(Math.floor(totalBytes / 100), 1 << 27)));
+  const builder = new SnapshotBuilder(tables, Math.floor(totalBytes / 40));
+  const machine = new PickleMachine(builder, limits, options.onProgress);
+  let buf = new Uint8Array(Math.max(64, Math.min(options.pieceBytes ?? 64 << 20, totalBytes)));
+  let have = 0; // valid bytes in buf
+  let fileOffset = 0; // file offset of buf[0]
+  let root: unknown;
+  try {
+    for (;;) {
+      while (have < buf.length && fileOffset + have < totalBytes) {
+        const n = readAt(buf.subarray(have), fileOffset + have);
+        if (n <= 0) break;
+        have += n;
+      }
+      const atEnd = fileOffset + have >= totalBytes;
+      const scan = atEnd ? null : scanOpcodes(buf.subarray(0, have), 0);
+      if (atEnd || scan!.reason !== 'more') {
+        // The last piece (or STOP / a bad byte inside this one): run it to the end.
+        const end = scan && scan.reason === 'stop' ? scan.end : have;
+        root = machine.run(buf.subarray(0, end), fileOffset, true, totalBytes).value;
+        break;
+      }
+      if (scan!.end === 0) {
+        // One opcode larger than the buffer (a huge string): grow it.
+        const bigger = new Uint8Array(buf.length * 2);
+        bigger.set(buf.subarray(0, have));
+        buf = bigger;
+        continue;
+      }
+      machine.run(buf.subarray(0, scan!.end), fileOffset, false, totalBytes);
+      buf.copyWithin(0, scan!.end, have);
+      have -= scan!.end;
+      fileOffset += scan!.end;
+    }
+  } catch (e) {
+    if (!(e instanceof FastPathBail)) throw e;
+    // As readSnapshot: something the fast path does not model; read the whole file generically.
+    const all = new Uint8Array(totalBytes);
+    let got = 0;
+    while (got < totalBytes) {
+      const n = readAt(all.subarray(got), got);
+      if (n <= 0) break;
+      got += n;
+    }
+    return normaliseSnapshot(readPickle(all.subarray(0, got), limits));
   }
   return assemble(root, tables);
 }

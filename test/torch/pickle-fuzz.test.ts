@@ -4,6 +4,7 @@ import { resolve } from 'node:path';
 import { MemscopeError } from '../../src/core/errors.js';
 import { readPickle } from '../../src/torch/pickle/reader.js';
 import { readSnapshot } from '../../src/torch/snapshot.js';
+import { readSnapshotPieces } from '../../src/torch/snapshot-decoder.js';
 import { pythonPickle } from './python.js';
 
 const fixtures = resolve(import.meta.dirname, '../fixtures/torch');
@@ -109,6 +110,32 @@ describe('fuzz: mutated and truncated real pickles', () => {
       expect(slowest).toBeLessThan(1000);
     });
   }
+
+  it('reading in pieces gives the same result or the same error (same offset) as reading whole', () => {
+    const source = readFileSync(resolve(fixtures, 'state_only_259seg.pickle'));
+    const r = rng(0xb10c);
+    const message = (fn: () => unknown): string => {
+      try {
+        fn();
+        return 'ok';
+      } catch (e) {
+        if (!(e instanceof MemscopeError)) throw e;
+        return e.message;
+      }
+    };
+    for (let i = 0; i < 40; i++) {
+      const m = i === 0 ? source : mutate(source, r);
+      const whole = message(() => readSnapshot(m));
+      const pieces = message(() =>
+        readSnapshotPieces((into, at) => {
+          const n = Math.min(into.length, m.length - at);
+          into.set(m.subarray(at, at + n));
+          return n;
+        }, m.length, { pieceBytes: 1000 }),
+      );
+      expect(pieces).toBe(whole);
+    }
+  });
 
   it('every truncation of a real snapshot fails with the offset', () => {
     const source = readFileSync(resolve(fixtures, 'small_3seg.pickle'));

@@ -4,6 +4,8 @@ import { resolve } from 'node:path';
 import { MemscopeError } from '../../src/core/errors.js';
 import { readPickle } from '../../src/torch/pickle/reader.js';
 import { writePickle } from '../../src/torch/pickle/writer.js';
+import { readSnapshotPieces } from '../../src/torch/snapshot-decoder.js';
+import { readSnapshotFile } from '../../src/torch/snapshot-node.js';
 import {
   blockAt,
   normaliseSnapshot,
@@ -159,11 +161,18 @@ describe('readSnapshot on every real PyTorch snapshot', () => {
       expect(s.format.hasExternalAnnotations).toBe(py.keys.includes('external_annotations'));
       // The generic path (readPickle + normaliseSnapshot) builds the same model.
       expect(resolved(normaliseSnapshot(readPickle(bytes)))).toEqual(resolved(s));
+      // So does reading the file in small pieces (the machine resumes at opcode boundaries).
+      const pieces = readSnapshotPieces((into, at) => {
+        const n = Math.min(into.length, bytes.length - at);
+        into.set(bytes.subarray(at, at + n));
+        return n;
+      }, bytes.length, { pieceBytes: 4096 });
+      expect(resolved(pieces)).toEqual(resolved(s));
     });
   }
 
   it('pins the figures of the small fixture', () => {
-    const s = readSnapshot(readFileSync(resolve(local, 'small_3seg.pickle')));
+    const s = readSnapshotFile(resolve(local, 'small_3seg.pickle'));
     expect(s.segments[0]).toMatchInlineSnapshot(`
       {
         "activeSize": 10733568,

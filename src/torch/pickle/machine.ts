@@ -78,9 +78,12 @@ export function isTuple(value: unknown): boolean {
   return Array.isArray(value) && Object.isFrozen(value);
 }
 
-/** `pickle: <message> at offset <at>[; <hint>]` */
+/** File offset of the piece being run (see PickleMachine.run); 0 outside a run. */
+let errorBase = 0;
+
+/** `pickle: <message> at offset <at>[; <hint>]`; `at` is relative to the piece being run. */
 export function pickleError(code: string, at: number, message: string, hint?: string): MemscopeError {
-  return new MemscopeError(code, `pickle: ${message} at offset ${at}${hint ? `; ${hint}` : ''}`);
+  return new MemscopeError(code, `pickle: ${message} at offset ${errorBase + at}${hint ? `; ${hint}` : ''}`);
 }
 
 const SAFE_GLOBALS = new Set([
@@ -226,30 +229,88 @@ export function runPickle(
   limits: PickleLimits,
   onProgress?: (bytesRead: number, totalBytes: number) => void,
 ): unknown {
+  const machine = new PickleMachine(builder, limits, onProgress);
+  return machine.run(bytes, 0, true, bytes.length).value;
+}
+
+/** What `PickleMachine.run` returns: `done` once STOP was executed. */
+export interface PickleRunResult {
+  readonly done: boolean;
+  readonly value: unknown;
+}
+
+const NEED_MORE: PickleRunResult = Object.freeze({ done: false, value: undefined });
+
+/**
+ * The machine with its state (stack, marks, memo, counters) kept between calls, so a file can be
+ * fed in pieces that each end on an opcode boundary (see `pickleOpcodeBoundary`): memory then
+ * holds one piece of the file at a time instead of all of it.
+ */
+export class PickleMachine {
+  // The VM stack: a preallocated array and a pointer (setting an array's length is a runtime call).
+  private readonly stack: unknown[] = new Array(1024);
+  private readonly marks: number[] = [];
+  private readonly memo: unknown[];
+  private readonly lane: FastLane;
+  private sp = 0;
+  private memoCount = 0;
+  private budget: number;
+  private nextProgress = 0;
+  private finished = false;
+
+  constructor(
+    private readonly builder: PickleBuilder,
+    private readonly limits: PickleLimits,
+    private readonly onProgress?: (bytesRead: number, totalBytes: number) => void,
+  ) {
+    // Preallocated (holey) when the builder expects many entries, so it is not regrown and copied.
+    this.memo = builder.memoCapacityHint ? new Array(Math.min(builder.memoCapacityHint, 1 << 24)) : [];
+    builder.attachMemo?.(this.memo);
+    this.lane = { memoCount: 0, maxMemoEntries: limits.maxMemoEntries, value: null };
+    this.budget = limits.maxBytes;
+  }
+
+  /**
+   * Runs over `bytes`, which start at file offset `base` (error offsets and progress are file
+   * offsets). Unless `final`, `bytes` must end on an opcode boundary; the machine then returns
+   * `{ done: false }` at its end and continues with the next piece.
+   */
+  run(bytes: Uint8Array, base: number, final: boolean, totalBytes: number): PickleRunResult {
+    if (this.finished) throw new MemscopeError('bad-argument', 'PickleMachine.run: the pickle already ended with STOP');
+    errorBase = base;
+    try {
+      return this.runPiece(bytes, base, final, totalBytes);
+    } finally {
+      errorBase = 0;
+    }
+  }
+
+  private runPiece(bytes: Uint8Array, base: number, final: boolean, totalBytes: number): PickleRunResult {
+  const builder = this.builder;
+  const limits = this.limits;
+  const onProgress = this.onProgress;
   // A plain Uint8Array view: Node Buffers' subarray is slower.
   const b =
     Object.getPrototypeOf(bytes) === Uint8Array.prototype ? bytes : new Uint8Array(bytes.buffer, bytes.byteOffset, bytes.byteLength);
   const len = b.length;
   const view = new DataView(b.buffer, b.byteOffset, b.byteLength);
-  // The VM stack: a preallocated array and a pointer (setting an array's length is a runtime call).
-  const stack: unknown[] = new Array(1024);
-  const marks: number[] = [];
-  // Preallocated (holey) when the builder expects many entries, so it is not regrown and copied.
-  const memo: unknown[] = builder.memoCapacityHint ? new Array(Math.min(builder.memoCapacityHint, 1 << 24)) : [];
-  builder.attachMemo?.(memo);
+  const stack = this.stack;
+  const marks = this.marks;
+  const memo = this.memo;
   const trackMemo = builder.onMemoize !== undefined;
   const hasFastDict = builder.fastDict !== undefined;
-  const lane: FastLane = { memoCount: 0, maxMemoEntries: limits.maxMemoEntries, value: null };
+  const lane = this.lane;
   const sentinel = builder.memoSentinel ?? NEVER;
   const maxDepth = limits.maxDepth;
   const maxItems = limits.maxContainerItems;
   const maxMemo = limits.maxMemoEntries;
-  const progressStep = onProgress ? Math.max(1 << 20, Math.floor(len / 200)) : Infinity;
-  let nextProgress = progressStep;
-  let memoCount = 0;
-  let budget = limits.maxBytes;
+  const progressStep = onProgress ? Math.max(1 << 20, Math.floor(totalBytes / 200)) : Infinity;
+  // Progress positions are piece-relative inside the loop.
+  let nextProgress = onProgress ? Math.max(0, this.nextProgress - base) : Infinity;
+  let memoCount = this.memoCount;
+  let budget = this.budget;
   let pos = 0;
-  let sp = 0;
+  let sp = this.sp;
   let at = 0;
 
   const overBudget = (at: number): MemscopeError =>
@@ -264,10 +325,18 @@ export function runPickle(
   };
 
   for (;;) {
-    if (pos >= len) throw pickleError('pickle-truncated', pos, 'file ends before STOP');
+    if (pos >= len) {
+      if (final) throw pickleError('pickle-truncated', pos, 'file ends before STOP');
+      // End of this piece (an opcode boundary): keep the state for the next one.
+      this.sp = sp;
+      this.memoCount = memoCount;
+      this.budget = budget;
+      this.nextProgress = nextProgress === Infinity ? 0 : base + nextProgress;
+      return NEED_MORE;
+    }
     at = pos;
     if (pos >= nextProgress) {
-      onProgress!(pos, len);
+      onProgress!(base + pos, totalBytes);
       nextProgress = pos + progressStep;
     }
     const op = b[pos++]!;
@@ -526,8 +595,10 @@ export function runPickle(
       case 0x2e /* STOP */: {
         if (sp === 0 || (marks.length > 0 && marks[marks.length - 1]! >= sp)) throw emptyStackError(b, at);
         const value = stack[sp - 1];
-        onProgress?.(len, len);
-        return builder.finish(value);
+        onProgress?.(base + len, totalBytes);
+        this.finished = true;
+        this.sp = sp;
+        return { done: true, value: builder.finish(value) };
       }
       case 0x30 /* POP */:
         if (marks.length > 0 && marks[marks.length - 1] === sp) sp = marks.pop()!;
@@ -617,5 +688,85 @@ export function runPickle(
       default:
         throw pickleError('pickle-corrupt', at, `${opcodeName(op)} is not a pickle opcode`, 'the file is corrupt or not a pickle');
     }
+  }
+}
+}
+
+/** Where `scanOpcodes` stopped. */
+export interface OpcodeScan {
+  /** Offset just after the last complete opcode (an opcode boundary). */
+  readonly end: number;
+  /** 'stop': reached STOP; 'unknown': met a byte that is not an opcode (the reader will report it). */
+  readonly reason: 'more' | 'stop' | 'unknown';
+}
+
+/**
+ * Walks opcodes from `start` without executing them, as far as they are complete in `b`: the
+ * boundary lets a file be fed to `PickleMachine` in pieces. Knows every opcode's argument layout.
+ */
+export function scanOpcodes(b: Uint8Array, start: number): OpcodeScan {
+  const len = b.length;
+  let p = start;
+  for (;;) {
+    if (p >= len) return { end: p, reason: 'more' };
+    const op = b[p]!;
+    let n: number; // bytes after the opcode byte
+    switch (op) {
+      case 0x28: case 0x2e: case 0x30: case 0x31: case 0x32: case 0x4e: case 0x88: case 0x89:
+      case 0x7d: case 0x5d: case 0x29: case 0x8f: case 0x61: case 0x65: case 0x73: case 0x75:
+      case 0x90: case 0x91: case 0x6c: case 0x64: case 0x74: case 0x85: case 0x86: case 0x87:
+      case 0x52: case 0x62: case 0x6f: case 0x81: case 0x92: case 0x93: case 0x94: case 0x51:
+      case 0x97: case 0x98:
+        n = 0;
+        break;
+      case 0x68: case 0x71: case 0x4b: case 0x80: case 0x82:
+        n = 1;
+        break;
+      case 0x4d: case 0x83:
+        n = 2;
+        break;
+      case 0x4a: case 0x6a: case 0x72: case 0x84:
+        n = 4;
+        break;
+      case 0x47: case 0x95:
+        n = 8;
+        break;
+      case 0x8c: case 0x43: case 0x55: case 0x8a: // 1-byte length
+        if (p + 2 > len) return { end: p, reason: 'more' };
+        n = 1 + b[p + 1]!;
+        break;
+      case 0x58: case 0x42: case 0x54: case 0x8b: { // 4-byte length
+        if (p + 5 > len) return { end: p, reason: 'more' };
+        const l = (b[p + 1]! | (b[p + 2]! << 8) | (b[p + 3]! << 16) | (b[p + 4]! << 24)) >>> 0;
+        if ((op === 0x54 || op === 0x8b) && l >= 0x80000000) return { end: p, reason: 'unknown' };
+        n = 4 + l;
+        break;
+      }
+      case 0x8d: case 0x8e: case 0x96: { // 8-byte length
+        if (p + 9 > len) return { end: p, reason: 'more' };
+        const hi = (b[p + 5]! | (b[p + 6]! << 8) | (b[p + 7]! << 16) | (b[p + 8]! << 24)) >>> 0;
+        if (hi >= 0x200000) return { end: p, reason: 'unknown' };
+        n = 8 + hi * 0x100000000 + ((b[p + 1]! | (b[p + 2]! << 8) | (b[p + 3]! << 16) | (b[p + 4]! << 24)) >>> 0);
+        break;
+      }
+      case 0x63: case 0x69: { // GLOBAL / INST: two lines
+        const nl1 = b.indexOf(0x0a, p + 1);
+        const nl2 = nl1 < 0 ? -1 : b.indexOf(0x0a, nl1 + 1);
+        if (nl2 < 0) return { end: p, reason: 'more' };
+        n = nl2 - p;
+        break;
+      }
+      case 0x49: case 0x4c: case 0x46: case 0x53: case 0x56: case 0x67: case 0x70: case 0x50: { // one line
+        const nl = b.indexOf(0x0a, p + 1);
+        if (nl < 0) return { end: p, reason: 'more' };
+        n = nl - p;
+        break;
+      }
+      default:
+        return { end: p, reason: 'unknown' };
+    }
+    if (p + 1 + n > len) return { end: p, reason: 'more' };
+    p += 1 + n;
+    if (op === 0x2e) return { end: p, reason: 'stop' };
   }
 }
