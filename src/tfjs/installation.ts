@@ -235,7 +235,69 @@ export class Installation {
     console.warn('memscope: internal error in a TFJS hook; the event was skipped and TFJS ran on:', err);
   }
 
-  /** Calls `method` on every sink in `list` with (a, ctx) or (a, b, ctx). */
+  // The four per-tensor events have their own emitters, each calling its
+  // handler by name: the generic `emit` below reads the method with a
+  // variable key and calls every kind of handler from one call site, which
+  // V8 can neither inline nor keep monomorphic. With one subscribed sink each
+  // of these call sites sees a single target and is inlined.
+
+  private emitStorageAlloc(s: TfjsStorage): void {
+    const list = this.allocSinks;
+    const ctx = this.ctx;
+    ctx.seq++;
+    for (let i = 0; i < list.length; i++) {
+      const sink = list[i]!;
+      try {
+        sink.onStorageAlloc!(s, ctx);
+      } catch (err) {
+        this.sinkError(sink, err);
+      }
+    }
+  }
+
+  private emitStorageFree(s: TfjsStorage): void {
+    const list = this.freeSinks;
+    const ctx = this.ctx;
+    ctx.seq++;
+    for (let i = 0; i < list.length; i++) {
+      const sink = list[i]!;
+      try {
+        sink.onStorageFree!(s, ctx);
+      } catch (err) {
+        this.sinkError(sink, err);
+      }
+    }
+  }
+
+  private emitTensorCreate(r: TfjsTensorRef): void {
+    const list = this.createSinks;
+    const ctx = this.ctx;
+    ctx.seq++;
+    for (let i = 0; i < list.length; i++) {
+      const sink = list[i]!;
+      try {
+        sink.onTensorCreate!(r, ctx);
+      } catch (err) {
+        this.sinkError(sink, err);
+      }
+    }
+  }
+
+  private emitTensorDispose(r: TfjsTensorRef): void {
+    const list = this.disposeSinks;
+    const ctx = this.ctx;
+    ctx.seq++;
+    for (let i = 0; i < list.length; i++) {
+      const sink = list[i]!;
+      try {
+        sink.onTensorDispose!(r, ctx);
+      } catch (err) {
+        this.sinkError(sink, err);
+      }
+    }
+  }
+
+  /** Calls `method` on every sink in `list` with (a, ctx) or (a, b, ctx): the less frequent events. */
   private emit(list: MemoryEventSink[], method: keyof MemoryEventSink, a: unknown, b?: unknown, two = false): void {
     if (list.length === 0) return;
     const ctx = this.ctx;
@@ -297,7 +359,7 @@ export class Installation {
       return new TfjsStorage(this.deviceOf(engine, undefined), storageBytes(t.dtype, t.size, undefined, t.dataId), t.dtype, t.shape, true, null);
     }
     const s = this.newStorage(engine, t.dataId, t.dtype, t.size, t.shape, true);
-    if (announce) this.emit(this.allocSinks, 'onStorageAlloc', s);
+    if (announce && this.allocSinks.length > 0) this.emitStorageAlloc(s);
     return s;
   }
 
@@ -317,7 +379,7 @@ export class Installation {
     if (s === undefined || isNew) {
       if (s !== undefined) this.release(a.dataId, s); // stale: cannot happen unless the engine was reset
       s = this.newStorage(engine, a.dataId, a.dtype, a.size, a.shape, !isNew, isNew ? (backend ?? engine.backendInstance) : null);
-      if (this.allocSinks.length > 0) this.emit(this.allocSinks, 'onStorageAlloc', s);
+      if (this.allocSinks.length > 0) this.emitStorageAlloc(s);
     }
     if (this.createSinks.length > 0 && a !== this.assigning) {
       let r = this.tensorRefs.get(a);
@@ -325,7 +387,7 @@ export class Installation {
         r = new TfjsTensorRef(a, this.storages, s);
         this.tensorRefs.set(a, r);
       }
-      this.emit(this.createSinks, 'onTensorCreate', r);
+      this.emitTensorCreate(r);
     }
   }
 
@@ -334,7 +396,7 @@ export class Installation {
     const r = this.tensorRefs.get(a);
     if (r !== undefined && !r.disposed) {
       r.disposed = true;
-      this.emit(this.disposeSinks, 'onTensorDispose', r);
+      this.emitTensorDispose(r);
     }
   }
 
@@ -342,13 +404,20 @@ export class Installation {
     this.storages.delete(dataId);
     s.dataId = null;
     this.live.remove(s);
-    if (this.freeSinks.length > 0) this.emit(this.freeSinks, 'onStorageFree', s);
+    if (this.freeSinks.length > 0) this.emitStorageFree(s);
   }
 
-  onDataIdRemoved(engine: TfEngine, dataId: DataId): void {
-    if (engine.state.tensorInfo.has(dataId)) return;
+  /**
+   * After `engine.removeDataId`. `removed`: the engine's dataId count went
+   * down, i.e. it dropped the entry. Otherwise the entry is either still there
+   * (another backend's removal) or was already gone; only then is the engine's
+   * map asked — one WeakMap lookup saved on every free.
+   */
+  onDataIdRemoved(engine: TfEngine, dataId: DataId, removed: boolean): void {
     const s = this.storages.get(dataId);
-    if (s !== undefined) this.release(dataId, s);
+    if (s === undefined) return;
+    if (!removed && engine.state.tensorInfo.has(dataId)) return;
+    this.release(dataId, s);
   }
 
   onMoved(engine: TfEngine, dataId: DataId): void {
@@ -359,7 +428,7 @@ export class Installation {
     let size = 1;
     for (const d of info.shape) size *= d;
     const s = this.newStorage(engine, dataId, info.dtype, size, info.shape, old === undefined);
-    this.emit(this.allocSinks, 'onStorageAlloc', s);
+    if (this.allocSinks.length > 0) this.emitStorageAlloc(s);
   }
 
   // --------------------------------------------------------------- context
@@ -865,10 +934,11 @@ export class Installation {
         }
       },
       removeDataId(this: TfEngine, dataId, backend) {
+        const before = this.state.numDataBuffers;
         removeDataId.call(this, dataId, backend);
         if (!inst.active) return;
         try {
-          inst.onDataIdRemoved(this, dataId);
+          inst.onDataIdRemoved(this, dataId, this.state.numDataBuffers !== before);
         } catch (err) {
           inst.internalError(err);
         }

@@ -17,6 +17,7 @@ import {
   type ModState,
   type ModuleMemStats,
 } from './mem-types.js';
+import { IdTable } from './id-table.js';
 
 // Category indices into a device's counters; TOTAL is the last slot.
 const PARAM = 0;
@@ -44,10 +45,10 @@ class DeviceTally {
 }
 
 /*
- * What the recorder knows of a storage is packed into one number, kept in a
- * Map by storage id: bytes × 256 + device index × 8 + category. Every tensor
- * allocation and free goes through this table, and a small integer is stored
- * in the Map without allocating, where an object per storage would not be.
+ * What the recorder knows of a storage is packed into one number, kept in an
+ * IdTable by storage id: bytes × 256 + device index × 8 + category. Every
+ * tensor allocation and free goes through this table; a number in a typed
+ * array costs no allocation, where an object per storage would.
  * Exact up to 2^53 / 256 bytes (32 TiB) per storage and 32 devices.
  */
 const CATEGORY_SLOTS = 8;
@@ -58,8 +59,12 @@ const categoryOf = (packed: number): CategoryIndex => (packed % CATEGORY_SLOTS) 
 const deviceOf = (packed: number): number => Math.floor(packed / CATEGORY_SLOTS) % DEVICE_SLOTS;
 const bytesOf = (packed: number): number => Math.floor(packed / BYTES_UNIT);
 
-/** Counters of every device with bytes, copied at one moment. */
-type Snap = Map<DeviceTally, number[]>;
+/**
+ * Counters of every device with bytes, copied at one moment, by device index
+ * (a hole where the device held nothing). An array rather than a Map keyed by
+ * device: modules take six snapshots per training step, and they are kept.
+ */
+type Snap = (number[] | undefined)[];
 
 class ModuleRecord {
   readonly fqn: string;
@@ -72,9 +77,7 @@ class ModuleRecord {
   localPeak: number[] = [];
   readonly snapshots = new Map<ModState, Snap[]>();
   /** The Peak-Forward / Peak-Backward snapshot of the call running now; updated in place on new local peaks. */
-  peakSnap: Snap = new Map();
-  /** peakSnap's counter arrays by device index, for the allocation hot path. */
-  peakCounts: (number[] | undefined)[] = [];
+  peakSnap: Snap = [];
   constructor(readonly module: ModuleRef) {
     this.fqn = module.path;
     let depth = 1;
@@ -93,8 +96,11 @@ function copyInto(target: number[], source: readonly number[]): void {
 }
 
 function copySnap(snap: Snap): Snap {
-  const out: Snap = new Map();
-  for (const [dev, counts] of snap) out.set(dev, counts.slice());
+  const out: Snap = [];
+  for (let i = 0; i < snap.length; i++) {
+    const counts = snap[i];
+    if (counts !== undefined) out[i] = counts.slice();
+  }
   return out;
 }
 
@@ -105,9 +111,12 @@ function toDeviceSnapshot(counts: readonly number[]): DeviceSnapshot {
   return out;
 }
 
-function toSnapshot(snap: Snap): MemorySnapshot {
+function toSnapshot(snap: Snap, devices: readonly DeviceTally[]): MemorySnapshot {
   const out: MemorySnapshot = {};
-  for (const [dev, counts] of snap) out[dev.name] = toDeviceSnapshot(counts);
+  for (let i = 0; i < snap.length; i++) {
+    const counts = snap[i];
+    if (counts !== undefined) out[devices[i]!.name] = toDeviceSnapshot(counts);
+  }
   return out;
 }
 
@@ -123,7 +132,7 @@ function toSnapshot(snap: Snap): MemorySnapshot {
  */
 export class MemRecorder implements MemoryEventSink {
   /** Storage id → packed (bytes, device, category); see `pack`. */
-  private readonly storages = new Map<number, number>();
+  private readonly storages = new IdTable();
   private readonly devices = new Map<DeviceName, DeviceTally>();
   private readonly deviceList: DeviceTally[] = [];
   private lastDevice: DeviceTally | null = null;
@@ -149,9 +158,10 @@ export class MemRecorder implements MemoryEventSink {
   }
 
   onStorageFree(storage: StorageRef): void {
-    const packed = this.storages.get(storage.id);
+    const id = storage.id;
+    const packed = this.storages.get(id);
     if (packed === undefined) return;
-    this.storages.delete(storage.id);
+    this.storages.delete(id);
     this.subtract(packed);
   }
 
@@ -202,13 +212,9 @@ export class MemRecorder implements MemoryEventSink {
       if ((rec.localPeak[dev.index] ?? 0) < total) {
         rec.localPeak[dev.index] = total;
         // Peaks rise on most allocations in forward: overwrite in place rather than allocate.
-        const held = rec.peakCounts[dev.index];
+        const held = rec.peakSnap[dev.index];
         if (held !== undefined) copyInto(held, dev.counts);
-        else {
-          const counts = dev.counts.slice();
-          rec.peakCounts[dev.index] = counts;
-          rec.peakSnap.set(dev, counts);
-        }
+        else rec.peakSnap[dev.index] = dev.counts.slice();
       }
     }
   }
@@ -243,11 +249,13 @@ export class MemRecorder implements MemoryEventSink {
 
   /** Forgets storages that died while no events arrived (between a stop and the next start). */
   dropStoragesNotIn(live: ReadonlySet<number>): void {
-    for (const [id, packed] of this.storages) {
-      if (live.has(id)) continue;
-      this.storages.delete(id);
+    const dead: number[] = [];
+    this.storages.forEach((packed, id) => {
+      if (live.has(id)) return;
+      dead.push(id);
       this.subtract(packed);
-    }
+    });
+    for (const id of dead) this.storages.delete(id);
   }
 
   /** Parameters and buffers of `module` and its descendants; returns their bytes (each storage once). */
@@ -317,10 +325,9 @@ export class MemRecorder implements MemoryEventSink {
   private beginCall(rec: ModuleRecord, pre: ModState, peak: ModState): void {
     const snap = this.takeSnap();
     rec.localPeak = [];
-    rec.peakCounts = [];
-    for (const [dev, counts] of snap) {
-      rec.localPeak[dev.index] = counts[TOTAL]!;
-      rec.peakCounts[dev.index] = counts;
+    for (let i = 0; i < snap.length; i++) {
+      const counts = snap[i];
+      if (counts !== undefined) rec.localPeak[i] = counts[TOTAL]!;
     }
     rec.peakSnap = snap;
     rec.push(peak, snap);
@@ -411,19 +418,23 @@ export class MemRecorder implements MemoryEventSink {
   // ---- reading --------------------------------------------------------------------
 
   private takeSnap(): Snap {
-    const snap: Snap = new Map();
-    for (const dev of this.devices.values()) if (dev.counts[TOTAL]! > 0) snap.set(dev, dev.counts.slice());
+    const snap: Snap = [];
+    const devices = this.deviceList;
+    for (let i = 0; i < devices.length; i++) {
+      const counts = devices[i]!.counts;
+      if (counts[TOTAL]! > 0) snap[i] = counts.slice();
+    }
     return snap;
   }
 
   currentSnapshot(): MemorySnapshot {
-    return toSnapshot(this.takeSnap());
+    return toSnapshot(this.takeSnap(), this.deviceList);
   }
 
   peakSnapshot(): MemorySnapshot {
-    const snap: Snap = new Map();
-    for (const dev of this.devices.values()) if (dev.peak !== null && dev.peakTotal > 0) snap.set(dev, dev.peak);
-    return toSnapshot(snap);
+    const snap: Snap = [];
+    for (const dev of this.deviceList) if (dev.peak !== null && dev.peakTotal > 0) snap[dev.index] = dev.peak;
+    return toSnapshot(snap, this.deviceList);
   }
 
   /** PyTorch resets the peak to the current snapshot whenever the tracker is entered. */
@@ -453,7 +464,7 @@ export class MemRecorder implements MemoryEventSink {
     const out: ModuleMemStats[] = [];
     for (const rec of this.records.values()) {
       const snapshots: Partial<Record<ModState, MemorySnapshot[]>> = {};
-      for (const [state, list] of rec.snapshots) snapshots[state] = list.map(toSnapshot);
+      for (const [state, list] of rec.snapshots) snapshots[state] = list.map((snap) => toSnapshot(snap, this.deviceList));
       const localPeak: Record<DeviceName, number> = {};
       rec.localPeak.forEach((bytes, i) => {
         if (bytes !== undefined) localPeak[this.deviceList[i]!.name] = bytes;
