@@ -1,12 +1,9 @@
 // MemTracker in headless Chromium on the webgl backend: the TFJS adapter and
 // the framework-free tracker are bundled for the browser (esbuild, in memory),
 // a training step runs in the page, and the page reports the categories.
-import { build } from 'esbuild';
-import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
-import { chromiumAvailable, launchChromium, CHROMIUM_PATH } from '../support/browser.js';
+import { bundlePageScript, chromiumAvailable, launchChromium, openPageWithScript, CHROMIUM_PATH } from '../support/browser.js';
 
-const root = fileURLToPath(new URL('../..', import.meta.url));
 
 // The page's program: an MLP with BatchNorm and Adam, one trainOnBatch under MemTracker.
 const ENTRY = `
@@ -52,22 +49,10 @@ describe('MemTracker in headless Chromium (webgl)', () => {
   }
 
   it('tracks a trainOnBatch step on the webgl backend in the page', async () => {
-    const bundle = await build({
-      stdin: { contents: ENTRY, resolveDir: root, loader: 'ts', sourcefile: 'mem-tracker-page.ts' },
-      bundle: true,
-      write: false,
-      format: 'iife',
-      platform: 'browser',
-      target: 'es2022',
-      logLevel: 'silent',
-    });
+    const script = await bundlePageScript(ENTRY, 'mem-tracker-page.ts');
     const browser = await launchChromium();
     try {
-      const page = await browser.newPage();
-      const pageErrors: string[] = [];
-      page.on('pageerror', (err) => pageErrors.push(String(err)));
-      await page.setContent('<!doctype html><html><body></body></html>');
-      await page.addScriptTag({ content: bundle.outputFiles[0]!.text });
+      const { page, errors: pageErrors } = await openPageWithScript(browser, script);
       const r = await page.evaluate(() => (globalThis as unknown as { runMemTracker: () => Promise<any> }).runMemTracker());
       expect(pageErrors).toEqual([]);
       expect(r.backend).toBe('webgl');

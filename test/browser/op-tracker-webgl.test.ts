@@ -1,11 +1,8 @@
 // MemoryTracker in headless Chromium on the webgl backend: reserved is the
 // texture manager's figure, and the plots render in the page itself (no files).
-import { build } from 'esbuild';
-import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
-import { chromiumAvailable, launchChromium, CHROMIUM_PATH } from '../support/browser.js';
+import { bundlePageScript, chromiumAvailable, launchChromium, openPageWithScript, CHROMIUM_PATH } from '../support/browser.js';
 
-const root = fileURLToPath(new URL('../..', import.meta.url));
 
 const ENTRY = `
 import * as tf from '@tensorflow/tfjs-core';
@@ -50,22 +47,10 @@ describe('MemoryTracker in headless Chromium (webgl)', () => {
   }
 
   it('traces two trainOnBatch steps with the webgl texture pool as reserved, and renders the plots in the page', async () => {
-    const bundle = await build({
-      stdin: { contents: ENTRY, resolveDir: root, loader: 'ts', sourcefile: 'op-tracker-page.ts' },
-      bundle: true,
-      write: false,
-      format: 'iife',
-      platform: 'browser',
-      target: 'es2022',
-      logLevel: 'silent',
-    });
+    const script = await bundlePageScript(ENTRY, 'op-tracker-page.ts');
     const browser = await launchChromium();
     try {
-      const page = await browser.newPage();
-      const pageErrors: string[] = [];
-      page.on('pageerror', (err) => pageErrors.push(String(err)));
-      await page.setContent('<!doctype html><html><body></body></html>');
-      await page.addScriptTag({ content: bundle.outputFiles[0]!.text });
+      const { page, errors: pageErrors } = await openPageWithScript(browser, script);
       const r = await page.evaluate(() => (globalThis as unknown as { runOpTracker: () => Promise<any> }).runOpTracker());
       expect(pageErrors).toEqual([]);
       expect(r.stats.device).toBe('webgl');

@@ -3,12 +3,9 @@
 // engine's own dataId map, as in test/tfjs/support/engine-oracle.ts), webgl's
 // deferred release (a tensor disposed while a read is pending is freed when
 // the read completes), modules and backward order, device memory, and restore.
-import { build } from 'esbuild';
-import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
-import { chromiumAvailable, launchChromium, CHROMIUM_PATH } from '../support/browser.js';
+import { bundlePageScript, chromiumAvailable, launchChromium, openPageWithScript, CHROMIUM_PATH } from '../support/browser.js';
 
-const root = fileURLToPath(new URL('../..', import.meta.url));
 
 const ENTRY = `
 import * as tf from '@tensorflow/tfjs-core';
@@ -81,22 +78,10 @@ describe('TFJS adapter in headless Chromium (webgl)', () => {
   }
 
   it('storage invariant, deferred release, backward order, device memory and restore on webgl', async () => {
-    const bundle = await build({
-      stdin: { contents: ENTRY, resolveDir: root, loader: 'ts', sourcefile: 'tfjs-adapter-page.ts' },
-      bundle: true,
-      write: false,
-      format: 'iife',
-      platform: 'browser',
-      target: 'es2022',
-      logLevel: 'silent',
-    });
+    const script = await bundlePageScript(ENTRY, 'tfjs-adapter-page.ts');
     const browser = await launchChromium();
     try {
-      const page = await browser.newPage();
-      const pageErrors: string[] = [];
-      page.on('pageerror', (err) => pageErrors.push(String(err)));
-      await page.setContent('<!doctype html><html><body></body></html>');
-      await page.addScriptTag({ content: bundle.outputFiles[0]!.text });
+      const { page, errors: pageErrors } = await openPageWithScript(browser, script);
       const r = await page.evaluate(() => (globalThis as unknown as { runAdapter: () => Promise<any> }).runAdapter());
       expect(pageErrors).toEqual([]);
       expect(r.backend).toBe('webgl');

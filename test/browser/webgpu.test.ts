@@ -3,13 +3,10 @@
 // when launched with --enable-unsafe-webgpu, and `navigator.gpu` exists only
 // in a secure context (openSecurePage). Each test runs in a fresh page, so
 // each starts from an empty engine and an empty buffer pool.
-import { build } from 'esbuild';
-import { fileURLToPath } from 'node:url';
 import type { Browser } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { chromiumAvailable, launchChromium, openSecurePage, CHROMIUM_PATH } from '../support/browser.js';
+import { bundlePageScript, chromiumAvailable, launchChromium, openPageWithScript, CHROMIUM_PATH } from '../support/browser.js';
 
-const root = fileURLToPath(new URL('../..', import.meta.url));
 
 const ENTRY = `
 import * as tf from '@tensorflow/tfjs-core';
@@ -191,16 +188,7 @@ describe('memscope on the webgpu backend in headless Chromium', () => {
   let browser: Browser;
   let script: string;
   beforeAll(async () => {
-    const bundle = await build({
-      stdin: { contents: ENTRY, resolveDir: root, loader: 'ts', sourcefile: 'webgpu-page.ts' },
-      bundle: true,
-      write: false,
-      format: 'iife',
-      platform: 'browser',
-      target: 'es2022',
-      logLevel: 'silent',
-    });
-    script = bundle.outputFiles[0]!.text;
+    script = await bundlePageScript(ENTRY, 'webgpu-page.ts');
     browser = await launchChromium({ webgpu: true });
   });
   afterAll(async () => {
@@ -208,11 +196,8 @@ describe('memscope on the webgpu backend in headless Chromium', () => {
   });
 
   async function runInPage(fn: 'runAdapter' | 'runMemTracker' | 'runDeviceMemory'): Promise<any> {
-    const page = await openSecurePage(browser);
-    const pageErrors: string[] = [];
-    page.on('pageerror', (err) => pageErrors.push(String(err)));
+    const { page, errors: pageErrors } = await openPageWithScript(browser, script, { secure: true });
     try {
-      await page.addScriptTag({ content: script });
       const r = await page.evaluate((name) => (globalThis as unknown as Record<string, () => Promise<unknown>>)[name]!(), fn);
       expect(pageErrors).toEqual([]);
       return r;

@@ -4,7 +4,9 @@
 // page from `openSecurePage`: Chromium then offers SwiftShader's Vulkan as a
 // fallback WebGPU adapter, no GPU and no extra package needed.
 import { chromium, type Browser, type Page } from 'playwright-core';
+import { build } from 'esbuild';
 import { existsSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
 
 export const CHROMIUM_PATH = process.env.MEMSCOPE_CHROMIUM ?? '/usr/bin/chromium';
 
@@ -45,4 +47,41 @@ export async function openSecurePage(browser: Browser): Promise<Page> {
   );
   await page.goto('http://localhost/');
   return page;
+}
+
+const REPO_ROOT = fileURLToPath(new URL('../..', import.meta.url));
+
+/**
+ * Bundles a page's program — TypeScript source that imports TFJS and memscope's
+ * own `./src/...` files, resolved from the repository root — into one classic
+ * script, in memory.
+ */
+export async function bundlePageScript(source: string, sourcefile: string): Promise<string> {
+  const out = await build({
+    stdin: { contents: source, resolveDir: REPO_ROOT, loader: 'ts', sourcefile },
+    bundle: true,
+    write: false,
+    format: 'iife',
+    platform: 'browser',
+    target: 'es2022',
+    logLevel: 'silent',
+  });
+  return out.outputFiles[0]!.text;
+}
+
+/**
+ * A blank page (a secure one when `secure`, as WebGPU needs) with `script`
+ * loaded. `errors` collects uncaught page errors for the test to assert empty.
+ */
+export async function openPageWithScript(
+  browser: Browser,
+  script: string,
+  opts: { secure?: boolean } = {},
+): Promise<{ page: Page; errors: string[] }> {
+  const page = opts.secure ? await openSecurePage(browser) : await browser.newPage();
+  const errors: string[] = [];
+  page.on('pageerror', (err) => errors.push(String(err)));
+  if (!opts.secure) await page.setContent('<!doctype html><html><body></body></html>');
+  await page.addScriptTag({ content: script });
+  return { page, errors };
 }
