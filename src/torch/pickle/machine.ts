@@ -15,7 +15,7 @@
  * boundaries (`scanOpcodes`); `runPickle` runs a whole buffer at once.
  */
 import { MemscopeError } from '../../core/errors.js';
-import { Op, opcodeName } from './opcodes.js';
+import { opcodeName } from './opcodes.js';
 
 export interface PickleLimits {
   /** Largest VM stack plus open MARKs (how deeply containers can be under construction). */

@@ -1,0 +1,303 @@
+/**
+ * The tables a snapshot read fills (interned frames, stacks and strings; block and trace-event
+ * columns), and the node types the recognising builder puts on the pickle stack. Shared by
+ * snapshot-builder.ts (fills them while the pickle is read) and snapshot-decoder.ts (assembles the
+ * model from them).
+ */
+import { MemscopeError } from '../core/errors.js';
+import { KNOWN_BLOCK_STATES, KNOWN_TRACE_ACTIONS, type Frame } from './snapshot.js';
+
+// ---------------------------------------------------------------------------------------------
+// Growable typed-array columns
+
+export class F64Column {
+  data: Float64Array;
+  constructor(capacity = 1024) {
+    this.data = new Float64Array(capacity);
+  }
+  length = 0;
+  push(v: number): void {
+    if (this.length === this.data.length) {
+      const next = new Float64Array(this.data.length * 2);
+      next.set(this.data);
+      this.data = next;
+    }
+    this.data[this.length++] = v;
+  }
+  finish(): Float64Array {
+    return this.data.slice(0, this.length);
+  }
+}
+
+export class I32Column {
+  data: Int32Array;
+  constructor(capacity = 1024) {
+    this.data = new Int32Array(capacity);
+  }
+  length = 0;
+  push(v: number): void {
+    if (this.length === this.data.length) {
+      const next = new Int32Array(this.data.length * 2);
+      next.set(this.data);
+      this.data = next;
+    }
+    this.data[this.length++] = v;
+  }
+  finish(): Int32Array {
+    return this.data.slice(0, this.length);
+  }
+}
+
+export class U8Column {
+  data: Uint8Array;
+  constructor(capacity = 1024) {
+    this.data = new Uint8Array(capacity);
+  }
+  length = 0;
+  push(v: number): void {
+    if (this.length === this.data.length) {
+      const next = new Uint8Array(this.data.length * 2);
+      next.set(this.data);
+      this.data = next;
+    }
+    this.data[this.length++] = v;
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Fast-path nodes: what the recognising builder puts on the pickle stack instead of Map / Array
+
+export const GENERIC = 0;
+export const FRAME = 1;
+export const BLOCK = 2;
+export const TRACE = 3;
+
+export class RawDict {
+  kind = GENERIC;
+  /** frame id / raw block id / raw trace id for recognised dicts */
+  id = -1;
+  map: Map<unknown, unknown> | null = null;
+  /** memo index (MEMOIZE / BINPUT), -1 if not memoized */
+  slot = -1;
+}
+
+/**
+ * A list under construction. Exactly one representation is in use: `stack` (a list of frames,
+ * interned), `ids` (only recognised blocks or only recognised trace entries: their raw ids), or
+ * `items` (anything else). All three empty: an empty list.
+ */
+export class RawList {
+  items: unknown[] | null = null;
+  ids: number[] | null = null;
+  idKind = GENERIC;
+  stack = -1;
+  slot = -1;
+}
+
+export const STACK = 4;
+/** Memo slots whose value was stored in the tables hold this; `materialize` rebuilds a node. */
+export const RELEASED = Symbol('released memo entry');
+/** Memo indices beyond this keep their node (a hostile LONG_BINPUT must not size our side arrays). */
+export const MAX_RELEASED_SLOT = 1 << 28;
+
+export function nodeFor(kind: number, id: number): RawDict {
+  const node = new RawDict();
+  node.kind = kind;
+  node.id = id;
+  return node;
+}
+
+/** The fast path met something it does not handle; readSnapshot retries with the generic reader. */
+export class FastPathBail extends Error {}
+
+// Trace entry keys → bits, for `format.traceKeys` without a Set insert per event.
+export const TRACE_KEYS = ['action', 'addr', 'size', 'stream', 'time_us', 'frames', 'compile_context', 'user_metadata', 'device_free'] as const;
+export const TRACE_KEY_BIT = new Map<unknown, number>(TRACE_KEYS.map((k, i) => [k, i]));
+
+export function safeInt(v: unknown): v is number {
+  return typeof v === 'number' && Number.isSafeInteger(v);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Interned tables and raw columns shared by both paths
+
+export class SnapshotTables {
+  readonly frames: Frame[] = [];
+  private readonly frameIds = new Map<string, number>();
+  readonly stackOffsets = new I32Column();
+  readonly stackFrames = new I32Column();
+  private readonly stackByHash = new Map<number, number>();
+  private readonly stackNext = new I32Column(); // collision chain
+  private scratch = new Int32Array(256);
+  readonly strings: string[] = [];
+  private readonly stringIds = new Map<string, number>();
+  readonly stateNames: string[] = [...KNOWN_BLOCK_STATES];
+  readonly actionNames: string[] = [...KNOWN_TRACE_ACTIONS];
+  private readonly stateCodes = new Map<string, number>(KNOWN_BLOCK_STATES.map((s, i) => [s, i]));
+  private readonly actionCodes = new Map<string, number>(KNOWN_TRACE_ACTIONS.map((s, i) => [s, i]));
+
+  // raw blocks (encounter order)
+  readonly bAddress = new F64Column();
+  readonly bSize = new F64Column();
+  readonly bRequested = new F64Column();
+  readonly bState = new U8Column();
+  readonly bStack = new I32Column();
+
+  // raw trace events (encounter order)
+  readonly tAction: U8Column;
+  readonly tAddr: F64Column;
+  readonly tSize: F64Column;
+  readonly tStream: F64Column;
+  readonly tTime: F64Column;
+  readonly tStack: I32Column;
+  tCompile: I32Column | null = null;
+  tUser: I32Column | null = null;
+  tDeviceFree: F64Column | null = null;
+  traceKeyMask = 0;
+  readonly otherTraceKeys = new Set<string>();
+  legacyHistory = false;
+
+  /**
+   * Trace columns start at a capacity guessed from the file size (a trace entry takes ≥ ~100
+   * bytes of pickle), so big files don't regrow and copy them ~10 times. Untouched capacity costs
+   * address space only: typed arrays are zero-filled lazily by the OS.
+   */
+  constructor(expectedEvents = 1024) {
+    this.tAction = new U8Column(expectedEvents);
+    this.tAddr = new F64Column(expectedEvents);
+    this.tSize = new F64Column(expectedEvents);
+    this.tStream = new F64Column(expectedEvents);
+    this.tTime = new F64Column(expectedEvents);
+    this.tStack = new I32Column(expectedEvents);
+    // stack 0: the empty stack
+    this.stackOffsets.push(0);
+    this.stackOffsets.push(0);
+    this.stackNext.push(-1);
+  }
+
+  internFrame(name: string, filename: string, line: number): number {
+    const key = `${line}\u0000${filename}\u0000${name}`;
+    let id = this.frameIds.get(key);
+    if (id === undefined) {
+      id = this.frames.length;
+      this.frames.push({ name, filename, line });
+      this.frameIds.set(key, id);
+    }
+    return id;
+  }
+
+  scratchFor(n: number): Int32Array {
+    if (this.scratch.length < n) this.scratch = new Int32Array(n * 2);
+    return this.scratch;
+  }
+
+  /** Interns ids[0..n) (frame ids, innermost first) as a stack. */
+  internStack(ids: Int32Array, n: number): number {
+    if (n === 0) return 0;
+    let h = n | 0;
+    for (let i = 0; i < n; i++) h = Math.imul(h ^ ids[i]!, 0x9e3779b1) ^ (h >>> 15);
+    h &= 0x3fffffff; // a small integer key (no heap number per lookup)
+    const frames = this.stackFrames;
+    const offsets = this.stackOffsets;
+    let id = this.stackByHash.get(h);
+    const head = id ?? -1;
+    while (id !== undefined && id >= 0) {
+      const start = offsets.data[id]!;
+      if (offsets.data[id + 1]! - start === n) {
+        let same = true;
+        for (let i = 0; i < n; i++) {
+          if (frames.data[start + i] !== ids[i]) {
+            same = false;
+            break;
+          }
+        }
+        if (same) return id;
+      }
+      id = this.stackNext.data[id]!;
+    }
+    const newId = offsets.length - 1;
+    for (let i = 0; i < n; i++) frames.push(ids[i]!);
+    offsets.push(frames.length);
+    this.stackNext.push(head);
+    this.stackByHash.set(h, newId);
+    return newId;
+  }
+
+  string(s: string): number {
+    let id = this.stringIds.get(s);
+    if (id === undefined) {
+      id = this.strings.length;
+      this.strings.push(s);
+      this.stringIds.set(s, id);
+    }
+    return id;
+  }
+
+  stateCode(s: string): number {
+    let c = this.stateCodes.get(s);
+    if (c === undefined) {
+      if (this.stateNames.length >= 255) throw new MemscopeError('snapshot-shape', 'snapshot: more than 255 distinct block states');
+      c = this.stateNames.length;
+      this.stateNames.push(s);
+      this.stateCodes.set(s, c);
+    }
+    return c;
+  }
+
+  actionCode(s: string): number {
+    let c = this.actionCodes.get(s);
+    if (c === undefined) {
+      if (this.actionNames.length >= 255) throw new MemscopeError('snapshot-shape', 'snapshot: more than 255 distinct trace actions');
+      c = this.actionNames.length;
+      this.actionNames.push(s);
+      this.actionCodes.set(s, c);
+    }
+    return c;
+  }
+
+  pushBlock(address: number, size: number, requested: number, state: number, stack: number): number {
+    this.bAddress.push(address);
+    this.bSize.push(size);
+    this.bRequested.push(requested);
+    this.bState.push(state);
+    this.bStack.push(stack);
+    return this.bSize.length - 1;
+  }
+
+  pushTrace(
+    action: number,
+    addr: number,
+    size: number,
+    stream: number,
+    time: number,
+    stack: number,
+    compile: number,
+    user: number,
+    deviceFree: number,
+  ): number {
+    const i = this.tAddr.length;
+    this.tAction.push(action);
+    this.tAddr.push(addr);
+    this.tSize.push(size);
+    this.tStream.push(stream);
+    this.tTime.push(time);
+    this.tStack.push(stack);
+    if (compile >= 0 || this.tCompile) (this.tCompile ??= filledI32(i, -1)).push(compile);
+    if (user >= 0 || this.tUser) (this.tUser ??= filledI32(i, -1)).push(user);
+    if (!Number.isNaN(deviceFree) || this.tDeviceFree) (this.tDeviceFree ??= filledF64(i, NaN)).push(deviceFree);
+    return i;
+  }
+}
+
+export function filledI32(n: number, v: number): I32Column {
+  const c = new I32Column();
+  for (let i = 0; i < n; i++) c.push(v);
+  return c;
+}
+
+export function filledF64(n: number, v: number): F64Column {
+  const c = new F64Column();
+  for (let i = 0; i < n; i++) c.push(v);
+  return c;
+}
+
