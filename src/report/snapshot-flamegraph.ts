@@ -11,7 +11,6 @@ import { renderFlameGraph, warmColor } from './flamegraph-svg.js';
 
 const STATE_COLORS: Record<string, string> = {
   active_allocated: 'rgb(230,120,90)',
-  active_awaiting_free: 'rgb(240,190,90)',
   active_pending_free: 'rgb(240,190,90)',
   inactive: 'rgb(170,200,225)',
 };

@@ -170,7 +170,7 @@ export interface PoolTotals {
   requestedFromBlocks: number;
   /** Blocks in active_allocated state. */
   allocations: number;
-  /** Blocks in an active state (allocated or awaiting free). */
+  /** Blocks in an active state (allocated or pending free). */
   activeBlocks: number;
   /** Inactive blocks inside split segments (PyTorch's "non-releasable" memory). */
   inactiveSplit: number;
@@ -492,7 +492,7 @@ export interface SegmentFill {
   readonly allocated: number;
   /** Rounding waste inside active_allocated blocks (size − requested). */
   readonly freeInternal: number;
-  /** Bytes in blocks not allocated (inactive or awaiting free): gaps between allocations. */
+  /** Bytes in blocks not allocated (inactive or pending free): gaps between allocations. */
   readonly freeExternal: number;
   readonly largestFreeBlock: number;
   /** One character per 20 MiB page (see SEGMENT_MAP_LEGEND). */

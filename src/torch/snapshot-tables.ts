@@ -5,7 +5,7 @@
  * model from them).
  */
 import { MemscopeError } from '../core/errors.js';
-import { KNOWN_BLOCK_STATES, KNOWN_TRACE_ACTIONS, type Frame } from './snapshot.js';
+import { BLOCK_STATE_ALIASES, KNOWN_BLOCK_STATES, KNOWN_TRACE_ACTIONS, type Frame } from './snapshot.js';
 
 // ---------------------------------------------------------------------------------------------
 // Growable typed-array columns
@@ -133,7 +133,10 @@ export class SnapshotTables {
   private readonly stringIds = new Map<string, number>();
   readonly stateNames: string[] = [...KNOWN_BLOCK_STATES];
   readonly actionNames: string[] = [...KNOWN_TRACE_ACTIONS];
-  private readonly stateCodes = new Map<string, number>(KNOWN_BLOCK_STATES.map((s, i) => [s, i]));
+  private readonly stateCodes = new Map<string, number>([
+    ...KNOWN_BLOCK_STATES.map((s, i): [string, number] => [s, i]),
+    ...Object.entries(BLOCK_STATE_ALIASES).map(([alias, s]): [string, number] => [alias, KNOWN_BLOCK_STATES.indexOf(s)]),
+  ]);
   private readonly actionCodes = new Map<string, number>(KNOWN_TRACE_ACTIONS.map((s, i) => [s, i]));
 
   // raw blocks (encounter order)

@@ -13,8 +13,21 @@ import type { PlainValue } from './pickle/reader.js';
 // The readers: `readSnapshot(bytes)` (fast, columnar) and `normaliseSnapshot(readPickle(bytes))`.
 export { normaliseSnapshot, readSnapshot, type ReadSnapshotOptions } from './snapshot-decoder.js';
 
-/** Block states PyTorch writes, in the order their codes use (`BlockTable.state` indexes `stateNames`). */
-export const KNOWN_BLOCK_STATES = ['active_allocated', 'active_awaiting_free', 'inactive'] as const;
+/**
+ * Block states PyTorch writes, in the order their codes use (`BlockTable.state` indexes `stateNames`).
+ * `active_pending_free` is what torch/csrc/cuda/memory_snapshot.cpp writes and `_memory_viz.py`
+ * reads: freed by the program but still in use by another stream, so active yet not allocated.
+ */
+export const KNOWN_BLOCK_STATES = ['active_allocated', 'active_pending_free', 'inactive'] as const;
+
+/**
+ * Other spellings of known states, mapped when read. torch/cuda/memory.py's docstring calls the
+ * pending state `active_awaiting_free`; no PyTorch writer uses that name, but hand-written or
+ * third-party snapshots that follow the docstring should still count as pending.
+ */
+export const BLOCK_STATE_ALIASES: Readonly<Record<string, (typeof KNOWN_BLOCK_STATES)[number]>> = {
+  active_awaiting_free: 'active_pending_free',
+};
 
 /** Trace actions PyTorch writes (`TraceTable.action` indexes `actionNames`, which starts with these). */
 export const KNOWN_TRACE_ACTIONS = [
@@ -60,7 +73,7 @@ export interface Segment {
   readonly totalSize: number;
   /** Bytes in active_allocated blocks (`allocated_size`), as PyTorch computed it. */
   readonly allocatedSize: number;
-  /** Bytes in active blocks incl. awaiting free (`active_size`). */
+  /** Bytes in active blocks incl. pending free (`active_size`). */
   readonly activeSize: number;
   /** Bytes the program asked for (`requested_size`); null in files that predate it. */
   readonly requestedSize: number | null;
@@ -230,7 +243,7 @@ export function actionCode(snapshot: MemorySnapshot, action: string): number {
   return snapshot.actionNames.indexOf(action);
 }
 
-/** Code of a block state in this snapshot, or -1 when no block has it. */
+/** Code of a block state (or an alias of one) in this snapshot, or -1 when no block has it. */
 export function stateCode(snapshot: MemorySnapshot, state: string): number {
-  return snapshot.stateNames.indexOf(state);
+  return snapshot.stateNames.indexOf(BLOCK_STATE_ALIASES[state] ?? state);
 }

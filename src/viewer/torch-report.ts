@@ -86,7 +86,7 @@ export function snapshotToReport(snap: MemorySnapshot, file: string, caps: Repor
     series.push({ device: deviceName(d), category: c });
   }
   const allocatedState = snap.stateNames.indexOf('active_allocated');
-  const awaitingState = snap.stateNames.indexOf('active_awaiting_free');
+  const pendingState = snap.stateNames.indexOf('active_pending_free');
 
   // Final state per device, from the segments: what the trace must end at.
   const finalAllocated = new Map<number, number>();
@@ -96,7 +96,7 @@ export function snapshotToReport(snap: MemorySnapshot, file: string, caps: Repor
     let active = 0;
     for (let i = seg.firstBlock; i < seg.firstBlock + seg.blockCount; i++) {
       const st = snap.blocks.state[i];
-      if (st === allocatedState || st === awaitingState) active += snap.blocks.size[i];
+      if (st === allocatedState || st === pendingState) active += snap.blocks.size[i];
     }
     finalAllocated.set(seg.device, (finalAllocated.get(seg.device) ?? 0) + active);
   }
@@ -165,7 +165,7 @@ export function snapshotToReport(snap: MemorySnapshot, file: string, caps: Repor
     // Allocations: the live blocks, with their stacks.
     for (let i = 0; i < snap.blocks.count; i++) {
       const st = snap.blocks.state[i];
-      if (st !== allocatedState && st !== awaitingState) continue;
+      if (st !== allocatedState && st !== pendingState) continue;
       const seg = snap.segments[snap.blocks.segment[i]];
       allocs.push({ t0: 0, t1: -1, bytes: snap.blocks.size[i], series: seriesOf.get(`${seg.device}/${ALLOCATED}`)!, stack: snap.blocks.stack[i] });
     }

@@ -1,9 +1,16 @@
 import type { ReportData } from '../report-data.js';
 import { humanBytes } from './timeline.js';
 
+/** Block colours by state name (`data.blockStates`); states not listed are drawn in UNKNOWN_STATE_COLOR. */
+export const BLOCK_STATE_COLORS: Readonly<Record<string, string>> = {
+  active_allocated: '#4e79a7',
+  active_pending_free: '#f28e2b',
+  inactive: '#d9d9d9',
+};
+export const UNKNOWN_STATE_COLOR = '#edc948';
+
 /** PyTorch snapshot segments: one bar per segment, blocks coloured by state, widths by bytes. */
 export function renderSegments(box: HTMLElement, data: ReportData): void {
-  const colors: Record<string, string> = { active_allocated: '#4e79a7', active_awaiting_free: '#f28e2b', inactive: '#d9d9d9' };
   const list = document.createElement('div');
   list.className = 'segments';
   const shown = data.segments.slice(0, 400);
@@ -23,7 +30,7 @@ export function renderSegments(box: HTMLElement, data: ReportData): void {
       const b = document.createElement('span');
       const state = data.blockStates[seg.blocks.state[i]] ?? '?';
       b.style.flexGrow = String(seg.blocks.size[i]);
-      b.style.background = colors[state] ?? '#edc948';
+      b.style.background = BLOCK_STATE_COLORS[state] ?? UNKNOWN_STATE_COLOR;
       b.title = `${humanBytes(seg.blocks.size[i])} · ${state}`;
       bar.append(b);
     }

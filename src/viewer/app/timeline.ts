@@ -192,7 +192,7 @@ const CATEGORY_COLORS: Record<string, string> = {
   Optstate: '#b07aa1',
   Other: '#9c755f',
   active_allocated: '#4e79a7',
-  active_awaiting_free: '#f28e2b',
+  active_pending_free: '#f28e2b',
   inactive: '#bab0ac',
   allocated: '#4e79a7',
   reserved: '#bab0ac',
