@@ -4,11 +4,11 @@
  * with `[memory]` events, or `export_memory_timeline` JSON — each optionally
  * gzipped. Used by the analysis commands (summary, stats, trace, plot, …).
  */
-import { readFile } from 'node:fs/promises';
 import { MemscopeError } from '../core/errors.js';
 import { fileChunks, isGzip, readFileHead, readJsonTraceFile, type ReadProgress } from './chrome-trace-node.js';
 import type { MemoryTrace } from './memory-trace.js';
 import { readSnapshot } from './snapshot-decoder.js';
+import { readSnapshotFile } from './snapshot-node.js';
 import type { MemorySnapshot } from './snapshot.js';
 
 export type MemoryFile =
@@ -51,10 +51,10 @@ export async function openMemoryFile(path: string, options: OpenOptions = {}): P
   const gz = isGzip(head);
   const first = gz ? await firstDecompressedByte(path) : head[0];
   if (first === PROTO) {
-    const bytes = gz ? await gunzipWhole(path, options) : new Uint8Array(await readFile(path));
-    const snapshot = readSnapshot(bytes, {
-      onProgress: options.onProgress ? (bytesRead, totalBytes) => options.onProgress!({ bytesRead, totalBytes }) : undefined,
-    });
+    const onProgress = options.onProgress ? (bytesRead: number, totalBytes: number) => options.onProgress!({ bytesRead, totalBytes }) : undefined;
+    // Plain files go through readSnapshotFile, which reads big ones in pieces instead of holding
+    // (and copying) the whole file; gzip has no random access, so it is inflated whole.
+    const snapshot = gz ? readSnapshot(await gunzipWhole(path, options), { onProgress }) : readSnapshotFile(path, { onProgress });
     return { kind: 'snapshot', path, snapshot };
   }
   return { kind: 'trace', path, trace: await readJsonTraceFile(path, options) };
