@@ -13,6 +13,7 @@ import {
   type TfBackend,
   type TfEngine,
   type TfKernelParams,
+  type TfTapeNode,
   type TfTensor,
   PATCHED_ENGINE_METHODS,
   isTensorLike,
@@ -70,6 +71,9 @@ const SCOPE_GRAD_BACKWARD = 2;
 const OP_SCOPE_SUFFIX = '__op';
 
 type Fn = (...args: never[]) => unknown;
+
+/** A tape node recorded under a module (see onTapeNode); keys are per installation. */
+type TaggedTapeNode = TfTapeNode & { [key: symbol]: Frame | null | ((dys: unknown[]) => unknown) | undefined };
 
 interface InstanceWrap {
   readonly target: Record<string, unknown>;
@@ -588,26 +592,39 @@ export class Installation {
     }
   }
 
-  /** After `addTapeNode`: ties the node's gradient closure to the module that recorded it. */
+  /**
+   * After `addTapeNode`: ties the node's gradient closure to the module that
+   * recorded it. The node keeps the recording frame and the engine's closure
+   * under installation-private symbols, and its `gradient` becomes one shared
+   * function that finds them through `this` (the engine always calls
+   * `node.gradient(dys)` as a method): no closure is allocated per recorded op.
+   */
   onTapeNode(engine: TfEngine): void {
     if (this.moduleCount === 0) return;
     const tape = engine.state.activeTape;
     if (tape == null || tape.length === 0) return;
-    const node = tape[tape.length - 1]!;
+    const node = tape[tape.length - 1]! as TaggedTapeNode;
     const gradient = node.gradient;
     if (typeof gradient !== 'function') return;
-    const frame = this.fwdTop;
-    node.gradient = (dys: unknown[]) => {
-      if (this.active && this.backwardDepth > 0) {
+    node[this.nodeFrameKey] = this.fwdTop;
+    node[this.nodeGradientKey] = gradient;
+    node.gradient = this.moduleGradient;
+  }
+
+  private readonly nodeFrameKey = Symbol('memscope.frame');
+  private readonly nodeGradientKey = Symbol('memscope.gradient');
+  private readonly moduleGradient = ((inst: Installation) =>
+    function (this: TaggedTapeNode, dys: unknown[]): unknown {
+      if (inst.active && inst.backwardDepth > 0) {
         try {
-          this.backwardTo(frame);
+          inst.backwardTo((this[inst.nodeFrameKey] as Frame | null | undefined) ?? null);
         } catch (err) {
-          this.internalError(err);
+          inst.internalError(err);
         }
       }
+      const gradient = this[inst.nodeGradientKey] as (dys: unknown[]) => unknown;
       return gradient(dys);
-    };
-  }
+    })(this);
 
   /**
    * Moves backprop's position to `target` (the frame that recorded the node
@@ -846,9 +863,17 @@ export class Installation {
     this.instanceWraps.push({ target, key, hadOwn, previous, wrapper });
   }
 
+  /** The prototype of the last variable patchVariableClassOf looked at (its class is instrumented). */
+  private lastVariableProto: object | null = null;
+
   /** Finds the prototype that defines `assign` for this variable's class and patches it once. */
   patchVariableClassOf(v: TfTensor): void {
-    let proto = Object.getPrototypeOf(v) as Record<string, unknown> | null;
+    // incRef runs on every assign (an optimizer step assigns every weight and
+    // moment): the class seen last is almost always this one.
+    const own = Object.getPrototypeOf(v) as Record<string, unknown> | null;
+    if (own === this.lastVariableProto) return;
+    this.lastVariableProto = own;
+    let proto = own;
     while (proto !== null && !Object.prototype.hasOwnProperty.call(proto, 'assign')) {
       proto = Object.getPrototypeOf(proto) as Record<string, unknown> | null;
     }
