@@ -5,6 +5,7 @@ import { SimulatedDevice } from './device.js';
 import { divisionsFor, settingsFromSnapshot, type AllocatorSettings } from './settings.js';
 import { MIN_BLOCK_SIZE, roundSize, SMALL_BUFFER, SMALL_SIZE } from './sizes.js';
 import { snapshotSegments } from './snapshot.js';
+import type { MemorySnapshot } from '../torch/snapshot.js';
 
 /**
  * Replay of a PyTorch memory snapshot's trace through the allocator model.
@@ -58,6 +59,67 @@ function int(v: unknown, where: string): number {
 
 const ACTIONS = new Set(['alloc', 'free_requested', 'free_completed', 'segment_alloc', 'segment_free', 'segment_map', 'segment_unmap', 'oom', 'snapshot']);
 
+/** Snapshots already validated (by parseSnapshot or parsedFromSnapshot): replaySnapshot and whatIf take them as they are. */
+const parsedSnapshots = new WeakSet<ParsedSnapshot>();
+
+function parsed(snap: ParsedSnapshot): ParsedSnapshot {
+  parsedSnapshots.add(snap);
+  return snap;
+}
+
+/** A plain-object snapshot, or one parseSnapshot / parsedFromSnapshot already returned. */
+function asParsed(raw: unknown): ParsedSnapshot {
+  return typeof raw === 'object' && raw !== null && parsedSnapshots.has(raw as ParsedSnapshot) ? (raw as ParsedSnapshot) : parseSnapshot(raw);
+}
+
+/**
+ * What replay needs from a snapshot read by memscope's columnar reader (`readSnapshot` /
+ * `readSnapshotFile` in src/torch): the same result as parseSnapshot on the plain objects, without
+ * building a JS object per block and trace event (the generic pickle path costs several times the
+ * time and memory on big files). Differences from parseSnapshot: a block without `requested_size`
+ * gets its size (or PyTorch ≤ 2.0's `history[0].real_size`) rather than 0, and the docstring state
+ * name `active_awaiting_free` arrives as `active_pending_free`.
+ */
+export function parsedFromSnapshot(snapshot: MemorySnapshot): ParsedSnapshot {
+  const b = snapshot.blocks;
+  const segments = snapshot.segments.map((seg): RawSegment => {
+    const blocks: RawBlock[] = [];
+    for (let i = seg.firstBlock; i < seg.firstBlock + seg.blockCount; i++) {
+      blocks.push({ address: b.address[i]!, size: b.size[i]!, requested_size: b.requestedSize[i]!, state: snapshot.stateNames[b.state[i]!]! });
+    }
+    return {
+      device: seg.device < 0 ? 0 : seg.device,
+      address: seg.address,
+      total_size: seg.totalSize,
+      stream: seg.stream,
+      segment_type: seg.segmentType,
+      is_expandable: seg.isExpandable,
+      blocks,
+    };
+  });
+  const traces: TraceEntry[][] = [];
+  for (const t of snapshot.traces) {
+    const entries: TraceEntry[] = [];
+    for (let i = 0; i < t.count; i++) {
+      const action = snapshot.actionNames[t.action[i]!]!;
+      if (!ACTIONS.has(action)) throw fail(`device_traces[${t.device}][${i}].action`, `unknown action ${JSON.stringify(action)}`);
+      const time = t.timeUs[i]!;
+      const entry: TraceEntry = { action: action as TraceEntry['action'], size: t.size[i]!, stream: t.stream[i]!, time_us: Number.isNaN(time) ? 0 : time };
+      if (action === 'oom') entry.device_free = t.deviceFree && !Number.isNaN(t.deviceFree[i]!) ? t.deviceFree[i]! : 0;
+      else if (action !== 'snapshot') entry.addr = t.addr[i]!;
+      entries.push(entry);
+    }
+    traces[t.device] = entries;
+  }
+  for (let d = 0; d < traces.length; d++) traces[d] ??= [];
+  return parsed({
+    segments,
+    traces,
+    settings: settingsFromSnapshot(snapshot.allocatorSettings ?? undefined, 'allocator_settings'),
+    hasSettings: snapshot.format.hasAllocatorSettings,
+  });
+}
+
 /** Validates the parts of a (plain-object) PyTorch snapshot that replay needs. */
 export function parseSnapshot(raw: unknown): ParsedSnapshot {
   if (!isObj(raw)) throw fail('snapshot', 'expected a dict with segments and device_traces');
@@ -106,7 +168,7 @@ export function parseSnapshot(raw: unknown): ParsedSnapshot {
       return entry;
     });
   });
-  return { segments, traces, settings: settingsFromSnapshot(raw.allocator_settings, 'allocator_settings'), hasSettings: raw.allocator_settings !== undefined };
+  return parsed({ segments, traces, settings: settingsFromSnapshot(raw.allocator_settings, 'allocator_settings'), hasSettings: raw.allocator_settings !== undefined });
 }
 
 // ------------------------------------------------------------------ start state
@@ -290,7 +352,7 @@ const MAX_MISMATCHES = 20;
 
 /** Replays every device trace of a snapshot that has one and compares with PyTorch. */
 export function replaySnapshot(raw: unknown): ReplayReport {
-  const snap = parseSnapshot(raw);
+  const snap = asParsed(raw);
   const devices: DeviceReplayReport[] = [];
   snap.traces.forEach((trace, device) => {
     if (trace.length === 0) return;
@@ -498,7 +560,7 @@ export interface WhatIfResult {
  * repeated. Stops at the first OOM.
  */
 export function whatIf(raw: unknown, settings: AllocatorSettings, capacity: number | null, device = 0): WhatIfResult {
-  const snap = parseSnapshot(raw);
+  const snap = asParsed(raw);
   const trace = snap.traces[device] ?? [];
   const start = reconstructStartState(snap, device);
   const backend = new SimulatedDevice(capacity ?? 2 ** 50);

@@ -1,9 +1,9 @@
 import type { Command } from 'commander';
 import { humanBytes } from '../../core/units.js';
 import { MemscopeError } from '../../core/errors.js';
-import { parseSnapshot, replaySnapshot, whatIf, type Rate, type WhatIfResult } from '../../allocator/replay.js';
+import { replaySnapshot, whatIf, type Rate, type WhatIfResult } from '../../allocator/replay.js';
 import { parseAllocatorConf } from '../../allocator/settings.js';
-import { readSnapshotFile } from '../../allocator/read-snapshot-node.js';
+import { readReplaySnapshot } from '../../allocator/read-snapshot-node.js';
 import { renderTable } from '../../report/table.js';
 
 const UNIT: Record<string, number> = { '': 1, b: 1, k: 1024, kb: 1024, kib: 1024, m: 1024 ** 2, mb: 1024 ** 2, mib: 1024 ** 2, g: 1024 ** 3, gb: 1024 ** 3, gib: 1024 ** 3, t: 1024 ** 4, tib: 1024 ** 4 };
@@ -44,9 +44,9 @@ export function register(program: Command): void {
     .option('--device <n>', 'device whose trace to use in what-if mode', '0')
     .option('--json', 'print the result as JSON')
     .action((file: string, opts: { allocConf?: string; capacity?: string; device: string; json?: boolean }) => {
-      const raw = readSnapshotFile(file);
+      const snap = readReplaySnapshot(file);
       if (opts.allocConf === undefined && opts.capacity === undefined) {
-        const report = replaySnapshot(raw);
+        const report = replaySnapshot(snap);
         if (opts.json) {
           process.stdout.write(JSON.stringify({ file, ...report }, null, 2) + '\n');
           return;
@@ -83,13 +83,12 @@ export function register(program: Command): void {
       const capacity = opts.capacity === undefined ? null : parseByteSize(opts.capacity);
       const proposedSettings = opts.allocConf === undefined ? null : parseAllocatorConf(opts.allocConf);
       const device = Number(opts.device);
-      const snap = parseSnapshot(raw);
       if (!Number.isInteger(device) || device < 0 || !(snap.traces[device]?.length)) {
         throw new MemscopeError('bad-argument', `${file}: device ${opts.device} has no trace to replay`);
       }
       const settings = proposedSettings ?? snap.settings;
-      const recorded = whatIf(raw, snap.settings, capacity, device);
-      const proposed = whatIf(raw, settings, capacity, device);
+      const recorded = whatIf(snap, snap.settings, capacity, device);
+      const proposed = whatIf(snap, settings, capacity, device);
       if (opts.json) {
         process.stdout.write(JSON.stringify({ file, device, recorded, whatIf: proposed }, null, 2) + '\n');
         return;

@@ -1,0 +1,50 @@
+// memscope replay reads pickles through the columnar snapshot reader (readReplaySnapshot); it must
+// give exactly what the generic plain-object path (readSnapshotFile + parseSnapshot) gives.
+import { describe, expect, it, vi } from 'vitest';
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { readReplaySnapshot, readSnapshotFile } from '../../src/allocator/read-snapshot-node.js';
+import { parseAllocatorConf } from '../../src/allocator/settings.js';
+import { parseSnapshot, replaySnapshot, whatIf } from '../../src/allocator/replay.js';
+import { MemscopeError } from '../../src/core/errors.js';
+import { writePickle } from '../../src/torch/pickle/writer.js';
+
+vi.setConfig({ testTimeout: 120_000 });
+
+const DIR = '/work/shared/fixtures/torch-snapshots';
+const tmp = mkdtempSync(path.join(tmpdir(), 'memscope-replay-input-'));
+
+describe('readReplaySnapshot (columnar reader) against the plain-object path', () => {
+  it.each(['transformer_forward_trace.pickle', 'transformer_fullstep_trace.pickle', 'newest_format_trace.pickle', 'older_no_settings_6633blocks.pickle', 'small_3seg.pickle', 'state_only_259seg.pickle'])(
+    '%s: same parsed snapshot, same replay report',
+    (name) => {
+      const file = `${DIR}/${name}`;
+      const generic = parseSnapshot(readSnapshotFile(file));
+      const fast = readReplaySnapshot(file);
+      expect(fast).toEqual(generic);
+      expect(replaySnapshot(fast)).toEqual(replaySnapshot(readSnapshotFile(file)));
+    },
+  );
+
+  it('what-if runs give the same figures from either reader', () => {
+    const file = `${DIR}/transformer_forward_trace.pickle`;
+    const fast = readReplaySnapshot(file);
+    const settings = parseAllocatorConf('expandable_segments:True');
+    expect(whatIf(fast, settings, null)).toEqual(whatIf(readSnapshotFile(file), settings, null));
+  });
+
+  it('still rejects a trace action replay does not know, naming where', () => {
+    const file = path.join(tmp, 'bad-action.pickle');
+    writeFileSync(file, writePickle({ segments: [], device_traces: [[{ action: 'teleport', addr: 0, size: 1, stream: 0, time_us: 1 }]] }));
+    expect(() => readReplaySnapshot(file)).toThrow(MemscopeError);
+    expect(() => readReplaySnapshot(file)).toThrow(/device_traces\[0\]\[0\]\.action: unknown action "teleport"/);
+  });
+
+  it('reads JSON snapshots, and names a missing file', () => {
+    const file = path.join(tmp, 'snap.json');
+    writeFileSync(file, JSON.stringify({ segments: [], device_traces: [[]] }));
+    expect(readReplaySnapshot(file).traces).toEqual([[]]);
+    expect(() => readReplaySnapshot(path.join(tmp, 'missing.pickle'))).toThrow(/cannot read .*missing\.pickle/);
+  });
+});
