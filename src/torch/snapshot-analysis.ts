@@ -297,57 +297,73 @@ export function snapshotMemoryStats(snapshot: MemorySnapshot, device: number): S
   for (const [family, get] of Object.entries(families)) {
     current[family] = { all: get(byPool.all), large_pool: get(byPool.large_pool), small_pool: get(byPool.small_pool) };
   }
-  // Replay: per family and pool, the deltas of each event in order.
+  // Replay, forward in one pass: per family and pool, the running sum of the trace's deltas, its
+  // highest prefix, and the positive / negative totals. The value before the trace is current −
+  // sum, so the peak over the window is that plus the highest prefix (0 and the whole sum
+  // included: the start and the current state are both instants of the window).
+  const familyNames = Object.keys(families);
+  const F = Object.fromEntries(familyNames.map((f, i) => [f, i])) as Record<string, number>;
+  const POOL_ALL = 0;
+  const POOL_LARGE = 1;
+  const POOL_SMALL = 2;
+  const slots = familyNames.length * 3;
+  const sum = new Float64Array(slots);
+  const highest = new Float64Array(slots);
+  const allocatedTotal = new Float64Array(slots);
+  const freedTotal = new Float64Array(slots);
+  const add = (slot: number, v: number): void => {
+    const s = sum[slot]! + v;
+    sum[slot] = s;
+    if (s > highest[slot]!) highest[slot] = s;
+    if (v > 0) allocatedTotal[slot]! += v;
+    else freedTotal[slot]! -= v;
+  };
+  const apply = (family: number, pool: number, v: number): void => {
+    add(family * 3 + POOL_ALL, v);
+    add(family * 3 + pool, v);
+  };
   const trace = snapshot.traces.find((t) => t.device === device && t.count > 0);
-  const deltas: Record<string, { all: number[]; large_pool: number[]; small_pool: number[] }> = {};
-  for (const family of Object.keys(families)) deltas[family] = { all: [], large_pool: [], small_pool: [] };
   let ooms = 0;
   const notes: string[] = [];
   if (trace) {
-    const push = (family: string, pool: 'large_pool' | 'small_pool', v: number): void => {
-      const d = deltas[family]!;
-      d.all.push(v);
-      d[pool].push(v);
-      // Keep the other pool's sequence aligned so "peak" is taken at the same instants.
-      d[pool === 'large_pool' ? 'small_pool' : 'large_pool'].push(0);
-    };
+    // Action codes → names once, not per event.
+    const ALLOC = snapshot.actionNames.indexOf('alloc');
+    const FREE_REQUESTED = snapshot.actionNames.indexOf('free_requested');
+    const FREE_COMPLETED = snapshot.actionNames.indexOf('free_completed');
+    const SEGMENT_ALLOC = snapshot.actionNames.indexOf('segment_alloc');
+    const SEGMENT_FREE = snapshot.actionNames.indexOf('segment_free');
+    const SEGMENT_MAP = snapshot.actionNames.indexOf('segment_map');
+    const SEGMENT_UNMAP = snapshot.actionNames.indexOf('segment_unmap');
+    const OOM = snapshot.actionNames.indexOf('oom');
+    const { allocation, allocated_bytes, active, active_bytes, segment, reserved_bytes } = F as Record<string, number>;
     for (let i = 0; i < trace.count; i++) {
-      const action = snapshot.actionNames[trace.action[i]!];
+      const action = trace.action[i]!;
       const size = trace.size[i]!;
-      const blockPool = size <= SMALL_SIZE ? 'small_pool' : 'large_pool';
-      const segPool = size === SMALL_SEGMENT ? 'small_pool' : 'large_pool';
-      switch (action) {
-        case 'alloc':
-          push('allocation', blockPool, 1);
-          push('allocated_bytes', blockPool, size);
-          push('active', blockPool, 1);
-          push('active_bytes', blockPool, size);
-          break;
-        case 'free_requested':
-          push('allocation', blockPool, -1);
-          push('allocated_bytes', blockPool, -size);
-          break;
-        case 'free_completed':
-          push('active', blockPool, -1);
-          push('active_bytes', blockPool, -size);
-          break;
-        case 'segment_alloc':
-          push('segment', segPool, 1);
-          push('reserved_bytes', segPool, size);
-          break;
-        case 'segment_free':
-          push('segment', segPool, -1);
-          push('reserved_bytes', segPool, -size);
-          break;
-        case 'segment_map':
-          push('reserved_bytes', 'large_pool', size);
-          break;
-        case 'segment_unmap':
-          push('reserved_bytes', 'large_pool', -size);
-          break;
-        case 'oom':
-          ooms++;
-          break;
+      const blockPool = size <= SMALL_SIZE ? POOL_SMALL : POOL_LARGE;
+      const segPool = size === SMALL_SEGMENT ? POOL_SMALL : POOL_LARGE;
+      if (action === ALLOC) {
+        apply(allocation!, blockPool, 1);
+        apply(allocated_bytes!, blockPool, size);
+        apply(active!, blockPool, 1);
+        apply(active_bytes!, blockPool, size);
+      } else if (action === FREE_REQUESTED) {
+        apply(allocation!, blockPool, -1);
+        apply(allocated_bytes!, blockPool, -size);
+      } else if (action === FREE_COMPLETED) {
+        apply(active!, blockPool, -1);
+        apply(active_bytes!, blockPool, -size);
+      } else if (action === SEGMENT_ALLOC) {
+        apply(segment!, segPool, 1);
+        apply(reserved_bytes!, segPool, size);
+      } else if (action === SEGMENT_FREE) {
+        apply(segment!, segPool, -1);
+        apply(reserved_bytes!, segPool, -size);
+      } else if (action === SEGMENT_MAP) {
+        apply(reserved_bytes!, POOL_LARGE, size);
+      } else if (action === SEGMENT_UNMAP) {
+        apply(reserved_bytes!, POOL_LARGE, -size);
+      } else if (action === OOM) {
+        ooms++;
       }
     }
     notes.push(
@@ -357,28 +373,16 @@ export function snapshotMemoryStats(snapshot: MemorySnapshot, device: number): S
     notes.push('This snapshot has no trace: Peak Usage equals Cur Usage and Tot Alloc / Tot Freed are 0 (not recorded).');
   }
   const stats: Record<string, number> = {};
-  for (const family of Object.keys(families)) {
-    for (const pool of pools) {
+  familyNames.forEach((family, f) => {
+    pools.forEach((pool, p) => {
+      const slot = f * 3 + p;
       const cur = current[family]![pool];
-      const seq = deltas[family]![pool];
-      // Walk backwards: the value before event i is the value after it minus its delta.
-      let value = cur;
-      let peak = cur;
-      let allocated = 0;
-      let freed = 0;
-      for (let i = seq.length - 1; i >= 0; i--) {
-        const d = seq[i]!;
-        if (d > 0) allocated += d;
-        else freed -= d;
-        value -= d;
-        if (value > peak) peak = value;
-      }
       stats[`${family}.${pool}.current`] = cur;
-      stats[`${family}.${pool}.peak`] = peak;
-      stats[`${family}.${pool}.allocated`] = allocated;
-      stats[`${family}.${pool}.freed`] = freed;
-    }
-  }
+      stats[`${family}.${pool}.peak`] = cur - sum[slot]! + highest[slot]!;
+      stats[`${family}.${pool}.allocated`] = allocatedTotal[slot]!;
+      stats[`${family}.${pool}.freed`] = freedTotal[slot]!;
+    });
+  });
   // Oversize: larger than max_split_size, which is unlimited unless the settings say otherwise.
   const maxSplit = Number(snapshot.allocatorSettings?.['max_split_size'] ?? -1);
   let oversizeAllocations = 0;
