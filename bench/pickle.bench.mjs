@@ -6,8 +6,11 @@
 // (read + decode + summary figures; bench/pickle-child.mjs) and of a fresh `python3` process
 // doing `pickle.load` (plus the load time alone, measured inside Python), with each process's
 // peak RSS. Targets (issue 7): memscope ≤ 0.5× CPython's load on 100 MB; 1 GB with peak RSS ≤ 3 GB.
-// MemoryViz.js can't run here (it needs a browser page); the issue measured it at 1.63 s where
-// CPython took 1.87 s for 100 MB on this machine, so its time is estimated from today's CPython run.
+// MemoryViz.js (pytorch.org/memory_viz) is measured for real when MEMSCOPE_MEMORYVIZ_JS names a
+// copy of torch/utils/viz/MemoryViz.js that you fetched from PyTorch (memscope does not ship it):
+// bench/memoryviz-child.mjs times its unpickler + annotate_snapshot + the default timeline view's
+// processing in a fresh node process. Without it, its time is estimated from today's CPython run
+// (the issue measured it at 1.63 s where CPython took 1.87 s for 100 MB on this machine).
 //
 // MEMSCOPE_BENCH_SIZES=100,500 limits the sizes (MB); MEMSCOPE_BENCH_PYTHON_MAX=500 skips CPython
 // above that size (it needs ~4.4 GB for 1 GB).
@@ -23,6 +26,9 @@ mkdirSync(out, { recursive: true });
 const source = resolve(here, '../../shared/fixtures/torch-snapshots/transformer_fullstep_trace.pickle');
 const sizes = (process.env.MEMSCOPE_BENCH_SIZES ?? '100,500,1000').split(',').map(Number);
 const pythonMax = Number(process.env.MEMSCOPE_BENCH_PYTHON_MAX ?? 1000);
+const memoryViz = process.env.MEMSCOPE_MEMORYVIZ_JS;
+// MemoryViz.js holds the whole snapshot as JS objects (~8× the file): only up to this size.
+const memoryVizMax = Number(process.env.MEMSCOPE_BENCH_MEMORYVIZ_MAX ?? 100);
 const MEMORYVIZ_100MB_S = 1.63;
 const CPYTHON_100MB_S = 1.87; // the issue's measurements on this machine, same file size
 
@@ -76,6 +82,7 @@ for (const size of sizes) {
   const ms = run(process.execPath, [join(here, 'pickle-child.mjs'), file]);
   const cli = runCli(file);
   const py = size <= pythonMax ? run('python3', ['-c', PY, file]) : null;
+  const viz = memoryViz && size <= memoryVizMax ? run(process.execPath, [join(here, 'memoryviz-child.mjs'), file]) : null;
   const row = {
     size: `${mb(bytes)} MB`,
     events: ms.events,
@@ -93,8 +100,17 @@ for (const size of sizes) {
     'memscope cpu s': s(ms.cpuMs),
     'python cpu s': py ? s(py.cpuMs) : '-',
     'memscope / python (cpu)': py ? (ms.cpuMs / py.cpuMs).toFixed(2) : '-',
-    // MemoryViz.js was measured at 1.63 s where CPython took 1.87 s (100 MB): scale by today's CPython.
-    'MemoryViz.js est. / memscope': py ? (((MEMORYVIZ_100MB_S / CPYTHON_100MB_S) * py.loadMs) / ms.wallMs).toFixed(1) : '-',
+    ...(viz
+      ? {
+          'MemoryViz.js s': s(viz.wallMs),
+          'MemoryViz.js unpickle s': s(viz.unpickleMs),
+          'MemoryViz.js RSS MB': mb(viz.maxRssBytes),
+          'MemoryViz.js / CLI summary (wall)': cli?.wallMs ? (viz.wallMs / cli.wallMs).toFixed(2) : '-',
+        }
+      : {
+          // MemoryViz.js was measured at 1.63 s where CPython took 1.87 s (100 MB): scale by today's CPython.
+          'MemoryViz.js est. / memscope': py ? (((MEMORYVIZ_100MB_S / CPYTHON_100MB_S) * py.loadMs) / ms.wallMs).toFixed(1) : '-',
+        }),
   };
   rows.push(row);
   console.log(JSON.stringify(row));
@@ -102,4 +118,5 @@ for (const size of sizes) {
   if (cli?.error) console.log(`  (memscope summary CLI failed: ${cli.error})`);
 }
 console.table(rows);
-console.log('MemoryViz.js column: estimated as 1.63/1.87 × the CPython load time measured in this run (the issue measured both on this machine; MemoryViz.js cannot open 1 GB).');
+if (memoryViz) console.log(`MemoryViz.js columns: ${memoryViz}, run by bench/memoryviz-child.mjs in a fresh node process (sizes up to MEMSCOPE_BENCH_MEMORYVIZ_MAX=${memoryVizMax} MB).`);
+else console.log('MemoryViz.js column: estimated as 1.63/1.87 × the CPython load time measured in this run (set MEMSCOPE_MEMORYVIZ_JS=/path/to/MemoryViz.js to measure it).');
