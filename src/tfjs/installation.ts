@@ -72,7 +72,15 @@ const OP_SCOPE_SUFFIX = '__op';
 
 type Fn = (...args: never[]) => unknown;
 
-/** A tape node recorded under a module (see onTapeNode); keys are per installation. */
+/**
+ * Where onTapeNode keeps a node's recording frame and the engine's gradient
+ * closure: process-wide keys, like refs.ts's, so objects keep one shape
+ * however many installations come and go.
+ */
+const NODE_FRAME_KEY = Symbol('memscope.frame');
+const NODE_GRADIENT_KEY = Symbol('memscope.gradient');
+
+/** A tape node recorded under a module (see onTapeNode). */
 type TaggedTapeNode = TfTapeNode & { [key: symbol]: Frame | null | ((dys: unknown[]) => unknown) | undefined };
 
 interface InstanceWrap {
@@ -139,7 +147,7 @@ export class Installation {
 
   private readonly storages = new StorageIndex();
   readonly live = new LiveStorages();
-  private readonly tensorRefs = new TensorRefIndex();
+  private readonly tensorRefs = new TensorRefIndex(this.storages);
   private readonly backendNames = new WeakMap<object, string>();
 
   private readonly engineOriginals = new Map<PatchedEngineMethod, Fn>();
@@ -349,7 +357,7 @@ export class Installation {
     // current one (engine.trackTensor: `backend || this.backend`).
     const backend = owner ?? engine.state.tensorInfo.get(dataId)?.backend;
     const bytes = storageBytes(dtype, size, backend, dataId);
-    const s = new TfjsStorage(this.deviceOf(engine, backend), bytes, dtype, shape, adopted, dataId);
+    const s = new TfjsStorage(this.storages, this.deviceOf(engine, backend), bytes, dtype, shape, adopted, dataId);
     this.storages.set(dataId, s);
     this.live.add(s);
     return s;
@@ -360,7 +368,7 @@ export class Installation {
     const engine = this.engine;
     if (!engine.state.tensorInfo.has(t.dataId)) {
       // Already released by the engine: a dead storage, never live.
-      return new TfjsStorage(this.deviceOf(engine, undefined), storageBytes(t.dtype, t.size, undefined, t.dataId), t.dtype, t.shape, true, null);
+      return new TfjsStorage(null, this.deviceOf(engine, undefined), storageBytes(t.dtype, t.size, undefined, t.dataId), t.dtype, t.shape, true, null);
     }
     const s = this.newStorage(engine, t.dataId, t.dtype, t.size, t.shape, true);
     if (announce && this.allocSinks.length > 0) this.emitStorageAlloc(s);
@@ -606,23 +614,21 @@ export class Installation {
     const node = tape[tape.length - 1]! as TaggedTapeNode;
     const gradient = node.gradient;
     if (typeof gradient !== 'function') return;
-    node[this.nodeFrameKey] = this.fwdTop;
-    node[this.nodeGradientKey] = gradient;
+    node[NODE_FRAME_KEY] = this.fwdTop;
+    node[NODE_GRADIENT_KEY] = gradient;
     node.gradient = this.moduleGradient;
   }
 
-  private readonly nodeFrameKey = Symbol('memscope.frame');
-  private readonly nodeGradientKey = Symbol('memscope.gradient');
   private readonly moduleGradient = ((inst: Installation) =>
     function (this: TaggedTapeNode, dys: unknown[]): unknown {
       if (inst.active && inst.backwardDepth > 0) {
         try {
-          inst.backwardTo((this[inst.nodeFrameKey] as Frame | null | undefined) ?? null);
+          inst.backwardTo((this[NODE_FRAME_KEY] as Frame | null | undefined) ?? null);
         } catch (err) {
           inst.internalError(err);
         }
       }
-      const gradient = this[inst.nodeGradientKey] as (dys: unknown[]) => unknown;
+      const gradient = this[NODE_GRADIENT_KEY] as (dys: unknown[]) => unknown;
       return gradient(dys);
     })(this);
 

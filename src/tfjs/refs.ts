@@ -2,24 +2,37 @@ import type { DeviceName, ModuleRef, OptimizerRef, StorageRef, TensorRef } from 
 import type { DataId, TfBackend, TfTensor } from './engine-types.js';
 
 /**
+ * The property under which a dataId carries its storage and a tensor its
+ * TensorRef. One symbol for the whole process, not one per installation: a
+ * tensor that lives through several tracking sessions (a weight, the input
+ * batch) would otherwise gain one more property per session, and after a few
+ * dozen start/stop cycles V8 turns such objects into slow dictionary-mode
+ * objects, which slows every TFJS op that touches them, tracked or not.
+ * Entries of an earlier installation are recognised by their owner and ignored.
+ */
+const STORAGE_KEY = Symbol('memscope.storage');
+const TENSOR_REF_KEY = Symbol('memscope.tensor');
+
+/**
  * dataId → storage, one per installation. The storage rides on the dataId
- * object under an installation-private symbol instead of living in a
- * WeakMap: every tensor allocation looks it up, and V8's ephemeron handling of
- * large, churning WeakMaps cost more GC time than the program itself on small
- * models. TFJS only uses dataIds as opaque keys, so the extra (non-enumerable
- * to TFJS, symbol-keyed) property changes nothing for it; uninstall removes it
- * from every dataId still alive.
+ * object (under STORAGE_KEY) instead of living in a WeakMap: every tensor
+ * allocation looks it up, and V8's ephemeron handling of large, churning
+ * WeakMaps cost more GC time than the program itself on small models. TFJS
+ * only uses dataIds as opaque keys, so the extra symbol-keyed property changes
+ * nothing for it; uninstall clears it on every dataId still alive.
  */
 export class StorageIndex {
-  private readonly key = Symbol('memscope.storage');
   get(dataId: DataId): TfjsStorage | undefined {
-    return (dataId as Record<symbol, TfjsStorage | undefined>)[this.key];
+    const s = (dataId as Record<symbol, TfjsStorage | undefined>)[STORAGE_KEY];
+    return s !== undefined && s.index === this ? s : undefined;
   }
+  /** `s.index` must be this index. */
   set(dataId: DataId, s: TfjsStorage): void {
-    (dataId as Record<symbol, TfjsStorage | undefined>)[this.key] = s;
+    (dataId as Record<symbol, TfjsStorage | undefined>)[STORAGE_KEY] = s;
   }
   delete(dataId: DataId): void {
-    (dataId as Record<symbol, TfjsStorage | undefined>)[this.key] = undefined;
+    const d = dataId as Record<symbol, TfjsStorage | undefined>;
+    if (d[STORAGE_KEY]?.index === this) d[STORAGE_KEY] = undefined;
   }
 }
 
@@ -29,6 +42,8 @@ let nextStorageId = 1;
 export class TfjsStorage implements StorageRef {
   readonly id = nextStorageId++;
   constructor(
+    /** The installation's index that owns this storage (StorageIndex ignores other installations' storages). */
+    readonly index: StorageIndex | null,
     readonly device: DeviceName,
     readonly bytes: number,
     readonly dtype: string,
@@ -116,17 +131,19 @@ export function storageBytes(dtype: string, size: number, backend: TfBackend | u
 }
 
 /**
- * tensor → TensorRef, one per installation, kept on the tensor under an
- * installation-private symbol for the same reason as StorageIndex (a WeakMap
- * entry per tensor made GC the largest cost of tracking).
+ * tensor → TensorRef, one per installation, kept on the tensor (under
+ * TENSOR_REF_KEY) for the same reason as StorageIndex (a WeakMap entry per
+ * tensor made GC the largest cost of tracking). A TensorRef belongs to the
+ * installation whose StorageIndex it reads.
  */
 export class TensorRefIndex {
-  private readonly key = Symbol('memscope.tensor');
+  constructor(private readonly storages: StorageIndex) {}
   get(t: TfTensor): TfjsTensorRef | undefined {
-    return (t as unknown as Record<symbol, TfjsTensorRef | undefined>)[this.key];
+    const r = (t as unknown as Record<symbol, TfjsTensorRef | undefined>)[TENSOR_REF_KEY];
+    return r !== undefined && r.storages === this.storages ? r : undefined;
   }
   set(t: TfTensor, r: TfjsTensorRef): void {
-    (t as unknown as Record<symbol, TfjsTensorRef | undefined>)[this.key] = r;
+    (t as unknown as Record<symbol, TfjsTensorRef | undefined>)[TENSOR_REF_KEY] = r;
   }
 }
 
@@ -139,7 +156,7 @@ export class TfjsTensorRef implements TensorRef {
   disposed = false;
   constructor(
     readonly tensor: TfTensor,
-    private readonly storages: StorageIndex,
+    readonly storages: StorageIndex,
     private last: TfjsStorage,
   ) {}
   get id(): number {

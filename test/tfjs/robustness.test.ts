@@ -217,3 +217,28 @@ describe('nested and overlapping sessions share one installation', () => {
     });
   }
 });
+
+describe('repeated tracking sessions', () => {
+  it('leave tensors and dataIds with one memscope property at most, and a new session ignores an old one’s', () => {
+    const model = tfl.sequential({ layers: [tfl.layers.dense({ units: 3, inputShape: [4] })] });
+    const x = tf.ones([2, 4]);
+    const weight = model.trainableWeights[0]!.read();
+    const allocs: number[] = [];
+    for (let round = 0; round < 12; round++) {
+      const session = tfjsAdapter.attach({ onStorageAlloc: (s) => allocs.push(s.id) });
+      session.module(model);
+      const xRef = session.tensor(x);
+      // The input, met for the first time in this session, is adopted again (a new storage id).
+      expect(xRef.storage.id).toBe(allocs[allocs.length - 1]);
+      tf.tidy(() => model.predict(x));
+      session.detach();
+    }
+    // One symbol-keyed property per kind of object, not one per session: objects
+    // growing a property per session fall into V8's slow dictionary mode.
+    expect(Object.getOwnPropertySymbols(x)).toHaveLength(1);
+    expect(Object.getOwnPropertySymbols(x.dataId)).toHaveLength(1);
+    expect(Object.getOwnPropertySymbols(weight).length).toBeLessThanOrEqual(1);
+    x.dispose();
+    model.dispose();
+  });
+});
