@@ -7,8 +7,10 @@
  * training step, plus a builtin call per operation. Here keys and values live
  * in two typed arrays with open addressing (linear probing, backward-shift
  * deletion, so no tombstones): nothing is allocated except when the live set
- * outgrows the table, and storage ids, being near-consecutive, mostly land in
- * consecutive free slots.
+ * outgrows the table. Ids are scattered by Fibonacci hashing: storage ids are
+ * near-consecutive, and placed at `id mod capacity` they would form one long
+ * run of occupied slots, which every backward-shift deletion scans to its end
+ * (that made frees cost O(live storages)).
  *
  * Keys are any numbers except NaN (the empty-slot marker).
  */
@@ -16,6 +18,8 @@ export class IdTable {
   private keys: Float64Array;
   private values: Float64Array;
   private mask: number;
+  /** 32 − log2(capacity): Fibonacci hashing keeps the top bits of the product. */
+  private shift: number;
   size = 0;
 
   constructor(initialCapacity = 1024) {
@@ -24,11 +28,12 @@ export class IdTable {
     this.keys = new Float64Array(capacity).fill(NaN);
     this.values = new Float64Array(capacity);
     this.mask = capacity - 1;
+    this.shift = 32 - Math.log2(capacity);
   }
 
-  /** Home slot of `id`: its low 32 bits (ids are integers; others still hash, just less evenly). */
+  /** Home slot of `id`, from its low 32 bits times 2^32/φ (ids are integers; others still hash, less evenly). */
   private slot(id: number): number {
-    return (id >>> 0) & this.mask;
+    return Math.imul(id, 0x9e3779b1) >>> this.shift;
   }
 
   /** The slot holding `id`, or -1. */
@@ -110,6 +115,7 @@ export class IdTable {
     this.keys = new Float64Array(oldKeys.length * 2).fill(NaN);
     this.values = new Float64Array(oldKeys.length * 2);
     this.mask = this.keys.length - 1;
+    this.shift = 32 - Math.log2(this.keys.length);
     this.size = 0;
     for (let i = 0; i < oldKeys.length; i++) {
       const k = oldKeys[i]!;
