@@ -3,3 +3,4 @@ export * from './units.js';
 export * from './events.js';
 export * from './device.js';
 export * from './adapter.js';
+export * from './settle.js';

@@ -1,3 +1,4 @@
+import { afterSettled } from '../core/settle.js';
 import { activeInstallation } from './adapter.js';
 
 /**
@@ -11,26 +12,12 @@ export function annotate<T>(name: string, fn: () => T): T {
   const inst = activeInstallation();
   if (inst === null) return fn();
   inst.annotationStart(name);
-  let result: T;
-  try {
-    result = fn();
-  } catch (err) {
-    inst.annotationEnd(name);
-    throw err;
-  }
-  if (result != null && typeof (result as { then?: unknown }).then === 'function') {
-    const end = () => inst.annotationEnd(name);
-    return (result as unknown as Promise<unknown>).then(
-      (v) => {
-        end();
-        return v;
-      },
-      (err: unknown) => {
-        end();
-        throw err;
-      },
-    ) as T;
-  }
-  inst.annotationEnd(name);
-  return result;
+  return afterSettled(
+    fn,
+    (value) => {
+      inst.annotationEnd(name);
+      return value;
+    },
+    () => inst.annotationEnd(name),
+  ) as T;
 }

@@ -15,6 +15,7 @@
  * Python tracer sees every module without being told.
  */
 
+import { afterSettled } from '../core/settle.js';
 import { MemscopeError } from '../core/errors.js';
 import { MemoryProfile } from '../analysis/memory-profile.js';
 import { ProfileRecorder, type RecordedProfile } from '../analysis/recorder.js';
@@ -63,10 +64,6 @@ export class ProfileResult<T> {
   }
 }
 
-function isThenable(v: unknown): v is PromiseLike<unknown> {
-  return v != null && typeof (v as { then?: unknown }).then === 'function';
-}
-
 /** Records `fn`. An async `fn` gives a promise of the result. Whatever `fn` throws is rethrown after detaching. */
 export function profile<T>(options: ProfileOptions, fn: () => Promise<T>): Promise<ProfileResult<T>>;
 export function profile<T>(options: ProfileOptions, fn: () => T): ProfileResult<T>;
@@ -85,8 +82,7 @@ export function profile<T>(options: ProfileOptions, fn: () => T | Promise<T>): P
       session.detach();
     }
   };
-  let out: T | Promise<T>;
-  try {
+  const setUpAndRun = (): T | Promise<T> => {
     recorder.addBaseline(session.liveStorages());
     if (config.withStack) {
       const optimizers = new Set<unknown>(options.optimizers ?? []);
@@ -97,25 +93,15 @@ export function profile<T>(options: ProfileOptions, fn: () => T | Promise<T>): P
       }
       for (const o of optimizers) session.optimizer(o);
     }
-    out = fn();
-  } catch (err) {
-    detach();
-    throw err;
-  }
-  if (isThenable(out)) {
-    return Promise.resolve(out).then(
-      (value) => {
-        const recording = recorder.finish();
-        detach();
-        return new ProfileResult(value, recording);
-      },
-      (err: unknown) => {
-        detach();
-        throw err;
-      },
-    );
-  }
-  const recording = recorder.finish();
-  detach();
-  return new ProfileResult(out as T, recording);
+    return fn();
+  };
+  return afterSettled(
+    setUpAndRun,
+    (value) => {
+      const recording = recorder.finish();
+      detach();
+      return new ProfileResult(value as T, recording);
+    },
+    detach,
+  );
 }

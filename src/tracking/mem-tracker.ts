@@ -1,4 +1,5 @@
 import type { AdapterSession, FrameworkAdapter } from '../core/adapter.js';
+import { afterSettled } from '../core/settle.js';
 import { MemscopeError } from '../core/errors.js';
 import { parseUnit, type Unit } from '../core/units.js';
 import { formatModulewise, formatSnapshotTable, formatSnapshotText } from '../report/mem-tracker-text.js';
@@ -27,13 +28,6 @@ function parseDepth(depth: unknown): number {
   throw new MemscopeError('bad-depth', `depth ${JSON.stringify(depth)} is not an integer ≥ 1`);
 }
 
-function isPromiseLike(value: unknown): value is PromiseLike<unknown> {
-  return (
-    (typeof value === 'object' || typeof value === 'function') &&
-    value !== null &&
-    typeof (value as { then?: unknown }).then === 'function'
-  );
-}
 
 function describe(value: unknown): string {
   if (value === null) return 'null';
@@ -203,27 +197,14 @@ export class MemTracker implements Disposable {
   track<T>(fn: () => T): T;
   track<T>(fn: () => T | Promise<T>): T | Promise<T> {
     this.start();
-    let result: T | Promise<T>;
-    try {
-      result = fn();
-    } catch (err) {
-      this.stopQuietly();
-      throw err;
-    }
-    if (isPromiseLike(result)) {
-      return Promise.resolve(result).then(
-        (value) => {
-          this.stop();
-          return value;
-        },
-        (err: unknown) => {
-          this.stopQuietly();
-          throw err;
-        },
-      );
-    }
-    this.stop();
-    return result;
+    return afterSettled(
+      fn,
+      (value) => {
+        this.stop();
+        return value;
+      },
+      () => this.stopQuietly(),
+    );
   }
 
   /** On the error path the user's error is the one to report; a failing stop must not replace it. */

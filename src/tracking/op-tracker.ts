@@ -12,6 +12,7 @@
 import type { AdapterSession, FrameworkAdapter, ReservedMemorySource } from '../core/adapter.js';
 import { deviceSpec } from '../core/device.js';
 import { MemscopeError } from '../core/errors.js';
+import { afterSettled } from '../core/settle.js';
 import type { DeviceName, EventContext, KernelEvent, MemoryEventSink, ModuleRef, StorageRef } from '../core/events.js';
 import {
   formatOpSummary,
@@ -64,9 +65,6 @@ export interface RenderedTraces {
   readonly html: string;
 }
 
-function isPromiseLike(value: unknown): value is PromiseLike<unknown> {
-  return typeof (value as { then?: unknown } | null)?.then === 'function';
-}
 
 export class MemoryTracker implements Disposable {
   readonly #adapter: FrameworkAdapter;
@@ -232,27 +230,14 @@ export class MemoryTracker implements Disposable {
    */
   track<T>(model: unknown, fn: () => T, options: MonitorOptions = {}): T {
     this.startMonitor(model, options);
-    let result: T;
-    try {
-      result = fn();
-    } catch (err) {
-      this.stop();
-      throw err;
-    }
-    if (isPromiseLike(result)) {
-      return Promise.resolve(result).then(
-        (value) => {
-          this.stop();
-          return value;
-        },
-        (err: unknown) => {
-          this.stop();
-          throw err;
-        },
-      ) as T;
-    }
-    this.stop();
-    return result;
+    return afterSettled(
+      fn,
+      (value) => {
+        this.stop();
+        return value;
+      },
+      () => this.stop(),
+    ) as T;
   }
 
   /** The results as one plain value (a copy): what saveStats() writes. */

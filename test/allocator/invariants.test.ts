@@ -4,18 +4,7 @@ import { SimulatedDevice } from '../../src/allocator/device.js';
 import { parseAllocatorConf } from '../../src/allocator/settings.js';
 import { snapshotSegments } from '../../src/allocator/snapshot.js';
 import { MemscopeError } from '../../src/core/errors.js';
-
-/** Deterministic PRNG (mulberry32) so a failure names a reproducible seed. */
-function prng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
+import { mulberry32 } from '../support/prng.js';
 
 /** Recomputes the current stats from the block layout and compares. */
 function checkAgainstLayout(m: CachingAllocatorModel, expandable: boolean): void {
@@ -58,7 +47,7 @@ const CONFS = ['', 'max_split_size_mb:48', 'roundup_power2_divisions:4', 'expand
 
 describe('stats always agree with the block layout', () => {
   it.each(CONFS.map((c, i) => [c, 1000 + i] as const))('under %j (seed %i): random allocs, frees, empty_cache and OOMs', (conf, seed) => {
-    const rand = prng(seed);
+    const rand = mulberry32(seed);
     const capacity = 512 * 1024 * 1024;
     const m = new CachingAllocatorModel({ settings: parseAllocatorConf(conf), backend: new SimulatedDevice(capacity) });
     if (conf.startsWith('garbage')) m.setMemoryFraction(0.8);

@@ -6,20 +6,10 @@ import { readPickle } from '../../src/torch/pickle/reader.js';
 import { readSnapshot } from '../../src/torch/snapshot.js';
 import { readSnapshotPieces } from '../../src/torch/snapshot-decoder.js';
 import { pythonPickle } from './python.js';
+import { mulberry32 } from '../support/prng.js';
 
 const fixtures = resolve(import.meta.dirname, '../fixtures/torch');
 
-/** mulberry32: small seeded PRNG so every run fuzzes the same inputs. */
-function rng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 // Bytes that are opcodes or interesting lengths, so mutations hit the machine's edge cases.
 const INTERESTING = [0x00, 0x01, 0x28, 0x2e, 0x30, 0x31, 0x32, 0x4a, 0x4b, 0x52, 0x58, 0x5d, 0x61, 0x62, 0x63, 0x65, 0x68, 0x6a, 0x71, 0x72, 0x75, 0x7d, 0x7f, 0x80, 0x81, 0x85, 0x86, 0x87, 0x8a, 0x8b, 0x8c, 0x8d, 0x8e, 0x8f, 0x90, 0x91, 0x93, 0x94, 0x95, 0x96, 0x97, 0x98, 0xff];
@@ -94,7 +84,7 @@ describe('fuzz: mutated and truncated real pickles', () => {
   for (const [name, source, count] of seeds) {
     it(`${name}: ${count} mutants each parse or fail with MemscopeError, quickly`, () => {
       expect(readPickle(source)).toBeTruthy();
-      const r = rng(0x5eed + count);
+      const r = mulberry32(0x5eed + count);
       const tally = { ok: 0, error: 0 };
       let slowest = 0;
       for (let i = 0; i < count; i++) {
@@ -113,7 +103,7 @@ describe('fuzz: mutated and truncated real pickles', () => {
 
   it('reading in pieces gives the same result or the same error (same offset) as reading whole', () => {
     const source = readFileSync(resolve(fixtures, 'state_only_259seg.pickle'));
-    const r = rng(0xb10c);
+    const r = mulberry32(0xb10c);
     const message = (fn: () => unknown): string => {
       try {
         fn();

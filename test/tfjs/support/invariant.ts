@@ -5,7 +5,7 @@ import { tfjsAdapter } from '../../../src/tfjs/index.js';
 import { activeInstallation } from '../../../src/tfjs/adapter.js';
 import { PATCHED_ENGINE_METHODS } from '../../../src/tfjs/engine-types.js';
 import { installEngineOracle } from './engine-oracle.js';
-import { prng } from './prng.js';
+import { prng } from '../../support/prng.js';
 import { useBackend } from './backends.js';
 
 /**
