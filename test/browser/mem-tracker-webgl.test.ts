@@ -4,41 +4,16 @@
 import { describe, expect, it } from 'vitest';
 import { bundlePageScript, chromiumAvailable, launchChromium, openPageWithScript, CHROMIUM_PATH } from '../support/browser.js';
 
-
-// The page's program: an MLP with BatchNorm and Adam, one trainOnBatch under MemTracker.
+// The page's program (pages/mem-tracker-step.ts) on the webgl backend.
 const ENTRY = `
 import * as tf from '@tensorflow/tfjs-core';
 import '@tensorflow/tfjs-backend-webgl';
-import * as tfl from '@tensorflow/tfjs-layers';
-import { MemTracker } from './src/tfjs/mem-tracker.ts';
+import { memTrackerStep } from './test/browser/pages/mem-tracker-step.ts';
 
 globalThis.runMemTracker = async () => {
   const ok = await tf.setBackend('webgl');
   if (!ok) throw new Error('webgl backend failed to initialise');
-  const model = tfl.sequential({ name: 'net' });
-  model.add(tfl.layers.dense({ name: 'fc1', units: 16, inputShape: [8], activation: 'relu' }));
-  model.add(tfl.layers.batchNormalization({ name: 'bn' }));
-  model.add(tfl.layers.dense({ name: 'fc2', units: 4 }));
-  model.compile({ optimizer: tf.train.adam(0.01), loss: 'meanSquaredError' });
-  const xs = tf.randomNormal([6, 8]);
-  const ys = tf.randomNormal([6, 4]);
-  const tracker = new MemTracker();
-  tracker.trackExternal(model, xs, ys);
-  const loss = await tracker.track(() => model.trainOnBatch(xs, ys));
-  const bytes = (ws) => ws.reduce((s, w) => s + w.read().size * 4, 0);
-  const rootStats = tracker.moduleStats().find((s) => s.modFqn === 'net');
-  return {
-    backend: tf.getBackend(),
-    loss,
-    trainable: bytes(model.trainableWeights),
-    nonTrainable: bytes(model.nonTrainableWeights),
-    current: tracker.snapshot('current'),
-    peak: tracker.snapshot('peak'),
-    modules: tracker.moduleStats().map((s) => s.modFqn).sort(),
-    postBackwardGradient: rootStats.snapshots['Post-Backward'].map((s) => s.webgl.Gradient),
-    localPeaks: tracker.moduleStats().map((s) => s.localPeak.webgl ?? 0),
-    table: tracker.formatSnapshot('current', { tabulate: true }),
-  };
+  return memTrackerStep('webgl');
 };
 `;
 

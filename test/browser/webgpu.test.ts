@@ -13,7 +13,7 @@ import * as tf from '@tensorflow/tfjs-core';
 import '@tensorflow/tfjs-backend-webgpu';
 import * as tfl from '@tensorflow/tfjs-layers';
 import { tfjsAdapter } from './src/tfjs/index.ts';
-import { MemTracker } from './src/tfjs/mem-tracker.ts';
+import { memTrackerStep } from './test/browser/pages/mem-tracker-step.ts';
 
 const PATCHED = ['trackTensor', 'disposeTensor', 'removeDataId', 'runKernelFunc', 'gradients', 'startScope', 'endScope'];
 
@@ -117,30 +117,7 @@ globalThis.runAdapter = async () => {
 // MemTracker categories for one trainOnBatch of a small Dense model.
 globalThis.runMemTracker = async () => {
   await useWebgpu();
-  const model = tfl.sequential({ name: 'net' });
-  model.add(tfl.layers.dense({ name: 'fc1', units: 16, inputShape: [8], activation: 'relu' }));
-  model.add(tfl.layers.batchNormalization({ name: 'bn' }));
-  model.add(tfl.layers.dense({ name: 'fc2', units: 4 }));
-  model.compile({ optimizer: tf.train.adam(0.01), loss: 'meanSquaredError' });
-  const xs = tf.randomNormal([6, 8]);
-  const ys = tf.randomNormal([6, 4]);
-  const tracker = new MemTracker();
-  tracker.trackExternal(model, xs, ys);
-  const loss = await tracker.track(() => model.trainOnBatch(xs, ys));
-  const bytes = (ws) => ws.reduce((s, w) => s + w.read().size * 4, 0);
-  const rootStats = tracker.moduleStats().find((s) => s.modFqn === 'net');
-  return {
-    backend: tf.getBackend(),
-    loss,
-    trainable: bytes(model.trainableWeights),
-    nonTrainable: bytes(model.nonTrainableWeights),
-    current: tracker.snapshot('current'),
-    peak: tracker.snapshot('peak'),
-    modules: tracker.moduleStats().map((s) => s.modFqn).sort(),
-    postBackwardGradient: rootStats.snapshots['Post-Backward'].map((s) => s.webgpu.Gradient),
-    localPeaks: tracker.moduleStats().map((s) => s.localPeak.webgpu ?? 0),
-    table: tracker.formatSnapshot('current', { tabulate: true }),
-  };
+  return memTrackerStep('webgpu');
 };
 
 // deviceMemory('webgpu') against the buffer manager's own counters: a
