@@ -17,10 +17,29 @@ import {
   STACK,
   SnapshotTables,
   TRACE,
+  TRACE_KEYS,
   TRACE_KEY_BIT,
   nodeFor,
   safeInt,
 } from './snapshot-tables.js';
+
+// Keys the lanes recognise, as bits: the trace entry keys (TRACE_KEYS order), then the block keys
+// that are not also trace keys ('size' and 'frames' are shared).
+const TRACE_KEY_COUNT = TRACE_KEYS.length;
+const SIZE_BIT = TRACE_KEY_BIT.get('size')!;
+const FRAMES_BIT = TRACE_KEY_BIT.get('frames')!;
+const ADDRESS_BIT = TRACE_KEY_COUNT;
+const REQUESTED_BIT = TRACE_KEY_COUNT + 1;
+const STATE_BIT = TRACE_KEY_COUNT + 2;
+const LANE_KEY_BIT = new Map<unknown, number>([...TRACE_KEY_BIT, ['address', ADDRESS_BIT], ['requested_size', REQUESTED_BIT], ['state', STATE_BIT]]);
+const BLOCK_KEY_MASK = (1 << ADDRESS_BIT) | (1 << SIZE_BIT) | (1 << REQUESTED_BIT) | (1 << STATE_BIT) | (1 << FRAMES_BIT);
+const BLOCK_REQUIRED_MASK = (1 << ADDRESS_BIT) | (1 << SIZE_BIT) | (1 << STATE_BIT);
+
+function bitCount(x: number): number {
+  let n = 0;
+  for (; x !== 0; x &= x - 1) n++;
+  return n;
+}
 
 // ---------------------------------------------------------------------------------------------
 // The recognising builder (fast path)
@@ -118,28 +137,70 @@ export class SnapshotBuilder implements PickleBuilder {
   private readonly getSeqStack = new I32Column();
   private readonly getSeqPool = new I32Column();
   private highestSlot = -1;
+  /** Direct-mapped cache: memo index of a key string → its LANE_KEY_BIT (keys are the same few memo entries). */
   private readonly keyCacheIndex = new Int32Array(256).fill(-1);
   private readonly keyCacheBit = new Uint8Array(256);
 
+  // What `laneFramesValue` decoded, committed by `commitFrames` once the whole dict is accepted.
+  /** Memo slot the value's new list takes, or -1 (a GET of an earlier list). */
+  private lfListSlot = -1;
+  /** Frames waiting in `laneFrames` to be interned, or -1 when `lfStack` is already the stack id. */
+  private lfCount = -1;
+  private lfStack = 0;
+  /** Hash of the list's memo index sequence to cache at commit, or -1. */
+  private lfHash = -1;
+  /** What the general path would take from the maxBytes budget for the value. */
+  private lfCharge = 0;
+
   /**
-   * The fast lane for trace entries, which are most of a snapshot. PyTorch (CPython's pickler)
-   * writes each as
+   * The fast lanes for the dicts that make up nearly all of a snapshot: trace entries and blocks.
+   * PyTorch (CPython's pickler) writes each as
    *   EMPTY_DICT MEMOIZE MARK  (key value)*  SETITEMS
-   * with keys as memo GETs of strings, ints as BININT / BININT1 / BININT2 / LONG1, strings as GETs (or new strings
-   * followed by MEMOIZE), and `frames` as a new list `EMPTY_LIST MEMOIZE [MARK GET… APPENDS |
-   * GET APPEND]` of memoized frame dicts, or a GET of an earlier list. This decodes that shape
-   * straight from the bytes into the columns — no VM stack, no node per value — and gives up (-1,
-   * nothing changed) on anything else, leaving it to the general path.
+   * with keys as memo GETs of strings, ints as BININT / BININT1 / BININT2 / LONG1, strings as GETs
+   * (or new strings followed by MEMOIZE), and `frames` as a new list `EMPTY_LIST MEMOIZE [MARK GET…
+   * APPENDS | GET APPEND]` of memoized frame dicts, or a GET of an earlier list. The lanes decode
+   * that shape straight from the bytes into the columns — no VM stack, no node per value — and give
+   * up (-1, nothing changed) on anything else, leaving the dict to the general path, whose
+   * `trace` / `block` recognisers accept exactly what the lanes accept and more.
    */
   fastDict(b: Uint8Array, at: number, memo: unknown[], lane: FastLane): number {
     const len = b.length;
-    let p = at + 1;
-    if (p + 4 > len || b[p] !== 0x94 /* MEMOIZE */ || b[p + 1] !== 0x28 /* MARK */) return -1;
-    p += 2;
-    // Cheap early exit for dicts that are not trace entries: the first key must be 'action'.
+    const p = at + 3;
+    if (p + 1 > len || b[at + 1] !== 0x94 /* MEMOIZE */ || b[at + 2] !== 0x28 /* MARK */) return -1;
+    // Cheap early exit for other dicts: the first key must be 'action' (trace) or 'address' (block).
     const k0: unknown =
       b[p] === 0x68 ? memo[b[p + 1]!] : b[p] === 0x6a && p + 4 < len ? memo[(b[p + 1]! | (b[p + 2]! << 8) | (b[p + 3]! << 16) | (b[p + 4]! << 24)) >>> 0] : undefined;
-    if (k0 !== 'action') return -1;
+    if (k0 === 'action') return this.fastTrace(b, at, memo, lane);
+    if (k0 === 'address') return this.fastBlock(b, at, memo, lane);
+    return -1;
+  }
+
+  /** Bit of the key string GET at p (BINGET / LONG_BINGET), or -1; `keyEnd` gets the offset after it. */
+  private keyEnd = 0;
+  private laneKey(b: Uint8Array, p: number, memo: unknown[]): number {
+    const len = b.length;
+    let keyIndex: number;
+    if (b[p] === 0x68 /* BINGET */ && p + 1 < len) {
+      keyIndex = b[p + 1]!;
+      this.keyEnd = p + 2;
+    } else if (b[p] === 0x6a /* LONG_BINGET */ && p + 4 < len) {
+      keyIndex = (b[p + 1]! | (b[p + 2]! << 8) | (b[p + 3]! << 16) | (b[p + 4]! << 24)) >>> 0;
+      this.keyEnd = p + 5;
+    } else return -1;
+    const keySlot = keyIndex & 255;
+    if (this.keyCacheIndex[keySlot] === keyIndex) return this.keyCacheBit[keySlot]!;
+    const bit = LANE_KEY_BIT.get(memo[keyIndex]);
+    if (bit === undefined) return -1;
+    this.keyCacheIndex[keySlot] = keyIndex;
+    this.keyCacheBit[keySlot] = bit;
+    return bit;
+  }
+
+  /** The trace-entry lane (see fastDict) for the dict at `at`. */
+  private fastTrace(b: Uint8Array, at: number, memo: unknown[], lane: FastLane): number {
+    const len = b.length;
+    let p = at + 3;
+    let charge = 0;
     const t = this.t;
     let next = lane.memoCount;
     const dictSlot = next++;
@@ -153,132 +214,27 @@ export class SnapshotBuilder implements PickleBuilder {
     let deviceFree = NaN;
     let compile: string | null = null;
     let user: string | null = null;
-    let listSlot = -1;
-    let nFrames = 0;
-    let pendingSeqHash = -1;
-    let knownStack = 0;
+    let hasFrames = false;
     let newStrings = 0;
     for (;;) {
       if (p >= len) return -1;
-      let op = b[p]!;
-      if (op === 0x75 /* SETITEMS */) {
+      if (b[p] === 0x75 /* SETITEMS */) {
         p++;
         break;
       }
-      // key: a GET of a known key string
-      let keyIndex: number;
-      if (op === 0x68 /* BINGET */ && p + 1 < len) {
-        keyIndex = b[p + 1]!;
-        p += 2;
-      } else if (op === 0x6a /* LONG_BINGET */ && p + 4 < len) {
-        keyIndex = (b[p + 1]! | (b[p + 2]! << 8) | (b[p + 3]! << 16) | (b[p + 4]! << 24)) >>> 0;
-        p += 5;
-      } else return -1;
-      // Keys are the same few memo entries in every entry: a direct-mapped cache index → key bit.
-      let bit: number | undefined;
-      const keySlot = keyIndex & 255;
-      if (this.keyCacheIndex[keySlot] === keyIndex) bit = this.keyCacheBit[keySlot]!;
-      else {
-        bit = TRACE_KEY_BIT.get(memo[keyIndex]);
-        if (bit === undefined) return -1;
-        this.keyCacheIndex[keySlot] = keyIndex;
-        this.keyCacheBit[keySlot] = bit;
-      }
-      if (mask & (1 << bit)) return -1;
+      const bit = this.laneKey(b, p, memo);
+      if (bit < 0 || bit >= TRACE_KEY_COUNT || mask & (1 << bit)) return -1;
       mask |= 1 << bit;
+      p = this.keyEnd;
       if (p >= len) return -1;
-      op = b[p]!;
+      const op = b[p]!;
       if (bit === 5) {
         // frames
-        if (op === 0x5d /* EMPTY_LIST */) {
-          if (p + 2 > len || b[p + 1] !== 0x94 /* MEMOIZE */) return -1;
-          listSlot = next++;
-          if (memo[listSlot] !== undefined) return -1;
-          p += 2;
-          if (p >= len) return -1;
-          if (b[p] === 0x28 /* MARK */) {
-            p++;
-            // Read the memo indices up to APPENDS, then map the sequence to a stack.
-            let n = 0;
-            let h = 0;
-            for (;;) {
-              if (p >= len) return -1;
-              const c = b[p]!;
-              let i: number;
-              if (c === 0x68 && p + 1 < len) {
-                i = b[p + 1]!;
-                p += 2;
-              } else if (c === 0x6a && p + 4 < len) {
-                i = (b[p + 1]! | (b[p + 2]! << 8) | (b[p + 3]! << 16) | (b[p + 4]! << 24)) >>> 0;
-                p += 5;
-              } else if (c === 0x65 /* APPENDS */) {
-                p++;
-                break;
-              } else return -1;
-              if (n === this.laneGets.length) {
-                const grown = new Int32Array(n * 2);
-                grown.set(this.laneGets);
-                this.laneGets = grown;
-              }
-              this.laneGets[n++] = i;
-              h = Math.imul(h ^ i, 0x9e3779b1) ^ (h >>> 13);
-            }
-            h &= 0x3fffffff;
-            const cached = this.getSeqByHash.get(h);
-            let hit = -1;
-            if (cached !== undefined && this.getSeqLength.data[cached] === n) {
-              const pool = this.getSeqPool.data;
-              const start = this.getSeqStart.data[cached]!;
-              let same = true;
-              for (let k = 0; k < n; k++) {
-                if (pool[start + k] !== this.laneGets[k]) {
-                  same = false;
-                  break;
-                }
-              }
-              if (same) hit = this.getSeqStack.data[cached]!;
-            }
-            if (hit >= 0) {
-              knownStack = hit;
-              nFrames = -1; // stack already known
-            } else {
-              if (this.laneFrames.length < n) this.laneFrames = new Int32Array(n * 2);
-              for (let k = 0; k < n; k++) {
-                const f = memo[this.laneGets[k]!];
-                if (!(f instanceof RawDict) || f.kind !== FRAME) return -1;
-                this.laneFrames[k] = f.id;
-              }
-              nFrames = n;
-              pendingSeqHash = h;
-            }
-            if (p < len && b[p] === 0x28) return -1; // a second APPENDS batch (> 1000 frames)
-          } else if (b[p] === 0x68 && p + 2 < len && b[p + 2] === 0x61 /* APPEND */) {
-            const f = memo[b[p + 1]!];
-            if (!(f instanceof RawDict) || f.kind !== FRAME) return -1;
-            this.laneFrames[nFrames++] = f.id;
-            p += 3;
-          } else if (b[p] === 0x6a && p + 5 < len && b[p + 5] === 0x61) {
-            const f = memo[(b[p + 1]! | (b[p + 2]! << 8) | (b[p + 3]! << 16) | (b[p + 4]! << 24)) >>> 0];
-            if (!(f instanceof RawDict) || f.kind !== FRAME) return -1;
-            this.laneFrames[nFrames++] = f.id;
-            p += 6;
-          }
-          // otherwise: an empty list, and the next key follows
-        } else {
-          // a GET of a list seen before
-          let i: number;
-          if (op === 0x68 && p + 1 < len) {
-            i = b[p + 1]!;
-            p += 2;
-          } else if (op === 0x6a && p + 4 < len) {
-            i = (b[p + 1]! | (b[p + 2]! << 8) | (b[p + 3]! << 16) | (b[p + 4]! << 24)) >>> 0;
-            p += 5;
-          } else return -1;
-          const v = memo[i];
-          if (v === RELEASED && this.releasedKind[i] === STACK) knownStack = this.releasedId[i]!;
-          else if (v instanceof RawList && v.stack >= 0) knownStack = v.stack;
-          else return -1;
-        }
+        p = this.laneFramesValue(b, p, memo, next);
+        if (p < 0) return -1;
+        if (this.lfListSlot >= 0) next++;
+        charge += this.lfCharge;
+        hasFrames = true;
         continue;
       }
       if (bit === 0 || bit === 6 || bit === 7) {
@@ -298,6 +254,7 @@ export class SnapshotBuilder implements PickleBuilder {
           if (memo[slot] !== undefined) return -1;
           this.laneStrings[newStrings] = v as string;
           this.laneStringSlots[newStrings++] = slot;
+          charge += n + 16;
           p += 3 + n;
         } else return -1;
         if (typeof v !== 'string') return -1;
@@ -332,19 +289,11 @@ export class SnapshotBuilder implements PickleBuilder {
       else deviceFree = v;
     }
     if ((mask & 7) !== 7 || next > lane.maxMemoEntries) return -1;
+    // SETITEMS takes 8 per key and per value.
+    charge += 16 * bitCount(mask);
+    if (p - at > lane.maxSpan || charge > lane.budget) return -1;
     // Commit.
-    let stack = knownStack;
-    if (listSlot >= 0 && nFrames >= 0) {
-      stack = nFrames === 0 ? 0 : t.internStack(this.laneFrames, nFrames);
-      if (pendingSeqHash >= 0 && this.getSeqPool.length < 1 << 24) {
-        // Remember this index sequence (bounded: a file of all-distinct lists must not grow it forever).
-        this.getSeqByHash.set(pendingSeqHash, this.getSeqStack.length);
-        this.getSeqStart.push(this.getSeqPool.length);
-        this.getSeqLength.push(nFrames);
-        this.getSeqStack.push(stack);
-        for (let k = 0; k < nFrames; k++) this.getSeqPool.push(this.laneGets[k]!);
-      }
-    }
+    const stack = hasFrames ? this.commitFrames() : 0;
     t.traceKeyMask |= mask;
     const id = t.pushTrace(
       t.actionCode(action as string),
@@ -358,11 +307,262 @@ export class SnapshotBuilder implements PickleBuilder {
       deviceFree,
     );
     this.releaseSlot(dictSlot, TRACE, id);
-    if (listSlot >= 0) this.releaseSlot(listSlot, STACK, stack);
+    if (hasFrames && this.lfListSlot >= 0) this.releaseSlot(this.lfListSlot, STACK, stack);
     for (let i = 0; i < newStrings; i++) memo[this.laneStringSlots[i]!] = this.laneStrings[i];
     lane.memoCount = next;
+    lane.charge = charge;
     lane.value = nodeFor(TRACE, id);
     return p;
+  }
+
+  /**
+   * The block lane (see fastDict): `{address, size, requested_size?, state, frames?}` as
+   * `SnapshotBuilder.block` accepts it (any other key, e.g. legacy `history`, goes generic).
+   */
+  private fastBlock(b: Uint8Array, at: number, memo: unknown[], lane: FastLane): number {
+    const len = b.length;
+    let p = at + 3;
+    let charge = 0;
+    let next = lane.memoCount;
+    const dictSlot = next++;
+    if (memo[dictSlot] !== undefined) return -1;
+    let mask = 0;
+    let address = 0;
+    let size = 0;
+    let requested = 0;
+    let state: unknown = undefined;
+    let newState = -1;
+    let hasFrames = false;
+    for (;;) {
+      if (p >= len) return -1;
+      if (b[p] === 0x75 /* SETITEMS */) {
+        p++;
+        break;
+      }
+      const bit = this.laneKey(b, p, memo);
+      if (bit < 0 || ((1 << bit) & BLOCK_KEY_MASK) === 0 || mask & (1 << bit)) return -1;
+      mask |= 1 << bit;
+      p = this.keyEnd;
+      if (p >= len) return -1;
+      const op = b[p]!;
+      if (bit === FRAMES_BIT) {
+        p = this.laneFramesValue(b, p, memo, next);
+        if (p < 0) return -1;
+        if (this.lfListSlot >= 0) next++;
+        charge += this.lfCharge;
+        hasFrames = true;
+        continue;
+      }
+      if (bit === STATE_BIT) {
+        if (op === 0x68 && p + 1 < len) {
+          state = memo[b[p + 1]!];
+          p += 2;
+        } else if (op === 0x6a && p + 4 < len) {
+          state = memo[(b[p + 1]! | (b[p + 2]! << 8) | (b[p + 3]! << 16) | (b[p + 4]! << 24)) >>> 0];
+          p += 5;
+        } else if (op === 0x8c /* SHORT_BINUNICODE */ && p + 1 < len) {
+          const n = b[p + 1]!;
+          if (p + 2 + n >= len || b[p + 2 + n] !== 0x94 /* MEMOIZE */) return -1;
+          state = decodeUtf8(b, p + 2, p + 2 + n);
+          newState = next++;
+          if (memo[newState] !== undefined) return -1;
+          charge += n + 16;
+          p += 3 + n;
+        } else return -1;
+        if (typeof state !== 'string') return -1;
+        continue;
+      }
+      // ints: address, size, requested_size
+      let v: number;
+      if (op === 0x4b /* BININT1 */ && p + 1 < len) {
+        v = b[p + 1]!;
+        p += 2;
+      } else if (op === 0x4d /* BININT2 */ && p + 2 < len) {
+        v = b[p + 1]! | (b[p + 2]! << 8);
+        p += 3;
+      } else if (op === 0x4a /* BININT */ && p + 4 < len) {
+        v = b[p + 1]! | (b[p + 2]! << 8) | (b[p + 3]! << 16) | (b[p + 4]! << 24);
+        p += 5;
+      } else if (op === 0x8a /* LONG1 */ && p + 1 < len) {
+        const n = b[p + 1]!;
+        if (n > 8 || p + 2 + n > len) return -1;
+        const x = decodeLong(b, p + 2, n);
+        if (typeof x !== 'number') return -1;
+        v = x;
+        p += 2 + n;
+      } else return -1;
+      if (bit === ADDRESS_BIT) address = v;
+      else if (bit === SIZE_BIT) size = v;
+      else requested = v;
+    }
+    if ((mask & BLOCK_REQUIRED_MASK) !== BLOCK_REQUIRED_MASK || next > lane.maxMemoEntries) return -1;
+    charge += 16 * bitCount(mask);
+    if (p - at > lane.maxSpan || charge > lane.budget) return -1;
+    // Commit.
+    const t = this.t;
+    const stack = hasFrames ? this.commitFrames() : 0;
+    const id = t.pushBlock(address, size, mask & (1 << REQUESTED_BIT) ? requested : size, t.stateCode(state as string), stack);
+    this.releaseSlot(dictSlot, BLOCK, id);
+    if (hasFrames && this.lfListSlot >= 0) this.releaseSlot(this.lfListSlot, STACK, stack);
+    if (newState >= 0) memo[newState] = state;
+    lane.memoCount = next;
+    lane.charge = charge;
+    lane.value = nodeFor(BLOCK, id);
+    return p;
+  }
+
+  /**
+   * Decodes a `frames` value at p for the lanes — a new list of memoized frame dicts, or a GET of
+   * an earlier frames list — into the lf* fields without changing anything; `slot` is the memo
+   * slot a new list takes. Returns the offset after the value, or -1 for anything else.
+   */
+  private laneFramesValue(b: Uint8Array, p: number, memo: unknown[], slot: number): number {
+    const len = b.length;
+    this.lfListSlot = -1;
+    this.lfCount = -1;
+    this.lfHash = -1;
+    this.lfCharge = 0;
+    const op = b[p]!;
+    if (op !== 0x5d /* EMPTY_LIST */) {
+      // a GET of a list seen before
+      let i: number;
+      if (op === 0x68 && p + 1 < len) {
+        i = b[p + 1]!;
+        p += 2;
+      } else if (op === 0x6a && p + 4 < len) {
+        i = (b[p + 1]! | (b[p + 2]! << 8) | (b[p + 3]! << 16) | (b[p + 4]! << 24)) >>> 0;
+        p += 5;
+      } else return -1;
+      const v = memo[i];
+      if (v === RELEASED && this.releasedKind[i] === STACK) this.lfStack = this.releasedId[i]!;
+      else if (v instanceof RawList && v.stack >= 0) this.lfStack = v.stack;
+      else return -1;
+      return p;
+    }
+    if (p + 2 > len || b[p + 1] !== 0x94 /* MEMOIZE */ || memo[slot] !== undefined) return -1;
+    this.lfListSlot = slot;
+    this.lfCharge = 64; // EMPTY_LIST
+    p += 2;
+    if (p >= len) return -1;
+    const c0 = b[p]!;
+    if (c0 === 0x28 /* MARK */) {
+      p++;
+      // Read the memo indices up to APPENDS, then map the sequence to a stack.
+      let gets = this.laneGets;
+      let n = 0;
+      let h = 0;
+      for (;;) {
+        if (p >= len) return -1;
+        const c = b[p]!;
+        let i: number;
+        if (c === 0x68 && p + 1 < len) {
+          i = b[p + 1]!;
+          p += 2;
+        } else if (c === 0x6a && p + 4 < len) {
+          i = (b[p + 1]! | (b[p + 2]! << 8) | (b[p + 3]! << 16) | (b[p + 4]! << 24)) >>> 0;
+          p += 5;
+        } else if (c === 0x65 /* APPENDS */) {
+          p++;
+          break;
+        } else return -1;
+        if (n === gets.length) {
+          const grown = new Int32Array(n * 2);
+          grown.set(gets);
+          this.laneGets = gets = grown;
+        }
+        gets[n++] = i;
+        h = Math.imul(h ^ i, 0x9e3779b1) ^ (h >>> 13);
+      }
+      // A second APPENDS batch (> 1000 frames). A lone `GET APPEND` after it fails as the next key.
+      if (p < len && b[p] === 0x28 /* MARK */) return -1;
+      h &= 0x3fffffff;
+      this.lfCharge += 8 * n; // APPENDS
+      const cached = this.getSeqByHash.get(h);
+      if (cached !== undefined && this.getSeqLength.data[cached] === n) {
+        const pool = this.getSeqPool.data;
+        const start = this.getSeqStart.data[cached]!;
+        let same = true;
+        for (let k = 0; k < n; k++) {
+          if (pool[start + k] !== gets[k]) {
+            same = false;
+            break;
+          }
+        }
+        if (same) {
+          this.lfStack = this.getSeqStack.data[cached]!;
+          return p; // stack already known
+        }
+      }
+      if (this.laneFrames.length < n) this.laneFrames = new Int32Array(n * 2);
+      const frames = this.laneFrames;
+      for (let k = 0; k < n; k++) {
+        const f = memo[gets[k]!];
+        if (!(f instanceof RawDict) || f.kind !== FRAME) return -1;
+        frames[k] = f.id;
+      }
+      this.lfCount = n;
+      this.lfHash = h;
+      return p;
+    }
+    let f: unknown;
+    if (c0 === 0x68 && p + 2 < len && b[p + 2] === 0x61 /* APPEND */) {
+      f = memo[b[p + 1]!];
+      p += 3;
+    } else if (c0 === 0x6a && p + 5 < len && b[p + 5] === 0x61) {
+      f = memo[(b[p + 1]! | (b[p + 2]! << 8) | (b[p + 3]! << 16) | (b[p + 4]! << 24)) >>> 0];
+      p += 6;
+    } else {
+      // an empty list: the next key follows
+      this.lfCount = 0;
+      return p;
+    }
+    if (!(f instanceof RawDict) || f.kind !== FRAME) return -1;
+    this.laneFrames[0] = f.id;
+    this.lfCount = 1;
+    this.lfCharge += 16; // APPEND
+    return p;
+  }
+
+  /**
+   * The lane for a frames list that is not inside a trace entry or block (a segment's `frames`):
+   * `EMPTY_LIST MEMOIZE MARK GET… APPENDS` of memoized frame dicts becomes the interned stack that
+   * `appendItems` would make of it — same node, same released memo slot — without the VM stack.
+   */
+  fastList(b: Uint8Array, at: number, memo: unknown[], lane: FastLane): number {
+    if (at + 4 > b.length || b[at + 1] !== 0x94 /* MEMOIZE */ || b[at + 2] !== 0x28 /* MARK */) return -1;
+    const c = b[at + 3];
+    if (c !== 0x68 /* BINGET */ && c !== 0x6a /* LONG_BINGET */) return -1;
+    const slot = lane.memoCount;
+    if (slot + 1 > lane.maxMemoEntries) return -1;
+    const end = this.laneFramesValue(b, at, memo, slot);
+    // (The machine took EMPTY_LIST's 64 already.)
+    if (end < 0 || this.lfCount === 0 || end - at > lane.maxSpan || this.lfCharge - 64 > lane.budget) return -1;
+    const stack = this.commitFrames();
+    const node = new RawList();
+    node.stack = stack;
+    node.slot = slot;
+    this.releaseSlot(slot, STACK, stack);
+    lane.memoCount = slot + 1;
+    lane.charge = this.lfCharge - 64;
+    lane.value = node;
+    return end;
+  }
+
+  /** Interns what `laneFramesValue` decoded (and caches its index sequence); returns the stack id. */
+  private commitFrames(): number {
+    const n = this.lfCount;
+    if (n < 0) return this.lfStack;
+    const stack = n === 0 ? 0 : this.t.internStack(this.laneFrames, n);
+    if (this.lfHash >= 0 && this.getSeqPool.length < 1 << 24) {
+      // Remember this index sequence (bounded: a file of all-distinct lists must not grow it forever).
+      this.getSeqByHash.set(this.lfHash, this.getSeqStack.length);
+      this.getSeqStart.push(this.getSeqPool.length);
+      this.getSeqLength.push(n);
+      this.getSeqStack.push(stack);
+      const gets = this.laneGets;
+      for (let k = 0; k < n; k++) this.getSeqPool.push(gets[k]!);
+    }
+    return stack;
   }
 
   newList(): unknown {

@@ -56,17 +56,28 @@ export interface PickleBuilder {
   /**
    * Optional fast lane, tried at each EMPTY_DICT at offset `at`: a builder that recognises the
    * whole dict's opcodes (through its SETITEMS) may decode them itself and return the offset after
-   * them, having set `lane.value` (pushed for it) and advanced `lane.memoCount` by its memo puts.
-   * It returns -1, touching nothing, when anything is unexpected; the machine then proceeds
-   * normally. It must never throw for bad input.
+   * them, having set `lane.value` (pushed for it), advanced `lane.memoCount` by its memo puts and
+   * set `lane.charge` to what the general path would have taken from the `maxBytes` budget. It
+   * returns -1, touching nothing, when anything is unexpected or when the general path could have
+   * hit a limit inside (opcodes longer than `lane.maxSpan` bytes, or a charge above
+   * `lane.budget`); the machine then proceeds normally, so limit errors and their offsets are the
+   * same with or without lanes. It must never throw for bad input.
    */
   fastDict?(bytes: Uint8Array, at: number, memo: unknown[], lane: FastLane): number;
+  /** The same for a list, tried at each EMPTY_LIST. */
+  fastList?(bytes: Uint8Array, at: number, memo: unknown[], lane: FastLane): number;
 }
 
 /** In/out state of `PickleBuilder.fastDict` (one object per read, reused). */
 export interface FastLane {
   memoCount: number;
   maxMemoEntries: number;
+  /** Longest run of opcodes (bytes) a lane may take: no stack depth, MARK or container-size limit can be reached within it. */
+  maxSpan: number;
+  /** What is left of the `maxBytes` budget; a lane needing more gives up. */
+  budget: number;
+  /** Out: the budget the lane's opcodes used, exactly as the general path counts it. */
+  charge: number;
   value: unknown;
 }
 
@@ -269,7 +280,7 @@ export class PickleMachine {
     // Preallocated (holey) when the builder expects many entries, so it is not regrown and copied.
     this.memo = builder.memoCapacityHint ? new Array(Math.min(builder.memoCapacityHint, 1 << 24)) : [];
     builder.attachMemo?.(this.memo);
-    this.lane = { memoCount: 0, maxMemoEntries: limits.maxMemoEntries, value: null };
+    this.lane = { memoCount: 0, maxMemoEntries: limits.maxMemoEntries, maxSpan: 0, budget: 0, charge: 0, value: null };
     this.budget = limits.maxBytes;
   }
 
@@ -302,6 +313,7 @@ export class PickleMachine {
     const memo = this.memo;
     const trackMemo = builder.onMemoize !== undefined;
     const hasFastDict = builder.fastDict !== undefined;
+    const hasFastList = builder.fastList !== undefined;
     const lane = this.lane;
     const sentinel = builder.memoSentinel ?? NEVER;
     const maxDepth = limits.maxDepth;
@@ -491,10 +503,13 @@ export class PickleMachine {
           if (sp >= maxDepth) throw depthError(at, maxDepth);
           if (hasFastDict) {
             lane.memoCount = memoCount;
+            // Each opcode pushes at most one item and takes at least one byte: a span shorter than
+            // this cannot reach the depth, MARK or container-size limits.
+            lane.maxSpan = marks.length + 2 <= maxDepth ? Math.min(maxDepth - sp - 2, maxItems) : 0;
+            lane.budget = budget;
             const end = builder.fastDict!(b, at, memo, lane);
             if (end > 0) {
-              budget -= (end - at) * 8;
-              if (budget < 0) throw overBudget(at);
+              budget -= lane.charge;
               memoCount = lane.memoCount;
               stack[sp++] = lane.value;
               pos = end;
@@ -505,12 +520,32 @@ export class PickleMachine {
           break;
         }
         case 0x5d /* EMPTY_LIST */:
+          budget -= 64;
+          if (budget < 0) throw overBudget(at);
+          if (sp >= maxDepth) throw depthError(at, maxDepth);
+          if (hasFastList) {
+            lane.memoCount = memoCount;
+            // Each opcode pushes at most one item and takes at least one byte: a span shorter than
+            // this cannot reach the depth, MARK or container-size limits.
+            lane.maxSpan = marks.length + 2 <= maxDepth ? Math.min(maxDepth - sp - 2, maxItems) : 0;
+            lane.budget = budget;
+            const end = builder.fastList!(b, at, memo, lane);
+            if (end > 0) {
+              budget -= lane.charge;
+              memoCount = lane.memoCount;
+              stack[sp++] = lane.value;
+              pos = end;
+              break;
+            }
+          }
+          stack[sp++] = builder.newList();
+          break;
         case 0x29 /* EMPTY_TUPLE */:
         case 0x8f /* EMPTY_SET */:
           budget -= 64;
           if (budget < 0) throw overBudget(at);
           if (sp >= maxDepth) throw depthError(at, maxDepth);
-          stack[sp++] = op === 0x5d /* EMPTY_LIST */ ? builder.newList() : op === 0x29 /* EMPTY_TUPLE */ ? makeTuple([]) : new Set();
+          stack[sp++] = op === 0x29 /* EMPTY_TUPLE */ ? makeTuple([]) : new Set();
           break;
         case 0x75 /* SETITEMS */:
         case 0x65 /* APPENDS */:

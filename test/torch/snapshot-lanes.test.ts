@@ -1,0 +1,82 @@
+import { describe, it, expect } from 'vitest';
+import { existsSync, readFileSync } from 'node:fs';
+import { resolve } from 'node:path';
+import { MemscopeError } from '../../src/core/errors.js';
+import type { PickleLimits } from '../../src/torch/pickle/machine.js';
+import { readPickle } from '../../src/torch/pickle/reader.js';
+import { readSnapshot } from '../../src/torch/snapshot.js';
+import { pythonPickle } from './python.js';
+
+// readSnapshot decodes trace entries, blocks and frame lists in fast lanes that skip the VM stack
+// (src/torch/snapshot-builder.ts). Limits must not notice: a lane gives way to the general path
+// wherever a limit could be reached inside the opcodes it would take, and charges the memory budget
+// exactly as the general path does. readPickle has no lanes, so it is the reference.
+
+const repoRoot = resolve(import.meta.dirname, '../..');
+const FILES = [
+  resolve(repoRoot, 'test/fixtures/torch/older_no_settings_6633blocks.pickle'),
+  resolve(repoRoot, '../shared/fixtures/torch-snapshots/transformer_forward_trace.pickle'),
+];
+
+function outcome(read: () => unknown): string {
+  try {
+    read();
+    return 'ok';
+  } catch (e) {
+    if (!(e instanceof MemscopeError)) throw e;
+    return `${e.code}: ${e.message}`;
+  }
+}
+
+describe('fast lanes under limits', () => {
+  for (const file of FILES) {
+    it.runIf(existsSync(file))(`${file.split('/').pop()}: the same limit errors, at the same offsets, as the general path`, () => {
+      const bytes = readFileSync(file);
+      const cases: Partial<PickleLimits>[] = [];
+      // Depths around a trace entry / block with its frame list (dict, MARK, keys and values, list, MARK, frames).
+      for (const maxDepth of [6, 12, 20, 30, 45, 60, 90]) cases.push({ maxDepth });
+      for (const maxContainerItems of [4, 9, 10, 11, 20, 40]) cases.push({ maxContainerItems });
+      // Budgets that run out early, midway and near the end of the file.
+      for (const f of [0.01, 0.1, 0.5, 1, 2, 4, 6, 8, 9, 10, 12]) cases.push({ maxBytes: Math.round(bytes.length * f) + 7 });
+      for (const f of [0.01, 0.2, 0.6, 0.9]) cases.push({ maxMemoEntries: Math.round((bytes.length / 40) * f) });
+      let failures = 0;
+      for (const limits of cases) {
+        const generic = outcome(() => readPickle(bytes, limits));
+        expect({ limits, result: outcome(() => readSnapshot(bytes, { limits })) }).toEqual({ limits, result: generic });
+        if (generic !== 'ok') failures++;
+      }
+      // The cases must really reach the limits (and some must pass), or this proves nothing.
+      expect(failures).toBeGreaterThan(cases.length / 2);
+      expect(failures).toBeLessThan(cases.length);
+    });
+  }
+
+  it('a lane gives way where a later, deeper or bigger entry reaches a limit', () => {
+    // Written by CPython: the first entry and block define the frames (general path); later ones
+    // refer to them (lanes) with longer frame lists, so limits are first reached inside a lane's span.
+    const bytes = pythonPickle(
+      `{'segments': [{'address': 0, 'total_size': 512, 'blocks': [
+          {'address': 0, 'size': 256, 'requested_size': 256, 'state': 'active_allocated', 'frames': fs[:2]},
+          {'address': 256, 'size': 256, 'requested_size': 200, 'state': 'active_allocated', 'frames': fs * 6}]}],
+        'device_traces': [[
+          {'action': 'alloc', 'addr': 0, 'size': 256, 'stream': 0, 'time_us': 1, 'frames': fs},
+          {'action': 'alloc', 'addr': 256, 'size': 256, 'stream': 0, 'time_us': 2, 'frames': fs * 4},
+          {'action': 'free_requested', 'addr': 0, 'size': 256, 'stream': 0, 'time_us': 3, 'frames': fs * 9}]]}`,
+      4,
+      `fs = [{'name': f'f{i}', 'filename': 'x.py', 'line': i} for i in range(5)]`,
+    );
+    const cases: Partial<PickleLimits>[] = [];
+    for (let maxDepth = 20; maxDepth <= 80; maxDepth += 3) cases.push({ maxDepth });
+    for (let maxContainerItems = 8; maxContainerItems <= 48; maxContainerItems += 4) cases.push({ maxContainerItems });
+    for (let maxBytes = 1000; maxBytes <= 4000; maxBytes += 150) cases.push({ maxBytes });
+    const results = new Set<string>();
+    for (const limits of cases) {
+      const generic = outcome(() => readPickle(bytes, limits));
+      expect({ limits, result: outcome(() => readSnapshot(bytes, { limits })) }).toEqual({ limits, result: generic });
+      results.add(generic);
+    }
+    // Errors at many different offsets, and some successes.
+    expect(results.size).toBeGreaterThan(10);
+    expect(results.has('ok')).toBe(true);
+  });
+});
