@@ -470,6 +470,73 @@ export function readSnapshot(bytes: Uint8Array, options: ReadSnapshotOptions = {
   return assemble(root, tables);
 }
 
+/** Reads up to `into.length` bytes of the file at `fileOffset` into `into`; resolves to how many (0 at its end). */
+export type ReadAtAsync = (into: Uint8Array, fileOffset: number) => Promise<number>;
+
+export interface ReadSnapshotAsyncOptions extends ReadSnapshotOptions {
+  /** Largest read issued at a time (default 8 MiB); the first reads are smaller so decoding starts at once. */
+  chunkBytes?: number;
+}
+
+/**
+ * `readSnapshot` for a file that is still being read: the whole file goes into one buffer, read in
+ * chunks through `readAt`, and each chunk is decoded while the next one is being read (in Node,
+ * reads run on libuv's thread pool, so reading overlaps decoding instead of preceding it). Chunks
+ * may end anywhere: the machine executes only complete opcodes (`PickleMachine.runAvailable`), so
+ * the result and every error, offset included, are those of `readSnapshot` on the whole file.
+ */
+export async function readSnapshotAsync(readAt: ReadAtAsync, totalBytes: number, options: ReadSnapshotAsyncOptions = {}): Promise<MemorySnapshot> {
+  const limits: PickleLimits = { ...DEFAULT_PICKLE_LIMITS, ...options.limits };
+  const tables = new SnapshotTables(Math.max(1024, Math.min(Math.floor(totalBytes / 100), 1 << 27)));
+  const machine = new PickleMachine(new SnapshotBuilder(tables, Math.floor(totalBytes / 40)), limits, options.onProgress);
+  const maxChunk = Math.max(1, options.chunkBytes ?? 8 << 20);
+  const bytes = new Uint8Array(totalBytes);
+  let filled = 0; // bytes read so far
+  let executed = 0; // bytes the machine has executed
+  const readNext = (): Promise<number> | null =>
+    filled < totalBytes ? readAt(bytes.subarray(filled, Math.min(totalBytes, filled + Math.min(maxChunk, Math.max(256 << 10, filled)))), filled) : null;
+  let pending = readNext();
+  // Never leave a read running into a buffer that is given up (an error, STOP before the end).
+  const settle = async (): Promise<void> => {
+    const p = pending;
+    pending = null;
+    if (p) await p.catch(() => 0);
+  };
+  let root: unknown;
+  try {
+    for (;;) {
+      const n = pending ? await pending : 0;
+      pending = null;
+      if (n > 0) {
+        filled += n;
+        pending = readNext();
+      }
+      if (n <= 0 || filled >= totalBytes) {
+        root = machine.run(bytes.subarray(executed, filled), executed, true, totalBytes).value;
+        break;
+      }
+      const r = machine.runAvailable(bytes.subarray(executed, filled), executed, totalBytes);
+      if (r.done) {
+        root = r.value;
+        break;
+      }
+      executed += r.executed;
+    }
+  } catch (e) {
+    await settle();
+    if (!(e instanceof FastPathBail)) throw e;
+    // As readSnapshot: something the fast path does not model; read the whole file generically.
+    while (filled < totalBytes) {
+      const n = await readAt(bytes.subarray(filled), filled);
+      if (n <= 0) break;
+      filled += n;
+    }
+    return normaliseSnapshot(readPickle(bytes.subarray(0, filled), limits));
+  }
+  await settle();
+  return assemble(root, tables);
+}
+
 /** Reads up to `into.length` bytes of the file at `fileOffset` into `into`; returns how many. */
 export type ReadAt = (into: Uint8Array, fileOffset: number) => number;
 
