@@ -389,4 +389,15 @@ describe('the CLI', () => {
     const badTop = cli('summary', snapshotPath('small_3seg'), '--top', 'many');
     expect(badTop.stderr).toMatch(/--top must be a non-negative integer, got "many"/);
   }, 120_000);
+
+  it('each PyTorch-file verb, loaded alone (src/cli/main.ts), is that verb; usage errors still exit 2', () => {
+    for (const verb of ['summary', 'stats', 'trace', 'segments', 'memory', 'compare', 'plot']) {
+      const help = cli(verb, '--help');
+      expect({ verb, status: help.status, usage: help.stdout.split('\n')[0]!.split(' ').slice(0, 3).join(' ') }).toEqual({ verb, status: 0, usage: `Usage: memscope ${verb}` });
+      const missing = cli(verb);
+      expect({ verb, status: missing.status, error: missing.stderr.split('\n')[0] }).toEqual({ verb, status: 2, error: expect.stringMatching(/^error: missing required argument/) });
+    }
+    expect(cli('--help').stdout).toMatch(/summary \[options\] <file>[\s\S]*plot \[options\] <file>/);
+    expect(cli('no-such-verb').status).toBe(2);
+  }, 180_000);
 });
