@@ -125,6 +125,13 @@ export interface GradientPair {
 
 /** Implement the events you need; all are optional. */
 export interface MemoryEventSink {
+  /**
+   * `false` declares that this sink never reads `ctx.kernel`. Following the running kernel costs
+   * the adapter a wrapper around every kernel call, so it does so only while some subscribed
+   * sink reads it (absent means it does) or listens to kernel events.
+   */
+  readonly readsKernelContext?: boolean;
+
   /** A new storage came into existence (first tensor on a new dataId, or moved in from another device). */
   onStorageAlloc?(storage: StorageRef, ctx: EventContext): void;
   /** A storage's last reference was released (or it moved to another device). */
@@ -160,3 +167,8 @@ export interface MemoryEventSink {
   /** `Variable.assign` swapped `variable`'s storage from `previous` to `variable.storage`. */
   onVariableAssign?(variable: TensorRef, previous: StorageRef, ctx: EventContext): void;
 }
+
+/** The names of the event methods of `MemoryEventSink` (every member but the declarations). */
+export type MemoryEventName = {
+  [K in keyof MemoryEventSink]-?: NonNullable<MemoryEventSink[K]> extends (...args: never[]) => unknown ? K : never;
+}[keyof MemoryEventSink];

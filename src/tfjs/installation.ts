@@ -2,6 +2,7 @@ import type {
   EventContext,
   GradientPair,
   KernelEvent,
+  MemoryEventName,
   MemoryEventSink,
   Phase,
   ScopeKind,
@@ -110,6 +111,9 @@ function pendingOutputLayers(mod: TfjsModule): Set<object> | null {
  * 'softmaxCrossEntropy__op' — and memscope keeps that name (consumers pin
  * it); outside any scope, where the engine says '', memscope says 'customGrad'.
  */
+/** Engine methods wrapped only when a subscribed sink needs them (see recomputeWants). */
+const DEFERRED_ENGINE_METHODS: ReadonlySet<PatchedEngineMethod> = new Set(['runKernelFunc', 'disposeTensor']);
+
 function compositeKernelName(scopeName: string | undefined): string {
   return scopeName == null || scopeName === '' ? 'customGrad' : scopeName;
 }
@@ -151,7 +155,10 @@ export class Installation {
   private readonly backendNames = new WeakMap<object, string>();
 
   private readonly engineOriginals = new Map<PatchedEngineMethod, Fn>();
+  /** Wrappers now on the engine prototype. */
   private readonly engineWrappers = new Map<PatchedEngineMethod, Fn>();
+  /** Wrappers built but not installed yet: installed when a subscribed sink first needs them. */
+  private readonly deferredWrappers = new Map<PatchedEngineMethod, Fn>();
   private readonly engineProto: Record<string, unknown>;
   /** Prototypes whose `assign` memscope replaced → the original. */
   private readonly assignOriginals = new Map<Record<string, unknown>, { original: Fn; wrapper: Fn }>();
@@ -207,7 +214,7 @@ export class Installation {
   }
 
   private recomputeWants(): void {
-    const pick = (k: keyof MemoryEventSink) => this.sinks.filter((s) => typeof s[k] === 'function');
+    const pick = (k: MemoryEventName) => this.sinks.filter((s) => typeof s[k] === 'function');
     this.allocSinks = pick('onStorageAlloc');
     this.freeSinks = pick('onStorageFree');
     this.createSinks = pick('onTensorCreate');
@@ -228,6 +235,20 @@ export class Installation {
     this.wantKernels = this.kernelStartSinks.length > 0 || this.kernelEndSinks.length > 0;
     this.watchScopeStart = this.scopeStartSinks.length > 0;
     this.watchScopeEnd = this.scopeEndSinks.length > 0;
+    // runKernelFunc and disposeTensor run for every kernel and every dispose; they are wrapped
+    // only once some sink needs what their wrappers provide (ctx.kernel, kernel events, tensor
+    // disposals). Once wrapped they stay wrapped until uninstall: re-patching the engine's
+    // prototype makes V8 discard optimised TFJS code, which costs more than a pass-through.
+    if (this.wantKernels || this.sinks.some((sink) => sink.readsKernelContext !== false)) this.installDeferred('runKernelFunc');
+    if (this.disposeSinks.length > 0) this.installDeferred('disposeTensor');
+  }
+
+  private installDeferred(name: PatchedEngineMethod): void {
+    const wrapper = this.deferredWrappers.get(name);
+    if (wrapper === undefined || !this.active) return;
+    this.deferredWrappers.delete(name);
+    this.engineWrappers.set(name, wrapper);
+    this.engineProto[name] = wrapper;
   }
 
   get sinkCount(): number {
@@ -310,7 +331,7 @@ export class Installation {
   }
 
   /** Calls `method` on every sink in `list` with (a, ctx) or (a, b, ctx): the less frequent events. */
-  private emit(list: MemoryEventSink[], method: keyof MemoryEventSink, a: unknown, b?: unknown, two = false): void {
+  private emit(list: MemoryEventSink[], method: MemoryEventName, a: unknown, b?: unknown, two = false): void {
     if (list.length === 0) return;
     const ctx = this.ctx;
     ctx.seq++;
@@ -1090,6 +1111,10 @@ export class Installation {
     };
     for (const name of PATCHED_ENGINE_METHODS) {
       const w = wrappers[name] as unknown as Fn;
+      if (DEFERRED_ENGINE_METHODS.has(name)) {
+        this.deferredWrappers.set(name, w);
+        continue;
+      }
       this.engineWrappers.set(name, w);
       proto[name] = w;
     }

@@ -131,6 +131,8 @@ function toSnapshot(snap: Snap, devices: readonly DeviceTally[]): MemorySnapshot
  * tensors are then re-classified when the tracker learns what they are.
  */
 export class MemRecorder implements MemoryEventSink {
+  /** Categories come from phases, never from kernels (PyTorch's MemTracker ignores operators too). */
+  readonly readsKernelContext = false;
   /** Storage id → packed (bytes, device, category); see `pack`. */
   private readonly storages = new IdTable();
   private readonly devices = new Map<DeviceName, DeviceTally>();

@@ -242,3 +242,37 @@ describe('repeated tracking sessions', () => {
     model.dispose();
   });
 });
+
+describe('engine methods are wrapped only when a sink needs them', () => {
+  it('a sink that declares it never reads ctx.kernel leaves runKernelFunc and disposeTensor alone until one that does subscribes', () => {
+    const orig = captureOriginals();
+    const original = (m: string) => orig.engine.find(([name]) => name === m)![1];
+    const kernelsSeenByAllocs: (string | null)[] = [];
+    const quiet = tfjsAdapter.attach({ readsKernelContext: false, onStorageAlloc: () => {} });
+    // The per-kernel and per-dispose wrappers are not needed by this sink: TFJS runs its own methods.
+    expect(engineProto()['runKernelFunc']).toBe(original('runKernelFunc'));
+    expect(engineProto()['disposeTensor']).toBe(original('disposeTensor'));
+    expect(engineProto()['trackTensor']).not.toBe(original('trackTensor'));
+    tf.tidy(() => tf.add(tf.ones([2]), tf.ones([2])));
+
+    // A sink that reads ctx.kernel (the default) gets it, from the next kernel on.
+    const reader = tfjsAdapter.attach({ onStorageAlloc: (_s, ctx) => kernelsSeenByAllocs.push(ctx.kernel) });
+    expect(engineProto()['runKernelFunc']).not.toBe(original('runKernelFunc'));
+    expect(engineProto()['disposeTensor']).toBe(original('disposeTensor'));
+    const disposed: number[] = [];
+    const disposals = tfjsAdapter.attach({ readsKernelContext: false, onTensorCreate: () => {}, onTensorDispose: (t) => disposed.push(t.id) });
+    expect(engineProto()['disposeTensor']).not.toBe(original('disposeTensor'));
+    const y = tf.tidy(() => tf.add(tf.ones([2]), tf.ones([2])));
+    expect(kernelsSeenByAllocs).toContain('Add');
+    y.dispose();
+    expect(disposed).toContain(y.id);
+
+    // Once wrapped they stay wrapped while any session lives (re-patching would make V8 drop TFJS's optimised code) ...
+    reader.detach();
+    disposals.detach();
+    expect(engineProto()['runKernelFunc']).not.toBe(original('runKernelFunc'));
+    // ... and the last detach restores every method.
+    quiet.detach();
+    expectRestored(orig);
+  });
+});

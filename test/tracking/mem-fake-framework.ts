@@ -6,6 +6,7 @@ import type { AdapterSession, FrameworkAdapter } from '../../src/core/adapter.js
 import { MemscopeError } from '../../src/core/errors.js';
 import type {
   EventContext,
+  MemoryEventName,
   MemoryEventSink,
   ModuleRef,
   OptimizerRef,
@@ -106,7 +107,7 @@ export class FakeFramework implements FrameworkAdapter {
     };
   }
 
-  private emit<K extends keyof MemoryEventSink>(
+  private emit<K extends MemoryEventName>(
     name: K,
     ...args: Parameters<NonNullable<MemoryEventSink[K]>> extends [...infer A, EventContext] ? A : never
   ): void {
