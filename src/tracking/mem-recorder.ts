@@ -45,19 +45,16 @@ class DeviceTally {
 }
 
 /*
- * What the recorder knows of a storage is packed into one number, kept in an
- * IdTable by storage id: bytes × 256 + device index × 8 + category. Every
- * tensor allocation and free goes through this table; a number in a typed
- * array costs no allocation, where an object per storage would.
- * Exact up to 2^53 / 256 bytes (32 TiB) per storage and 32 devices.
+ * What the recorder knows of a storage: its device-rounded bytes and a tag,
+ * device index × 8 + category, kept in an IdTable by storage id. Every tensor
+ * allocation and free goes through this table; typed-array columns cost no
+ * allocation, where an object per storage would.
  */
 const CATEGORY_SLOTS = 8;
 const DEVICE_SLOTS = 32;
-const BYTES_UNIT = CATEGORY_SLOTS * DEVICE_SLOTS;
-const pack = (bytes: number, device: number, category: number): number => bytes * BYTES_UNIT + device * CATEGORY_SLOTS + category;
-const categoryOf = (packed: number): CategoryIndex => (packed % CATEGORY_SLOTS) as CategoryIndex;
-const deviceOf = (packed: number): number => Math.floor(packed / CATEGORY_SLOTS) % DEVICE_SLOTS;
-const bytesOf = (packed: number): number => Math.floor(packed / BYTES_UNIT);
+const tagOf = (device: number, category: number): number => device * CATEGORY_SLOTS + category;
+const categoryOf = (tag: number): CategoryIndex => (tag & (CATEGORY_SLOTS - 1)) as CategoryIndex;
+const deviceOf = (tag: number): number => tag >> 3;
 
 /**
  * Counters of every device with bytes, copied at one moment, by device index
@@ -133,7 +130,7 @@ function toSnapshot(snap: Snap, devices: readonly DeviceTally[]): MemorySnapshot
 export class MemRecorder implements MemoryEventSink {
   /** Categories come from phases, never from kernels (PyTorch's MemTracker ignores operators too). */
   readonly readsKernelContext = false;
-  /** Storage id → packed (bytes, device, category); see `pack`. */
+  /** Storage id → (device-rounded bytes, tag); see `tagOf`. */
   private readonly storages = new IdTable();
   private readonly devices = new Map<DeviceName, DeviceTally>();
   private readonly deviceList: DeviceTally[] = [];
@@ -153,24 +150,25 @@ export class MemRecorder implements MemoryEventSink {
   // ---- hot path -------------------------------------------------------------
 
   onStorageAlloc(storage: StorageRef, ctx: EventContext): void {
-    // Already known: classified from a TensorRef before its allocation event reached this sink.
-    if (this.storages.has(storage.id)) return;
+    // `add` leaves a storage already known alone: it was classified from a TensorRef before its
+    // allocation event reached this sink.
     const phase = ctx.phase;
     this.add(storage, phase === 'optimizer' ? OPT : phase === 'backward' ? TEMP : ACT);
   }
 
   onStorageFree(storage: StorageRef): void {
-    const id = storage.id;
-    const packed = this.storages.get(id);
-    if (packed === undefined) return;
-    this.storages.delete(id);
-    this.subtract(packed);
+    const table = this.storages;
+    const slot = table.find(storage.id);
+    if (slot < 0) return;
+    const bytes = table.bytesAt(slot);
+    const tag = table.tagAt(slot);
+    table.removeAt(slot);
+    this.subtract(bytes, tag);
   }
 
-  private subtract(packed: number): void {
-    const bytes = bytesOf(packed);
-    const counts = this.deviceList[deviceOf(packed)]!.counts;
-    counts[categoryOf(packed)]! -= bytes;
+  private subtract(bytes: number, tag: number): void {
+    const counts = this.deviceList[deviceOf(tag)]!.counts;
+    counts[categoryOf(tag)]! -= bytes;
     counts[TOTAL]! -= bytes;
   }
 
@@ -188,11 +186,11 @@ export class MemRecorder implements MemoryEventSink {
     return dev;
   }
 
-  /** Tracks a new storage in `category`; returns its device-rounded bytes. */
+  /** Tracks a storage not tracked yet in `category`; returns its device-rounded bytes (-1 if it was tracked already). */
   private add(storage: StorageRef, category: CategoryIndex): number {
     const dev = this.device(storage.device);
     const bytes = roundToDevice(storage.bytes, dev.spec);
-    this.storages.set(storage.id, pack(bytes, dev.index, category));
+    if (!this.storages.insert(storage.id, bytes, tagOf(dev.index, category))) return -1;
     if (bytes === 0) return 0;
     const counts = dev.counts;
     counts[category]! += bytes;
@@ -225,16 +223,18 @@ export class MemRecorder implements MemoryEventSink {
 
   /** Puts `storage` in `category`, tracking it first if it is new (PyTorch's `_update_and_maybe_create_winfos`). */
   classify(storage: StorageRef, category: CategoryIndex): number {
-    const packed = this.storages.get(storage.id);
-    if (packed === undefined) return this.add(storage, category);
-    const bytes = bytesOf(packed);
-    const old = categoryOf(packed);
+    const table = this.storages;
+    const slot = table.find(storage.id);
+    if (slot < 0) return this.add(storage, category);
+    const bytes = table.bytesAt(slot);
+    const tag = table.tagAt(slot);
+    const old = categoryOf(tag);
     if (old !== category) {
-      const device = deviceOf(packed);
+      const device = deviceOf(tag);
       const counts = this.deviceList[device]!.counts;
       counts[old]! -= bytes;
       counts[category]! += bytes;
-      this.storages.set(storage.id, pack(bytes, device, category));
+      table.setTagAt(slot, tagOf(device, category));
     }
     return bytes;
   }
@@ -252,10 +252,10 @@ export class MemRecorder implements MemoryEventSink {
   /** Forgets storages that died while no events arrived (between a stop and the next start). */
   dropStoragesNotIn(live: ReadonlySet<number>): void {
     const dead: number[] = [];
-    this.storages.forEach((packed, id) => {
+    this.storages.forEach((bytes, tag, id) => {
       if (live.has(id)) return;
       dead.push(id);
-      this.subtract(packed);
+      this.subtract(bytes, tag);
     });
     for (const id of dead) this.storages.delete(id);
   }
@@ -300,8 +300,8 @@ export class MemRecorder implements MemoryEventSink {
         if (seen.has(id)) continue;
         seen.add(id);
       }
-      const packed = this.storages.get(id);
-      if (packed !== undefined) bytes += bytesOf(packed);
+      const slot = this.storages.find(id);
+      if (slot >= 0) bytes += this.storages.bytesAt(slot);
     }
     return bytes;
   }
@@ -411,8 +411,8 @@ export class MemRecorder implements MemoryEventSink {
   onVariableAssign(variable: TensorRef, previous: StorageRef): void {
     let category = this.variableCategory.get(variable.id);
     if (category === undefined) {
-      const previousPacked = this.storages.get(previous.id);
-      if (previousPacked !== undefined) category = categoryOf(previousPacked);
+      const slot = this.storages.find(previous.id);
+      if (slot >= 0) category = categoryOf(this.storages.tagAt(slot));
     }
     if (category !== undefined) this.classify(variable.storage, category);
   }
