@@ -8,7 +8,7 @@ import { MemscopeError } from '../core/errors.js';
 import { fileChunks, isGzip, readFileHead, readJsonTraceFile, type ReadProgress } from './chrome-trace-node.js';
 import type { MemoryTrace } from './memory-trace.js';
 import { readSnapshot } from './snapshot-decoder.js';
-import { readSnapshotFileAsync } from './snapshot-node.js';
+import { readSnapshotFile } from './snapshot-node.js';
 import type { MemorySnapshot } from './snapshot.js';
 
 export type MemoryFile =
@@ -52,9 +52,9 @@ export async function openMemoryFile(path: string, options: OpenOptions = {}): P
   const first = gz ? await firstDecompressedByte(path) : head[0];
   if (first === PROTO) {
     const onProgress = options.onProgress ? (bytesRead: number, totalBytes: number) => options.onProgress!({ bytesRead, totalBytes }) : undefined;
-    // Plain files go through readSnapshotFileAsync, which decodes while it reads and reads big ones
-    // in pieces instead of holding the whole file; gzip has no random access, so it is inflated whole.
-    const snapshot = gz ? readSnapshot(await gunzipWhole(path, options), { onProgress }) : await readSnapshotFileAsync(path, { onProgress });
+    // Plain files go through readSnapshotFile, which reads big ones in pieces instead of holding
+    // (and copying) the whole file; gzip has no random access, so it is inflated whole.
+    const snapshot = gz ? readSnapshot(await gunzipWhole(path, options), { onProgress }) : readSnapshotFile(path, { onProgress });
     return { kind: 'snapshot', path, snapshot };
   }
   return { kind: 'trace', path, trace: await readJsonTraceFile(path, options) };

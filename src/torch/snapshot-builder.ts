@@ -49,12 +49,14 @@ export class SnapshotBuilder implements PickleBuilder {
   private releasedKind: Uint8Array;
   private releasedId: Int32Array;
   readonly memoSentinel = RELEASED;
+  readonly memoCapacityHint: number;
 
   /** `expectedMemo`: a guess from the file size (PyTorch memoizes ~1 value per 40–50 bytes). */
   constructor(
     private readonly t: SnapshotTables,
     expectedMemo = 0,
   ) {
+    this.memoCapacityHint = expectedMemo;
     // Zero-filled lazily by the OS: capacity that is never used costs address space only.
     this.releasedKind = new Uint8Array(Math.min(expectedMemo, MAX_RELEASED_SLOT));
     this.releasedId = new Int32Array(Math.min(expectedMemo, MAX_RELEASED_SLOT));

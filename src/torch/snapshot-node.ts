@@ -4,8 +4,7 @@
  * for its bytes on top of the model.
  */
 import { closeSync, fstatSync, openSync, readFileSync, readSync } from 'node:fs';
-import { open } from 'node:fs/promises';
-import { readSnapshot, readSnapshotAsync, readSnapshotPieces, type ReadSnapshotPiecesOptions } from './snapshot-decoder.js';
+import { readSnapshot, readSnapshotPieces, type ReadSnapshotPiecesOptions } from './snapshot-decoder.js';
 import type { MemorySnapshot } from './snapshot.js';
 
 const WHOLE_FILE_LIMIT = 128 << 20;
@@ -18,22 +17,5 @@ export function readSnapshotFile(path: string, options: ReadSnapshotPiecesOption
     return readSnapshotPieces((into, offset) => readSync(fd, into, 0, into.length, offset), size, options);
   } finally {
     closeSync(fd);
-  }
-}
-
-/**
- * `readSnapshotFile`, with files up to 128 MiB read on libuv's thread pool in chunks that are
- * decoded while the next one is read (`readSnapshotAsync`): reading then costs the decoder almost
- * nothing (~55 ms of the 100 MB snapshot's ~60 ms read). Bigger files are read in pieces as by
- * `readSnapshotFile`. Same result and errors.
- */
-export async function readSnapshotFileAsync(path: string, options: ReadSnapshotPiecesOptions = {}): Promise<MemorySnapshot> {
-  const file = await open(path, 'r');
-  try {
-    const size = (await file.stat()).size;
-    if (size > WHOLE_FILE_LIMIT) return readSnapshotPieces((into, offset) => readSync(file.fd, into, 0, into.length, offset), size, options);
-    return await readSnapshotAsync(async (into, offset) => (await file.read(into, 0, into.length, offset)).bytesRead, size, options);
-  } finally {
-    await file.close();
   }
 }

@@ -4,7 +4,7 @@ import { resolve } from 'node:path';
 import { MemscopeError } from '../../src/core/errors.js';
 import { readPickle } from '../../src/torch/pickle/reader.js';
 import { readSnapshot } from '../../src/torch/snapshot.js';
-import { readSnapshotAsync, readSnapshotPieces } from '../../src/torch/snapshot-decoder.js';
+import { readSnapshotPieces } from '../../src/torch/snapshot-decoder.js';
 import { pythonPickle } from './python.js';
 import { mulberry32 } from '../support/prng.js';
 
@@ -125,36 +125,6 @@ describe('fuzz: mutated and truncated real pickles', () => {
       );
       expect(pieces).toBe(whole);
     }
-  });
-
-  it('decoding while reading (chunks cut anywhere, even inside opcodes) gives the same result or the same error as reading whole', async () => {
-    const source = readFileSync(resolve(fixtures, 'state_only_259seg.pickle'));
-    const r = mulberry32(0xa5c);
-    const message = async (fn: () => Promise<unknown> | unknown): Promise<string> => {
-      try {
-        await fn();
-        return 'ok';
-      } catch (e) {
-        if (!(e instanceof MemscopeError)) throw e;
-        return e.message;
-      }
-    };
-    const outcomes = new Set<string>();
-    for (let i = 0; i < 60; i++) {
-      const m = i === 0 ? source : mutate(source, r);
-      const whole = await message(() => readSnapshot(m));
-      const chunkBytes = 1 + Math.floor(r() * 700);
-      const streamed = await message(() =>
-        readSnapshotAsync(async (into, at) => {
-          const n = Math.min(into.length, m.length - at);
-          into.set(m.subarray(at, at + n));
-          return n;
-        }, m.length, { chunkBytes }),
-      );
-      expect({ i, chunkBytes, streamed }).toEqual({ i, chunkBytes, streamed: whole });
-      outcomes.add(whole === 'ok' ? 'ok' : 'error');
-    }
-    expect(outcomes).toEqual(new Set(['ok', 'error']));
   });
 
   it('every truncation of a real snapshot fails with the offset', () => {

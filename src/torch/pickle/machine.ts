@@ -51,6 +51,8 @@ export interface PickleBuilder {
   onMemoize?(value: unknown, index: number): void;
   readonly memoSentinel?: unknown;
   materialize?(index: number): unknown;
+  /** Expected number of memo entries: the memo array is allocated at that size up front. */
+  readonly memoCapacityHint?: number;
   /**
    * Optional fast lane, tried at each EMPTY_DICT at offset `at`: a builder that recognises the
    * whole dict's opcodes (through its SETITEMS) may decode them itself and return the offset after
@@ -92,12 +94,6 @@ export function isTuple(value: unknown): boolean {
 
 /** File offset of the piece being run (see PickleMachine.run); 0 outside a run. */
 let errorBase = 0;
-/**
- * True while `PickleMachine.runAvailable` runs bytes that more will follow: an opcode cut off by
- * the end of them then stops the run before that opcode instead of failing.
- */
-let softEnd = false;
-const PIECE_ENDS_INSIDE_OPCODE = Symbol('piece ends inside an opcode');
 
 /** `pickle: <message> at offset <at>[; <hint>]`; `at` is relative to the piece being run. */
 export function pickleError(code: string, at: number, message: string, hint?: string): MemscopeError {
@@ -210,7 +206,6 @@ function applySafeGlobal(fn: SafeGlobal, args: unknown, at: number): unknown {
 // captured by any closure, so that V8 keeps them in registers (captured `let`s live in a heap
 // context and cost a memory access on every opcode).
 function truncatedError(b: Uint8Array, at: number, needed: number, left: number): MemscopeError {
-  if (softEnd) throw PIECE_ENDS_INSIDE_OPCODE;
   return pickleError('pickle-truncated', at, `file ends inside ${opcodeName(b[at]!)} (needs ${needed} more bytes, ${left} left)`);
 }
 
@@ -276,18 +271,14 @@ export class PickleMachine {
   private budget: number;
   private nextProgress = 0;
   private finished = false;
-  /** Bytes of the last `runAvailable` piece that were executed (the rest starts a cut-off opcode). */
-  private executed = 0;
 
   constructor(
     private readonly builder: PickleBuilder,
     private readonly limits: PickleLimits,
     private readonly onProgress?: (bytesRead: number, totalBytes: number) => void,
   ) {
-    // Grown by appending, never preallocated: `new Array(n)` beyond ~100k elements gives an array
-    // in dictionary mode, and every GET / PUT then costs a hash lookup (it cost ~130 ms of the
-    // 100 MB snapshot's segments).
-    this.memo = [];
+    // Preallocated (holey) when the builder expects many entries, so it is not regrown and copied.
+    this.memo = builder.memoCapacityHint ? new Array(Math.min(builder.memoCapacityHint, 1 << 24)) : [];
     builder.attachMemo?.(this.memo);
     this.lane = { memoCount: 0, maxMemoEntries: limits.maxMemoEntries, maxSpan: 0, budget: 0, charge: 0, value: null };
     this.budget = limits.maxBytes;
@@ -305,26 +296,6 @@ export class PickleMachine {
       return this.runPiece(bytes, base, final, totalBytes);
     } finally {
       errorBase = 0;
-    }
-  }
-
-  /**
-   * Like `run` with `final = false`, for bytes that need not end on an opcode boundary (a file
-   * still being read): the machine executes every complete opcode and returns how many bytes that
-   * was (`{ done: false }`), or the value at STOP. The caller passes the unexecuted rest again,
-   * with more bytes, at file offset `base + executed`. Errors and state are exactly those of a
-   * whole-file run: an opcode is executed only once all its bytes are there.
-   */
-  runAvailable(bytes: Uint8Array, base: number, totalBytes: number): { readonly done: boolean; readonly value: unknown; readonly executed: number } {
-    if (this.finished) throw new MemscopeError('bad-argument', 'PickleMachine.run: the pickle already ended with STOP');
-    errorBase = base;
-    softEnd = true;
-    try {
-      const r = this.runPiece(bytes, base, false, totalBytes);
-      return { done: r.done, value: r.value, executed: r.done ? bytes.length : this.executed };
-    } finally {
-      errorBase = 0;
-      softEnd = false;
     }
   }
 
@@ -368,12 +339,10 @@ export class PickleMachine {
       return v === sentinel ? builder.materialize!(i) : v;
     };
 
-    try {
     for (;;) {
       if (pos >= len) {
         if (final) throw pickleError('pickle-truncated', pos, 'file ends before STOP');
         // End of this piece (an opcode boundary): keep the state for the next one.
-        this.executed = len;
         this.sp = sp;
         this.memoCount = memoCount;
         this.budget = budget;
@@ -467,8 +436,6 @@ export class PickleMachine {
             n = view.getInt32(pos, true);
             pos += 4;
             if (n < 0) throw pickleError('pickle-corrupt', at, `LONG4 with negative length ${n}`);
-            // (Not charged yet if cut off: runAvailable runs it again with more bytes.)
-            if (softEnd && pos + n > len) throw truncatedError(b, at, n, len - pos);
             budget -= n;
             if (budget < 0) throw overBudget(at);
           }
@@ -759,17 +726,6 @@ export class PickleMachine {
         default:
           throw pickleError('pickle-corrupt', at, `${opcodeName(op)} is not a pickle opcode`, 'the file is corrupt or not a pickle');
       }
-    }
-    } catch (e) {
-      if (e !== PIECE_ENDS_INSIDE_OPCODE) throw e;
-      // runAvailable: the opcode at `at` is cut off; everything before it has been executed and
-      // nothing of it (every opcode checks its length before changing any state).
-      this.sp = sp;
-      this.memoCount = memoCount;
-      this.budget = budget;
-      this.nextProgress = nextProgress === Infinity ? 0 : base + nextProgress;
-      this.executed = at;
-      return NEED_MORE;
     }
   }
 }
