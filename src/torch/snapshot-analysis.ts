@@ -9,7 +9,7 @@ import { humanBytes } from '../core/units.js';
 import type { FlameStack } from '../report/flamegraph-svg.js';
 import type { DeviceMemoryTimeline, MemoryTrace } from './memory-trace.js';
 import { EMPTY_OPERATORS } from './memory-trace.js';
-import { stackFrameIds, type Frame, type MemorySnapshot, type Segment } from './snapshot.js';
+import { stackFrameIds, type BlockTable, type Frame, type MemorySnapshot, type Segment, type TraceTable } from './snapshot.js';
 
 // ---------------------------------------------------------------- frames
 
@@ -217,43 +217,46 @@ export function snapshotDevices(snapshot: MemorySnapshot): number[] {
 export function snapshotTotals(snapshot: MemorySnapshot, device: number | null = null): SnapshotTotals {
   const pools = { all: emptyPool(), large: emptyPool(), small: emptyPool() };
   const stateAllocated = snapshot.stateNames.indexOf('active_allocated');
+  // Per state code, once: is it an active state?
+  const activeState = Uint8Array.from(snapshot.stateNames, (name) => (name.startsWith('active') ? 1 : 0));
   const b = snapshot.blocks;
   for (const seg of snapshot.segments) {
     if (device !== null && seg.device !== device) continue;
-    const targets = [pools.all, seg.segmentType === 'small' ? pools.small : pools.large];
-    const split = seg.blockCount > 1;
-    for (const p of targets) {
-      p.segments++;
-      p.reserved += seg.totalSize;
-      p.allocated += seg.allocatedSize;
-      p.active += seg.activeSize;
-      if (seg.requestedSize === null || p.requested === null) p.requested = null;
-      else p.requested += seg.requestedSize;
+    addSegment(pools.all, seg, b, stateAllocated, activeState);
+    addSegment(seg.segmentType === 'small' ? pools.small : pools.large, seg, b, stateAllocated, activeState);
+  }
+  return { device, ...pools };
+}
+
+function addSegment(p: PoolTotals, seg: Segment, b: BlockTable, stateAllocated: number, activeState: Uint8Array): void {
+  p.segments++;
+  p.reserved += seg.totalSize;
+  p.allocated += seg.allocatedSize;
+  p.active += seg.activeSize;
+  if (seg.requestedSize === null || p.requested === null) p.requested = null;
+  else p.requested += seg.requestedSize;
+  const split = seg.blockCount > 1;
+  const end = seg.firstBlock + seg.blockCount;
+  for (let i = seg.firstBlock; i < end; i++) {
+    const state = b.state[i]!;
+    const size = b.size[i]!;
+    p.blocks++;
+    if (state === stateAllocated) {
+      p.allocations++;
+      p.allocatedFromBlocks += size;
+      p.requestedFromBlocks += b.requestedSize[i]!;
     }
-    for (let i = seg.firstBlock; i < seg.firstBlock + seg.blockCount; i++) {
-      const state = snapshot.stateNames[b.state[i]!]!;
-      const size = b.size[i]!;
-      for (const p of targets) {
-        p.blocks++;
-        if (b.state[i] === stateAllocated) {
-          p.allocations++;
-          p.allocatedFromBlocks += size;
-          p.requestedFromBlocks += b.requestedSize[i]!;
-        }
-        if (state.startsWith('active')) {
-          p.activeBlocks++;
-          p.activeFromBlocks += size;
-        } else {
-          p.inactiveBytes += size;
-          if (split) {
-            p.inactiveSplit++;
-            p.inactiveSplitBytes += size;
-          }
-        }
+    if (activeState[state] === 1) {
+      p.activeBlocks++;
+      p.activeFromBlocks += size;
+    } else {
+      p.inactiveBytes += size;
+      if (split) {
+        p.inactiveSplit++;
+        p.inactiveSplitBytes += size;
       }
     }
   }
-  return { device, ...pools };
 }
 
 // ---------------------------------------------------------------- memory_stats-style figures
@@ -270,6 +273,98 @@ export interface SnapshotStatsResult {
 /** PyTorch's kSmallSize: blocks up to 1 MiB come from the small pool, whose segments are 2 MiB. */
 const SMALL_SIZE = 1 << 20;
 const SMALL_SEGMENT = 2 << 20;
+
+interface ReplaySums {
+  readonly sum: Float64Array;
+  readonly highest: Float64Array;
+  readonly allocatedTotal: Float64Array;
+  readonly freedTotal: Float64Array;
+}
+
+/** Adds `v` to slot `slot` (family × 3 + pool): running sum, its highest prefix, +/− totals. */
+function bump(r: ReplaySums, slot: number, v: number): void {
+  const s = r.sum[slot]! + v;
+  r.sum[slot] = s;
+  if (s > r.highest[slot]!) r.highest[slot] = s;
+  if (v > 0) r.allocatedTotal[slot]! += v;
+  else r.freedTotal[slot]! -= v;
+}
+
+const POOL_ALL = 0;
+const POOL_LARGE = 1;
+const POOL_SMALL = 2;
+
+/**
+ * The forward pass of snapshotMemoryStats over one device's trace: per family and pool (slot
+ * family × 3 + pool; the "all" pool and the event's own pool), the running sum of the deltas, its
+ * highest prefix, and the positive / negative totals. Returns the number of OOM events. One plain
+ * loop over the columns (no closures), so it is optimised early.
+ */
+function replayTraceDeltas(snapshot: MemorySnapshot, trace: TraceTable, family: Record<string, number>, r: ReplaySums): number {
+  // Action codes → names once, not per event.
+  const ALLOC = snapshot.actionNames.indexOf('alloc');
+  const FREE_REQUESTED = snapshot.actionNames.indexOf('free_requested');
+  const FREE_COMPLETED = snapshot.actionNames.indexOf('free_completed');
+  const SEGMENT_ALLOC = snapshot.actionNames.indexOf('segment_alloc');
+  const SEGMENT_FREE = snapshot.actionNames.indexOf('segment_free');
+  const SEGMENT_MAP = snapshot.actionNames.indexOf('segment_map');
+  const SEGMENT_UNMAP = snapshot.actionNames.indexOf('segment_unmap');
+  const OOM = snapshot.actionNames.indexOf('oom');
+  const allocation = family['allocation']! * 3;
+  const allocatedBytes = family['allocated_bytes']! * 3;
+  const active = family['active']! * 3;
+  const activeBytes = family['active_bytes']! * 3;
+  const segment = family['segment']! * 3;
+  const reservedBytes = family['reserved_bytes']! * 3;
+  const actions = trace.action;
+  const sizes = trace.size;
+  let ooms = 0;
+  for (let i = 0; i < trace.count; i++) {
+    const action = actions[i]!;
+    const size = sizes[i]!;
+    const blockPool = size <= SMALL_SIZE ? POOL_SMALL : POOL_LARGE;
+    const segPool = size === SMALL_SEGMENT ? POOL_SMALL : POOL_LARGE;
+    if (action === ALLOC) {
+      bump(r, allocation + POOL_ALL, 1);
+      bump(r, allocation + blockPool, 1);
+      bump(r, allocatedBytes + POOL_ALL, size);
+      bump(r, allocatedBytes + blockPool, size);
+      bump(r, active + POOL_ALL, 1);
+      bump(r, active + blockPool, 1);
+      bump(r, activeBytes + POOL_ALL, size);
+      bump(r, activeBytes + blockPool, size);
+    } else if (action === FREE_REQUESTED) {
+      bump(r, allocation + POOL_ALL, -1);
+      bump(r, allocation + blockPool, -1);
+      bump(r, allocatedBytes + POOL_ALL, -size);
+      bump(r, allocatedBytes + blockPool, -size);
+    } else if (action === FREE_COMPLETED) {
+      bump(r, active + POOL_ALL, -1);
+      bump(r, active + blockPool, -1);
+      bump(r, activeBytes + POOL_ALL, -size);
+      bump(r, activeBytes + blockPool, -size);
+    } else if (action === SEGMENT_ALLOC) {
+      bump(r, segment + POOL_ALL, 1);
+      bump(r, segment + segPool, 1);
+      bump(r, reservedBytes + POOL_ALL, size);
+      bump(r, reservedBytes + segPool, size);
+    } else if (action === SEGMENT_FREE) {
+      bump(r, segment + POOL_ALL, -1);
+      bump(r, segment + segPool, -1);
+      bump(r, reservedBytes + POOL_ALL, -size);
+      bump(r, reservedBytes + segPool, -size);
+    } else if (action === SEGMENT_MAP) {
+      bump(r, reservedBytes + POOL_ALL, size);
+      bump(r, reservedBytes + POOL_LARGE, size);
+    } else if (action === SEGMENT_UNMAP) {
+      bump(r, reservedBytes + POOL_ALL, -size);
+      bump(r, reservedBytes + POOL_LARGE, -size);
+    } else if (action === OOM) {
+      ooms++;
+    }
+  }
+  return ooms;
+}
 
 /**
  * torch.cuda.memory_stats reconstructed from a snapshot: "current" from the
@@ -303,69 +398,16 @@ export function snapshotMemoryStats(snapshot: MemorySnapshot, device: number): S
   // included: the start and the current state are both instants of the window).
   const familyNames = Object.keys(families);
   const F = Object.fromEntries(familyNames.map((f, i) => [f, i])) as Record<string, number>;
-  const POOL_ALL = 0;
-  const POOL_LARGE = 1;
-  const POOL_SMALL = 2;
   const slots = familyNames.length * 3;
   const sum = new Float64Array(slots);
   const highest = new Float64Array(slots);
   const allocatedTotal = new Float64Array(slots);
   const freedTotal = new Float64Array(slots);
-  const add = (slot: number, v: number): void => {
-    const s = sum[slot]! + v;
-    sum[slot] = s;
-    if (s > highest[slot]!) highest[slot] = s;
-    if (v > 0) allocatedTotal[slot]! += v;
-    else freedTotal[slot]! -= v;
-  };
-  const apply = (family: number, pool: number, v: number): void => {
-    add(family * 3 + POOL_ALL, v);
-    add(family * 3 + pool, v);
-  };
   const trace = snapshot.traces.find((t) => t.device === device && t.count > 0);
   let ooms = 0;
   const notes: string[] = [];
   if (trace) {
-    // Action codes → names once, not per event.
-    const ALLOC = snapshot.actionNames.indexOf('alloc');
-    const FREE_REQUESTED = snapshot.actionNames.indexOf('free_requested');
-    const FREE_COMPLETED = snapshot.actionNames.indexOf('free_completed');
-    const SEGMENT_ALLOC = snapshot.actionNames.indexOf('segment_alloc');
-    const SEGMENT_FREE = snapshot.actionNames.indexOf('segment_free');
-    const SEGMENT_MAP = snapshot.actionNames.indexOf('segment_map');
-    const SEGMENT_UNMAP = snapshot.actionNames.indexOf('segment_unmap');
-    const OOM = snapshot.actionNames.indexOf('oom');
-    const { allocation, allocated_bytes, active, active_bytes, segment, reserved_bytes } = F as Record<string, number>;
-    for (let i = 0; i < trace.count; i++) {
-      const action = trace.action[i]!;
-      const size = trace.size[i]!;
-      const blockPool = size <= SMALL_SIZE ? POOL_SMALL : POOL_LARGE;
-      const segPool = size === SMALL_SEGMENT ? POOL_SMALL : POOL_LARGE;
-      if (action === ALLOC) {
-        apply(allocation!, blockPool, 1);
-        apply(allocated_bytes!, blockPool, size);
-        apply(active!, blockPool, 1);
-        apply(active_bytes!, blockPool, size);
-      } else if (action === FREE_REQUESTED) {
-        apply(allocation!, blockPool, -1);
-        apply(allocated_bytes!, blockPool, -size);
-      } else if (action === FREE_COMPLETED) {
-        apply(active!, blockPool, -1);
-        apply(active_bytes!, blockPool, -size);
-      } else if (action === SEGMENT_ALLOC) {
-        apply(segment!, segPool, 1);
-        apply(reserved_bytes!, segPool, size);
-      } else if (action === SEGMENT_FREE) {
-        apply(segment!, segPool, -1);
-        apply(reserved_bytes!, segPool, -size);
-      } else if (action === SEGMENT_MAP) {
-        apply(reserved_bytes!, POOL_LARGE, size);
-      } else if (action === SEGMENT_UNMAP) {
-        apply(reserved_bytes!, POOL_LARGE, -size);
-      } else if (action === OOM) {
-        ooms++;
-      }
-    }
+    ooms = replayTraceDeltas(snapshot, trace, F, { sum, highest, allocatedTotal, freedTotal });
     notes.push(
       `Peak, Tot Alloc and Tot Freed cover the ${trace.count} events of the snapshot's trace (the allocator's history ring buffer), not the whole process; requested and non-releasable memory are not in the trace, so their peak is the current value.`,
     );
@@ -726,11 +768,16 @@ export function traceActionCounts(snapshot: MemorySnapshot): TraceActionCounts[]
   return snapshot.traces
     .filter((t) => t.count > 0)
     .map((t) => {
-      const counts: Record<string, number> = {};
+      // Count by action code (a byte), then name them in order of first appearance.
+      const byCode = new Float64Array(256);
+      const order: number[] = [];
+      const action = t.action;
       for (let i = 0; i < t.count; i++) {
-        const a = snapshot.actionNames[t.action[i]!]!;
-        counts[a] = (counts[a] ?? 0) + 1;
+        const a = action[i]!;
+        if (byCode[a]++ === 0) order.push(a);
       }
+      const counts: Record<string, number> = {};
+      for (const a of order) counts[snapshot.actionNames[a]!] = byCode[a]!;
       return { device: t.device, counts };
     });
 }

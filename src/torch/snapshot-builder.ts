@@ -36,9 +36,9 @@ const BLOCK_KEY_MASK = (1 << ADDRESS_BIT) | (1 << SIZE_BIT) | (1 << REQUESTED_BI
 const BLOCK_REQUIRED_MASK = (1 << ADDRESS_BIT) | (1 << SIZE_BIT) | (1 << STATE_BIT);
 
 function bitCount(x: number): number {
-  let n = 0;
-  for (; x !== 0; x &= x - 1) n++;
-  return n;
+  x = x - ((x >>> 1) & 0x55555555);
+  x = (x & 0x33333333) + ((x >>> 2) & 0x33333333);
+  return (Math.imul((x + (x >>> 4)) & 0x0f0f0f0f, 0x01010101) >>> 24);
 }
 
 // ---------------------------------------------------------------------------------------------

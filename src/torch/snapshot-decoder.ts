@@ -195,10 +195,20 @@ class Assembler {
       const d = this.dict(node);
       if (!d) throw shapeError(path, `expected a segment dict, found ${describe(node)}`);
       const firstBlock = raw.length;
-      const rows = this.rows(d.get('blocks') ?? [], BLOCK, `${path}.blocks`, (b, p) => this.block(b, p));
-      for (let j = 0; j < rows.length; j++) {
-        raw.push(rows[j]!);
-        owner.push(index);
+      const blockList = d.get('blocks') ?? [];
+      if (blockList instanceof RawList && blockList.ids !== null && blockList.idKind === BLOCK) {
+        // Recognised blocks (the normal case): their raw ids, without a copy per segment.
+        const ids = blockList.ids;
+        for (let j = 0; j < ids.length; j++) {
+          raw.push(ids[j]!);
+          owner.push(index);
+        }
+      } else {
+        const rows = this.rows(blockList, BLOCK, `${path}.blocks`, (b, p) => this.block(b, p));
+        for (let j = 0; j < rows.length; j++) {
+          raw.push(rows[j]!);
+          owner.push(index);
+        }
       }
       const pool = d.get('segment_pool_id');
       let poolId: readonly [number, number] | null = null;
