@@ -22,6 +22,32 @@ export interface ReadProgress {
 export interface FileReadOptions {
   /** Called after each chunk; for progress bars. */
   readonly onProgress?: (p: ReadProgress) => void;
+  /**
+   * Most bytes a gzipped file may inflate to (default: `defaultGunzipLimit` of its compressed
+   * size, or the MEMSCOPE_MAX_GUNZIP_BYTES environment variable): a gzip bomb — a small file that
+   * inflates to terabytes — fails with a MemscopeError instead of exhausting memory or time.
+   */
+  readonly maxDecompressedBytes?: number;
+}
+
+/** The absolute floor of the default gunzip limit: 4 GiB. */
+export const GUNZIP_LIMIT_FLOOR = 4 * 1024 ** 3;
+/** Real Kineto traces compress 10–30×; the default allows 200×. */
+export const GUNZIP_LIMIT_RATIO = 200;
+
+/** Default cap on what a gzipped file of `compressedBytes` may inflate to: max(4 GiB, 200 × its size). */
+export function defaultGunzipLimit(compressedBytes: number): number {
+  return Math.max(GUNZIP_LIMIT_FLOOR, GUNZIP_LIMIT_RATIO * compressedBytes);
+}
+
+function gunzipLimit(path: string, compressedBytes: number, options: FileReadOptions): number {
+  if (options.maxDecompressedBytes !== undefined) return options.maxDecompressedBytes;
+  const env = process.env['MEMSCOPE_MAX_GUNZIP_BYTES'];
+  if (env !== undefined && env !== '') {
+    if (!/^\d+$/.test(env)) throw new MemscopeError('bad-argument', `MEMSCOPE_MAX_GUNZIP_BYTES must be a number of bytes, got ${JSON.stringify(env)} (reading ${path})`);
+    return Number(env);
+  }
+  return defaultGunzipLimit(compressedBytes);
 }
 
 /** First bytes of a file (fewer if it is shorter). */
@@ -53,6 +79,7 @@ export async function* fileChunks(path: string, options: FileReadOptions = {}): 
   const head = await readFileHead(path, 2);
   const gz = isGzip(head);
   const totalBytes = (await stat(path)).size;
+  const limit = gz ? gunzipLimit(path, totalBytes, options) : Infinity;
   const raw = createReadStream(path, { highWaterMark: 1 << 20 });
   let stream: Readable = raw;
   if (gz) {
@@ -60,8 +87,18 @@ export async function* fileChunks(path: string, options: FileReadOptions = {}): 
     raw.on('error', (err) => gunzip.destroy(err));
     stream = raw.pipe(gunzip);
   }
+  let inflated = 0;
   try {
     for await (const chunk of stream) {
+      // Chunks are at most 1 MiB (chunkSize), so at most that much beyond the limit is ever held.
+      inflated += (chunk as Uint8Array).length;
+      if (inflated > limit) {
+        throw new MemscopeError(
+          'gzip-limit',
+          `${path}: gzip data inflates to more than ${limit.toLocaleString('en-US')} bytes (${totalBytes.toLocaleString('en-US')} compressed), memscope's limit for this file; ` +
+            'a real trace this large can be read with a higher MEMSCOPE_MAX_GUNZIP_BYTES (or the maxDecompressedBytes option)',
+        );
+      }
       options.onProgress?.({ bytesRead: raw.bytesRead, totalBytes });
       yield chunk as Uint8Array;
     }

@@ -5,7 +5,7 @@
  * gzipped. Used by the analysis commands (summary, stats, trace, plot, …).
  */
 import { MemscopeError } from '../core/errors.js';
-import { fileChunks, isGzip, readFileHead, readJsonTraceFile, type ReadProgress } from './chrome-trace-node.js';
+import { fileChunks, isGzip, readFileHead, readJsonTraceFile, type FileReadOptions } from './chrome-trace-node.js';
 import type { MemoryTrace } from './memory-trace.js';
 import { readSnapshot } from './snapshot-decoder.js';
 import { readSnapshotFile } from './snapshot-node.js';
@@ -15,9 +15,8 @@ export type MemoryFile =
   | { readonly kind: 'snapshot'; readonly path: string; readonly snapshot: MemorySnapshot }
   | { readonly kind: 'trace'; readonly path: string; readonly trace: MemoryTrace };
 
-export interface OpenOptions {
-  readonly onProgress?: (p: ReadProgress) => void;
-}
+/** `onProgress`, and `maxDecompressedBytes` for gzipped files (see FileReadOptions). */
+export type OpenOptions = FileReadOptions;
 
 /** Pickle protocol 2+ starts with the PROTO opcode. */
 const PROTO = 0x80;

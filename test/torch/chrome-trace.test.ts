@@ -5,7 +5,9 @@ import path from 'node:path';
 import { gzipSync, gunzipSync } from 'node:zlib';
 import { MemscopeError } from '../../src/core/errors.js';
 import { ChromeTraceReader, readChromeTrace } from '../../src/torch/chrome-trace.js';
-import { readChromeTraceFile, readJsonTraceFile } from '../../src/torch/chrome-trace-node.js';
+import { defaultGunzipLimit, readChromeTraceFile, readJsonTraceFile } from '../../src/torch/chrome-trace-node.js';
+import { openMemoryFile } from '../../src/torch/open-node.js';
+import { spawnSync } from 'node:child_process';
 import { devicePeak, memoryByOperator, NO_OPERATOR, type MemoryTrace } from '../../src/torch/memory-trace.js';
 import { readMemoryTimeline, DEVICE_UNNAMED } from '../../src/torch/memory-timeline.js';
 
@@ -373,3 +375,42 @@ function replacer(_key: string, value: unknown): unknown {
   if (ArrayBuffer.isView(value)) return Array.from(value as unknown as ArrayLike<number>);
   return value;
 }
+
+describe('gzip bombs', () => {
+  const dir = mkdtempSync(path.join(tmpdir(), 'memscope-gzbomb-'));
+  // A real bomb: gzip members of 1 MiB of spaces (~1 KB each) after a valid trace opening, so the
+  // JSON reader keeps reading — only the inflated size can stop it. 64 members: 64 MiB from ~70 KB.
+  const spaces = gzipSync(Buffer.alloc(1 << 20, 0x20), { level: 9 });
+  const bomb = Buffer.concat([gzipSync('{"traceEvents": ['), ...Array.from({ length: 64 }, () => spaces), gzipSync(']}')]);
+  const file = path.join(dir, 'bomb.json.gz');
+  writeFileSync(file, bomb);
+
+  it('stops inflating at the limit with an error naming the file and the limit', async () => {
+    expect(bomb.length).toBeLessThan(100_000);
+    expect(gunzipSync(bomb).length).toBeGreaterThan(64 << 20); // it really is 64 MiB inflated
+    const err = await openMemoryFile(file, { maxDecompressedBytes: 8 << 20 }).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(MemscopeError);
+    expect((err as MemscopeError).code).toBe('gzip-limit');
+    expect((err as MemscopeError).message).toBe(
+      `${file}: gzip data inflates to more than 8,388,608 bytes (${bomb.length.toLocaleString('en-US')} compressed), memscope's limit for this file; ` +
+        'a real trace this large can be read with a higher MEMSCOPE_MAX_GUNZIP_BYTES (or the maxDecompressedBytes option)',
+    );
+    // Under the limit the same file is read to its end (an empty trace).
+    const ok = await openMemoryFile(file, { maxDecompressedBytes: 80 << 20 });
+    expect(ok.kind).toBe('trace');
+  });
+
+  it('defaults to 200× the compressed size with a 4 GiB floor; the CLI takes MEMSCOPE_MAX_GUNZIP_BYTES', () => {
+    expect(defaultGunzipLimit(bomb.length)).toBe(4 * 1024 ** 3);
+    expect(defaultGunzipLimit(100e6)).toBe(20e9);
+    const tsx = path.join(repoRoot, 'node_modules/.bin/tsx');
+    const run = spawnSync(tsx, [path.join(repoRoot, 'src/cli/main.ts'), 'summary', file], {
+      encoding: 'utf8',
+      env: { ...process.env, MEMSCOPE_MAX_GUNZIP_BYTES: '1000000' },
+    });
+    expect(run.status).toBe(1);
+    expect(run.stderr.trim()).toMatch(/^memscope: .*bomb\.json\.gz: gzip data inflates to more than 1,000,000 bytes \(/);
+    const bad = spawnSync(tsx, [path.join(repoRoot, 'src/cli/main.ts'), 'summary', file], { encoding: 'utf8', env: { ...process.env, MEMSCOPE_MAX_GUNZIP_BYTES: 'lots' } });
+    expect([bad.status, bad.stderr.trim()]).toEqual([1, expect.stringMatching(/MEMSCOPE_MAX_GUNZIP_BYTES must be a number of bytes, got "lots"/)]);
+  }, 60_000);
+});
