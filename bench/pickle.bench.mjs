@@ -118,5 +118,32 @@ for (const size of sizes) {
   if (cli?.error) console.log(`  (memscope summary CLI failed: ${cli.error})`);
 }
 console.table(rows);
+
+// The issue's speed target against MemoryViz.js: `memscope summary FILE --json` end to end (process
+// start to exit) at least 3× faster than MemoryViz.js's read + unpickle of the same file. Both are
+// run MEMSCOPE_BENCH_REPEAT times (default 5), interleaved, in this run; medians and spreads.
+if (memoryViz && existsSync(cliMain) && existsSync('/usr/bin/time')) {
+  const repeat = Number(process.env.MEMSCOPE_BENCH_REPEAT ?? 5);
+  const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor((xs.length - 1) / 2)];
+  const spread = (xs) => `${s(Math.min(...xs))}–${s(Math.max(...xs))}`;
+  for (const size of sizes.filter((x) => x <= memoryVizMax)) {
+    const file = join(out, `snapshot-${size}MB.pickle`);
+    const cliMs = [];
+    const vizMs = [];
+    for (let i = 0; i < repeat; i++) {
+      const cli = runCli(file);
+      if (!cli?.wallMs) throw new Error(`memscope summary failed on ${file}: ${cli?.error}`);
+      cliMs.push(cli.wallMs);
+      const viz = run(process.execPath, [join(here, 'memoryviz-child.mjs'), file]);
+      vizMs.push(viz.readMs + viz.unpickleMs);
+    }
+    const ratio = median(vizMs) / median(cliMs);
+    console.log(
+      `${mb(statSync(file).size)} MB, ${repeat} runs each: memscope summary --json (CLI, process start to exit) median ${s(median(cliMs))} s (${spread(cliMs)}); ` +
+        `MemoryViz.js read + unpickle median ${s(median(vizMs))} s (${spread(vizMs)}); ` +
+        `MemoryViz.js / memscope = ${ratio.toFixed(2)}× — target ≥ 3×: ${ratio >= 3 ? 'MET' : 'NOT MET'}`,
+    );
+  }
+}
 if (memoryViz) console.log(`MemoryViz.js columns: ${memoryViz}, run by bench/memoryviz-child.mjs in a fresh node process (sizes up to MEMSCOPE_BENCH_MEMORYVIZ_MAX=${memoryVizMax} MB).`);
 else console.log('MemoryViz.js column: estimated as 1.63/1.87 × the CPython load time measured in this run (set MEMSCOPE_MEMORYVIZ_JS=/path/to/MemoryViz.js to measure it).');
