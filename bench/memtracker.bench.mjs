@@ -1,25 +1,29 @@
 // MemTracker's cost on training: time per training step of the demo model
 // (Dense → BatchNorm → Dense, Adam) on the wasm backend, tracked vs untracked,
-// at batch 1 (where per-tensor overhead shows most) and batch 64.
+// at batch 1 (where per-tensor overhead shows most) and batch 64. Target: ratio ≤ 1.10 at batch 1.
 //
-// Tracked and untracked rounds alternate in one process (and swap order every
-// round) so drift — JIT warm-up, heap growth, CPU frequency, other processes —
-// hits both alike. Each figure is the median over rounds of the mean step time
-// within a round. Target: ratio ≤ 1.10 at batch 1.
-//
-// Two clocks: process CPU time (user + system, from process.cpuUsage) and wall
-// time. On a shared machine wall time also counts the time other processes
-// hold the CPU, so the CPU-time ratio is the figure to read; the wall ratio is
-// printed beside it, and so is the ratio of the best (fastest) rounds, which
-// interference from other processes can only make slower. Two more series
-// attach the TFJS adapter, to an empty sink and to a no-op sink subscribed to
-// MemTracker's events, to separate the adapter's cost from MemTracker's own;
-// the sink's own cost is also measured exactly by replaying one recorded
-// step's events into it.
+// 1. Training runs (the target's figure). Each run is a fresh process
+//    (bench/memtracker-child.mjs) that trains untracked, or under MemTracker from its first step
+//    to its last, as a user's tracked training run would; a third kind attaches only the TFJS
+//    adapter to a sink that ignores everything (the adapter's own cost). Runs of the three kinds
+//    alternate, in a rotating order, for MEMSCOPE_BENCH_ROUNDS rounds, so drift and other
+//    processes hit all alike. A run's figure is its median per-step CPU time (user + system, all
+//    threads) over batches of steps after a warm-up; the ratio is tracked / untracked of the
+//    medians over runs. The median of the per-round ratios and the wall-clock ratio are printed
+//    beside it.
+// 2. MemTracker's own event handling, measured exactly by replaying one recorded step's events.
+// 3. Switching tracking on and off inside one process (start()/stop() every round, as the first
+//    version of this bench did): each switch re-patches the engine's prototype and V8 re-optimises
+//    TFJS for ~200 steps, so rounds settle that long first. This is what a program that tracks
+//    some steps and not others pays between switches; it reads higher than (1) because V8's
+//    code after many patch/unpatch cycles is not as good as after one.
 //
 //   npm run bench -- memtracker
-//   MEMSCOPE_BENCH_ROUNDS=41 npm run bench -- memtracker   (more rounds, steadier)
-//   MEMSCOPE_BENCH_SETTLE=20 npm run bench -- memtracker    (settle steps after each mode switch)
+//   MEMSCOPE_BENCH_ROUNDS=15 npm run bench -- memtracker   (more runs, steadier)
+//   MEMSCOPE_BENCH_SWITCH_ROUNDS=0 npm run bench -- memtracker   (skip part 3)
+import { spawnSync } from 'node:child_process';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { performance } from 'node:perf_hooks';
 import { useDemoBackend } from '../dist/tfjs/demo-backend-node.js';
 import { createDemoRun, DEMO_SHAPE } from '../dist/tfjs/demo-model.js';
@@ -27,21 +31,20 @@ import { MemTracker } from '../dist/tfjs/mem-tracker.js';
 import { tfjsAdapter } from '../dist/tfjs/adapter.js';
 import { MemRecorder } from '../dist/tracking/mem-recorder.js';
 
-const ROUNDS = Number(process.env.MEMSCOPE_BENCH_ROUNDS ?? 21);
+const here = dirname(fileURLToPath(import.meta.url));
+const ROUNDS = Number(process.env.MEMSCOPE_BENCH_ROUNDS ?? 9);
+const SWITCH_ROUNDS = Number(process.env.MEMSCOPE_BENCH_SWITCH_ROUNDS ?? 9);
 const TARGET = 1.1;
-// Attaching and detaching patch the TFJS engine's prototype, which makes V8
-// drop optimised TFJS code; every round therefore runs `settleSteps` untimed
-// steps after switching mode, so each mode is timed in its steady state (as a
-// real training run, tracked from start to end, would be). Re-optimisation
-// takes ~150–200 steps at batch 1 (measured in 20-step bins after a switch:
-// both untracked and tracked steps run 1.3–1.7× slower for the first ~100
-// steps); with only 20 settle steps the rounds timed that transient, not the
-// tracking cost. The transient is counted in steps (calls into the patched
-// code), not in time, so batch 64 settles as many steps as batch 1: it used to
-// settle a quarter, and with the forced full GC at the start of every round
-// (run.mjs passes --expose-gc) its 15 timed steps still fell in the transient,
-// which read as 1.4–1.9× "tracking cost" at batch 64 (1.1–1.2× once settled).
-// MEMSCOPE_BENCH_SETTLE overrides the settle steps.
+/** Training runs: warm-up steps, then `batches` timed batches of `steps` steps. */
+const RUNS = [
+  { batchSize: 1, warmup: 600, batches: 40, steps: 40 },
+  { batchSize: 64, warmup: 300, batches: 30, steps: 15 },
+];
+// Part 3: attaching and detaching patch the TFJS engine's prototype, which makes V8 drop
+// optimised TFJS code; every round runs `settleSteps` untimed steps after switching mode.
+// Re-optimisation takes ~150–200 steps, counted in steps (calls into the patched code), not in
+// time, so batch 64 settles as many steps as batch 1 (with fewer, its timed steps fell in the
+// transient after the forced GC run.mjs makes, and read as 1.4–1.9× "tracking cost").
 const SETTLE = Number(process.env.MEMSCOPE_BENCH_SETTLE ?? 200);
 const CONFIGS = [
   { batchSize: 1, stepsPerRound: 40, settleSteps: SETTLE, warmupSteps: 200 },
@@ -53,12 +56,59 @@ const median = (xs) => {
   const m = s.length >> 1;
   return s.length % 2 ? s[m] : (s[m - 1] + s[m]) / 2;
 };
+const fmt = (x) => x.toFixed(3);
+const spread = (xs) => `${fmt(Math.min(...xs))}–${fmt(Math.max(...xs))}`;
 
 /** A sink that does nothing on exactly the events MemTracker listens to: the adapter's cost of delivering them. */
 function noopSinkLikeMemTracker() {
-  const sink = {};
+  const sink = { readsKernelContext: false };
   for (const name of Object.getOwnPropertyNames(MemRecorder.prototype)) if (name.startsWith('on')) sink[name] = () => {};
   return sink;
+}
+
+/** One recorded event delivered to `sink` the way the adapter calls it: by name, with its own arity. */
+function deliver(sink, e) {
+  const [a, b] = e.args;
+  switch (e.name) {
+    case 'onStorageAlloc': return sink.onStorageAlloc(a, e.ctx);
+    case 'onStorageFree': return sink.onStorageFree(a, e.ctx);
+    case 'onModuleEnter': return sink.onModuleEnter(a, b, e.ctx);
+    case 'onModuleExit': return sink.onModuleExit(a, b, e.ctx);
+    case 'onBackwardModuleEnter': return sink.onBackwardModuleEnter(a, e.ctx);
+    case 'onBackwardModuleExit': return sink.onBackwardModuleExit(a, e.ctx);
+    case 'onGradientStart': return sink.onGradientStart(a, e.ctx);
+    case 'onGradientEnd': return sink.onGradientEnd(a, e.ctx);
+    case 'onOptimizerStepStart': return sink.onOptimizerStepStart(a, e.ctx);
+    case 'onOptimizerStepEnd': return sink.onOptimizerStepEnd(a, e.ctx);
+    case 'onVariableAssign': return sink.onVariableAssign(a, b, e.ctx);
+    default: throw new Error(`bench: MemRecorder event ${e.name} is not replayed; add it to deliver()`);
+  }
+}
+
+/** Part 1: one fresh training process. */
+function trainingRun(mode, { batchSize, warmup, batches, steps }) {
+  const args = [join(here, 'memtracker-child.mjs'), mode, batchSize, warmup, batches, steps].map(String);
+  const r = spawnSync(process.execPath, args, { encoding: 'utf8' });
+  if (r.status !== 0) throw new Error(`memtracker-child ${mode} failed: ${r.stderr}`);
+  return JSON.parse(r.stdout.trim().split('\n').pop());
+}
+
+function trainingRuns(config) {
+  const modes = ['plain', 'tracked', 'adapter'];
+  const cpu = { plain: [], tracked: [], adapter: [] };
+  const wall = { plain: [], tracked: [], adapter: [] };
+  const paired = [];
+  for (let r = 0; r < ROUNDS; r++) {
+    const got = {};
+    for (let k = 0; k < modes.length; k++) {
+      const mode = modes[(r + k) % modes.length];
+      got[mode] = trainingRun(mode, config);
+      cpu[mode].push(got[mode].cpuMsPerStep);
+      wall[mode].push(got[mode].wallMsPerStep);
+    }
+    paired.push(got.tracked.cpuMsPerStep / got.plain.cpuMsPerStep);
+  }
+  return { cpu, wall, paired };
 }
 
 /** Mean CPU and wall ms per step over `steps` steps (after `settle` untimed ones), under `mode`: 'plain', 'adapter' or 'tracked'. */
@@ -66,7 +116,7 @@ function timeSteps(run, settle, steps, mode, tracker) {
   let session = null;
   if (mode === 'tracked') tracker.start();
   if (mode === 'adapter' || mode === 'subscribed') {
-    session = tfjsAdapter.attach(mode === 'adapter' ? {} : noopSinkLikeMemTracker());
+    session = tfjsAdapter.attach(mode === 'adapter' ? { readsKernelContext: false } : noopSinkLikeMemTracker());
     session.module(run.model);
     session.optimizer(run.optimizer);
   }
@@ -89,7 +139,9 @@ function timeSteps(run, settle, steps, mode, tracker) {
  * The sink's cost alone, free of the machine's noise: one training step's
  * events are recorded, then fed to a MemRecorder over and over in a tight loop
  * (storages the step allocates get fresh identities each time, so every replay
- * does the work of a real step). Returns the best-of-5 ms per replayed step.
+ * does the work of a real step), each method called by name with its own arity, as the adapter
+ * calls it (a computed `sink[name](...args)` is a megamorphic call that costs more than the
+ * handler). Returns the best-of-15 ms per replayed step.
  */
 function replayedSinkMs(run) {
   const events = [];
@@ -139,11 +191,11 @@ function replayedSinkMs(run) {
     prepared.push(events.map((e) => ({ name: e.name, args: e.args.map(arg), ctx: { phase: e.phase, module: null, kernel: null, step: 0, seq: 0 } })));
   }
   let best = Infinity;
-  for (let rep = 0; rep < 5; rep++) {
+  for (let rep = 0; rep < 15; rep++) {
     const sink = new MemRecorder();
     const c0 = process.cpuUsage();
     prepared.forEach((step, i) => {
-      for (const e of step) sink[e.name](...e.args, e.ctx);
+      for (const e of step) deliver(sink, e);
       // As in the timed rounds: module statistics are reset every stepsPerRound-ish steps.
       if (i % 20 === 19) sink.resetModStats();
     });
@@ -155,44 +207,58 @@ function replayedSinkMs(run) {
 
 await useDemoBackend('wasm');
 console.log(
-  `MemTracker overhead, demo model Dense(${DEMO_SHAPE.inputs}→${DEMO_SHAPE.hidden}) → BatchNorm → Dense(${DEMO_SHAPE.hidden}→${DEMO_SHAPE.outputs}) + Adam, wasm backend, ${ROUNDS} interleaved rounds, ${SETTLE} settle steps after each mode switch`,
+  `MemTracker overhead, demo model Dense(${DEMO_SHAPE.inputs}→${DEMO_SHAPE.hidden}) → BatchNorm → Dense(${DEMO_SHAPE.hidden}→${DEMO_SHAPE.outputs}) + Adam, wasm backend`,
 );
 let overTarget = false;
-for (const { batchSize, stepsPerRound, settleSteps, warmupSteps } of CONFIGS) {
+console.log(`1. Training runs, each a fresh process tracked (or not) from its first step to its last; ${ROUNDS} rounds of untracked / MemTracker / adapter-only runs`);
+for (const config of RUNS) {
+  const { cpu, wall, paired } = trainingRuns(config);
+  const ratio = median(cpu.tracked) / median(cpu.plain);
+  if (config.batchSize === 1 && ratio > TARGET) overTarget = true;
+  console.log(
+    `batch ${String(config.batchSize).padStart(2)}: CPU ms/step untracked ${fmt(median(cpu.plain))} (${spread(cpu.plain)}), ` +
+      `MemTracker ${fmt(median(cpu.tracked))} (${spread(cpu.tracked)}), adapter only ${fmt(median(cpu.adapter))} → ` +
+      `ratio ${fmt(ratio)} (adapter alone ${fmt(median(cpu.adapter) / median(cpu.plain))}); ` +
+      `median of per-round ratios ${fmt(median(paired))} (${spread(paired)}); wall ratio ${fmt(median(wall.tracked) / median(wall.plain))}` +
+      (config.batchSize === 1 ? `; target ≤ ${TARGET.toFixed(2)}: ${ratio <= TARGET ? 'met' : 'NOT met'}` : ''),
+  );
+}
+
+console.log('2. MemTracker\'s own event handling, one recorded step replayed into it');
+for (const { batchSize } of RUNS) {
   const run = createDemoRun({ ...DEMO_SHAPE, batchSize });
-  const tracker = new MemTracker();
-  tracker.trackExternal(run.model, run.optimizer, run.xs, run.ys);
-  const modes = ['plain', 'adapter', 'subscribed', 'tracked'];
-  for (const mode of modes) timeSteps(run, 0, warmupSteps, mode, tracker);
-  const series = Object.fromEntries(modes.map((mode) => [mode, { cpu: [], wall: [] }]));
-  for (let r = 0; r < ROUNDS; r++) {
-    globalThis.gc?.();
-    // Rotate the order every round so no mode always runs first or last.
-    for (let k = 0; k < modes.length; k++) {
-      const mode = modes[(r + k) % modes.length];
-      const t = timeSteps(run, settleSteps, stepsPerRound, mode, tracker);
-      series[mode].cpu.push(t.cpu);
-      series[mode].wall.push(t.wall);
-    }
-  }
-  const m = (mode, clock) => median(series[mode][clock]);
-  const best = (mode) => Math.min(...series[mode].cpu);
-  const ratio = m('tracked', 'cpu') / m('plain', 'cpu');
-  if (batchSize === 1 && ratio > TARGET) overTarget = true;
-  console.log(
-    `batch ${String(batchSize).padStart(2)}: CPU ms/step untracked ${m('plain', 'cpu').toFixed(3)}, adapter only ${m('adapter', 'cpu').toFixed(3)}, ` +
-      `adapter delivering MemTracker's events to a no-op sink ${m('subscribed', 'cpu').toFixed(3)}, ` +
-      `MemTracker ${m('tracked', 'cpu').toFixed(3)} → ratio ${ratio.toFixed(3)} (adapter alone ${(m('adapter', 'cpu') / m('plain', 'cpu')).toFixed(3)}); ` +
-      `wall ratio ${(m('tracked', 'wall') / m('plain', 'wall')).toFixed(3)}; ` +
-      `best-round CPU ratio ${(best('tracked') / best('plain')).toFixed(3)} (adapter alone ${(best('adapter') / best('plain')).toFixed(3)})` +
-      (batchSize === 1 ? `; target ≤ ${TARGET.toFixed(2)}: ${ratio <= TARGET ? 'met' : 'NOT met'}` : ''),
-  );
+  run.train(20);
   const sinkMs = replayedSinkMs(run);
-  console.log(
-    `         MemTracker's own sink, replaying one recorded step's events: ${(sinkMs * 1000).toFixed(1)} µs/step ` +
-      `(${((sinkMs / m('plain', 'cpu')) * 100).toFixed(1)} % of an untracked step); the rest of the difference is the adapter's ` +
-      `(its hooks, and building the events MemTracker subscribes to)`,
-  );
+  console.log(`batch ${String(batchSize).padStart(2)}: ${(sinkMs * 1000).toFixed(1)} µs/step`);
   run.dispose();
 }
-if (overTarget) console.log('batch 1 is over target: profile with node --cpu-prof bench/memtracker.bench.mjs');
+
+if (SWITCH_ROUNDS > 0) {
+  console.log(`3. Switching tracking on and off in one process: ${SWITCH_ROUNDS} interleaved rounds, ${SETTLE} settle steps after each switch`);
+  for (const { batchSize, stepsPerRound, settleSteps, warmupSteps } of CONFIGS) {
+    const run = createDemoRun({ ...DEMO_SHAPE, batchSize });
+    const tracker = new MemTracker();
+    tracker.trackExternal(run.model, run.optimizer, run.xs, run.ys);
+    const modes = ['plain', 'adapter', 'subscribed', 'tracked'];
+    for (const mode of modes) timeSteps(run, 0, warmupSteps, mode, tracker);
+    const series = Object.fromEntries(modes.map((mode) => [mode, { cpu: [], wall: [] }]));
+    for (let r = 0; r < SWITCH_ROUNDS; r++) {
+      globalThis.gc?.();
+      for (let k = 0; k < modes.length; k++) {
+        const mode = modes[(r + k) % modes.length];
+        const t = timeSteps(run, settleSteps, stepsPerRound, mode, tracker);
+        series[mode].cpu.push(t.cpu);
+        series[mode].wall.push(t.wall);
+      }
+    }
+    const m = (mode) => median(series[mode].cpu);
+    console.log(
+      `batch ${String(batchSize).padStart(2)}: CPU ms/step untracked ${fmt(m('plain'))}, adapter only ${fmt(m('adapter'))}, ` +
+        `adapter delivering MemTracker's events to a no-op sink ${fmt(m('subscribed'))}, MemTracker ${fmt(m('tracked'))} → ` +
+        `ratio ${fmt(m('tracked') / m('plain'))} (adapter alone ${fmt(m('adapter') / m('plain'))}); ` +
+        `wall ratio ${fmt(median(series.tracked.wall) / median(series.plain.wall))}`,
+    );
+    run.dispose();
+  }
+}
+if (overTarget) console.log('batch 1 is over target: profile with node --cpu-prof bench/memtracker-child.mjs tracked 1 600 40 40');
