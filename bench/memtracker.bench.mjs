@@ -5,7 +5,7 @@
 // 1. Training runs (the target's figure). Each run is a fresh process
 //    (bench/memtracker-child.mjs) that trains untracked, or under MemTracker from its first step
 //    to its last, as a user's tracked training run would; a third kind attaches only the TFJS
-//    adapter to a sink that ignores everything (the adapter's own cost). Runs of the three kinds
+//    adapter to a sink that ignores everything (the adapter's own cost). Runs of the four kinds
 //    alternate, in a rotating order, for MEMSCOPE_BENCH_ROUNDS rounds, so drift and other
 //    processes hit all alike. A run's figure is its median per-step CPU time (user + system, all
 //    threads) over batches of steps after a warm-up; the ratio is tracked / untracked of the
@@ -94,9 +94,9 @@ function trainingRun(mode, { batchSize, warmup, batches, steps }) {
 }
 
 function trainingRuns(config) {
-  const modes = ['plain', 'tracked', 'adapter'];
-  const cpu = { plain: [], tracked: [], adapter: [] };
-  const wall = { plain: [], tracked: [], adapter: [] };
+  const modes = ['plain', 'tracked', 'adapter', 'subscribed'];
+  const cpu = { plain: [], tracked: [], adapter: [], subscribed: [] };
+  const wall = { plain: [], tracked: [], adapter: [], subscribed: [] };
   const paired = [];
   for (let r = 0; r < ROUNDS; r++) {
     const got = {};
@@ -210,15 +210,17 @@ console.log(
   `MemTracker overhead, demo model Dense(${DEMO_SHAPE.inputs}→${DEMO_SHAPE.hidden}) → BatchNorm → Dense(${DEMO_SHAPE.hidden}→${DEMO_SHAPE.outputs}) + Adam, wasm backend`,
 );
 let overTarget = false;
-console.log(`1. Training runs, each a fresh process tracked (or not) from its first step to its last; ${ROUNDS} rounds of untracked / MemTracker / adapter-only runs`);
+console.log(`1. Training runs, each a fresh process tracked (or not) from its first step to its last; ${ROUNDS} rounds of untracked / MemTracker / adapter-only / no-op-sink runs`);
 for (const config of RUNS) {
   const { cpu, wall, paired } = trainingRuns(config);
   const ratio = median(cpu.tracked) / median(cpu.plain);
   if (config.batchSize === 1 && ratio > TARGET) overTarget = true;
   console.log(
     `batch ${String(config.batchSize).padStart(2)}: CPU ms/step untracked ${fmt(median(cpu.plain))} (${spread(cpu.plain)}), ` +
-      `MemTracker ${fmt(median(cpu.tracked))} (${spread(cpu.tracked)}), adapter only ${fmt(median(cpu.adapter))} → ` +
-      `ratio ${fmt(ratio)} (adapter alone ${fmt(median(cpu.adapter) / median(cpu.plain))}); ` +
+      `MemTracker ${fmt(median(cpu.tracked))} (${spread(cpu.tracked)}), adapter only ${fmt(median(cpu.adapter))}, ` +
+      `adapter delivering MemTracker's events to a no-op sink ${fmt(median(cpu.subscribed))} → ` +
+      `ratio ${fmt(ratio)} (adapter alone ${fmt(median(cpu.adapter) / median(cpu.plain))}, ` +
+      `with MemTracker's events ${fmt(median(cpu.subscribed) / median(cpu.plain))}); ` +
       `median of per-round ratios ${fmt(median(paired))} (${spread(paired)}); wall ratio ${fmt(median(wall.tracked) / median(wall.plain))}` +
       (config.batchSize === 1 ? `; target ≤ ${TARGET.toFixed(2)}: ${ratio <= TARGET ? 'met' : 'NOT met'}` : ''),
   );
