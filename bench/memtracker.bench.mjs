@@ -4,8 +4,10 @@
 //
 // 1. Training runs (the target's figure). Each run is a fresh process
 //    (bench/memtracker-child.mjs) that trains untracked, or under MemTracker from its first step
-//    to its last, as a user's tracked training run would; a third kind attaches only the TFJS
-//    adapter to a sink that ignores everything (the adapter's own cost). Runs of the four kinds
+//    to its last, as a user's tracked training run would; two more kinds attach only the TFJS
+//    adapter, to a sink that ignores everything (the adapter's own cost) and to a sink whose
+//    MemTracker event methods do nothing (the adapter building and delivering MemTracker's
+//    events). Runs of the four kinds
 //    alternate, in a rotating order, for MEMSCOPE_BENCH_ROUNDS rounds, so drift and other
 //    processes hit all alike. A run's figure is its median per-step CPU time (user + system, all
 //    threads) over batches of steps after a warm-up; the ratio is tracked / untracked of the
@@ -15,8 +17,7 @@
 // 3. Switching tracking on and off inside one process (start()/stop() every round, as the first
 //    version of this bench did): each switch re-patches the engine's prototype and V8 re-optimises
 //    TFJS for ~200 steps, so rounds settle that long first. This is what a program that tracks
-//    some steps and not others pays between switches; it reads higher than (1) because V8's
-//    code after many patch/unpatch cycles is not as good as after one.
+//    some steps and not others pays between switches.
 //
 //   npm run bench -- memtracker
 //   MEMSCOPE_BENCH_ROUNDS=15 npm run bench -- memtracker   (more runs, steadier)
