@@ -138,14 +138,18 @@ export class MemRecorder implements MemoryEventSink {
   /** Category of each classified variable (by tensor id), so a weight keeps it across `assign`. */
   private readonly variableCategory = new Map<number, CategoryIndex>();
   private readonly records = new Map<ModuleRef, ModuleRecord>();
+  // The arrays below are emptied in place, never replaced: V8 treats a field assigned only in the
+  // constructor as a constant and embeds it in optimised code, including TFJS functions that
+  // inlined this recorder's handlers; the first reassignment would make all of that code
+  // deoptimise at once (resetModStats or stop() used to cost ~200 slow training steps that way).
   /** Modules whose forward is running, innermost last (PyTorch's ModTracker.parents in forward). */
-  private forwardActive: ModuleRecord[] = [];
+  private readonly forwardActive: ModuleRecord[] = [];
   /** Modules whose backward has begun and not ended. */
-  private backwardActive: ModuleRecord[] = [];
+  private readonly backwardActive: ModuleRecord[] = [];
   private gradientDepth = 0;
   private readonly optimizersSeen = new WeakSet<OptimizerRef>();
   /** Roots whose backward ended inside a gradient computation; their Post-Backward waits for its end. */
-  private pendingPostBackward: ModuleRecord[] = [];
+  private readonly pendingPostBackward: ModuleRecord[] = [];
 
   // ---- hot path -------------------------------------------------------------
 
@@ -377,7 +381,7 @@ export class MemRecorder implements MemoryEventSink {
     if (this.pendingPostBackward.length === 0) return;
     const snap = this.takeSnap();
     for (const rec of this.pendingPostBackward) rec.push('Post-Backward', copySnap(snap));
-    this.pendingPostBackward = [];
+    this.pendingPostBackward.length = 0;
   }
 
   // ---- gradients, optimizer, variables --------------------------------------------
@@ -450,16 +454,16 @@ export class MemRecorder implements MemoryEventSink {
   /** Ends calls left open (a user exception in forward or backward) so no module keeps collecting peaks. */
   closeOpenCalls(): void {
     this.flushPendingPostBackward();
-    this.forwardActive = [];
-    this.backwardActive = [];
+    this.forwardActive.length = 0;
+    this.backwardActive.length = 0;
     this.gradientDepth = 0;
   }
 
   resetModStats(): void {
     this.records.clear();
-    this.forwardActive = [];
-    this.backwardActive = [];
-    this.pendingPostBackward = [];
+    this.forwardActive.length = 0;
+    this.backwardActive.length = 0;
+    this.pendingPostBackward.length = 0;
   }
 
   moduleStats(): ModuleMemStats[] {
