@@ -497,17 +497,19 @@ export class PickleMachine {
           if (sp >= maxDepth) throw depthError(at, maxDepth);
           stack[sp++] = op === 0x4e /* NONE */ ? null : op === 0x88 /* NEWTRUE */;
           break;
-        case 0x7d /* EMPTY_DICT */: {
+        case 0x7d /* EMPTY_DICT */:
+        case 0x5d /* EMPTY_LIST */: {
           budget -= 64;
           if (budget < 0) throw overBudget(at);
           if (sp >= maxDepth) throw depthError(at, maxDepth);
-          if (hasFastDict) {
+          const isDict = op === 0x7d; /* EMPTY_DICT */
+          if (isDict ? hasFastDict : hasFastList) {
             lane.memoCount = memoCount;
             // Each opcode pushes at most one item and takes at least one byte: a span shorter than
             // this cannot reach the depth, MARK or container-size limits.
             lane.maxSpan = marks.length + 2 <= maxDepth ? Math.min(maxDepth - sp - 2, maxItems) : 0;
             lane.budget = budget;
-            const end = builder.fastDict!(b, at, memo, lane);
+            const end = isDict ? builder.fastDict!(b, at, memo, lane) : builder.fastList!(b, at, memo, lane);
             if (end > 0) {
               budget -= lane.charge;
               memoCount = lane.memoCount;
@@ -516,30 +518,9 @@ export class PickleMachine {
               break;
             }
           }
-          stack[sp++] = builder.newDict();
+          stack[sp++] = isDict ? builder.newDict() : builder.newList();
           break;
         }
-        case 0x5d /* EMPTY_LIST */:
-          budget -= 64;
-          if (budget < 0) throw overBudget(at);
-          if (sp >= maxDepth) throw depthError(at, maxDepth);
-          if (hasFastList) {
-            lane.memoCount = memoCount;
-            // Each opcode pushes at most one item and takes at least one byte: a span shorter than
-            // this cannot reach the depth, MARK or container-size limits.
-            lane.maxSpan = marks.length + 2 <= maxDepth ? Math.min(maxDepth - sp - 2, maxItems) : 0;
-            lane.budget = budget;
-            const end = builder.fastList!(b, at, memo, lane);
-            if (end > 0) {
-              budget -= lane.charge;
-              memoCount = lane.memoCount;
-              stack[sp++] = lane.value;
-              pos = end;
-              break;
-            }
-          }
-          stack[sp++] = builder.newList();
-          break;
         case 0x29 /* EMPTY_TUPLE */:
         case 0x8f /* EMPTY_SET */:
           budget -= 64;
