@@ -105,15 +105,15 @@ function pendingOutputLayers(mod: TfjsModule): Set<object> | null {
   return null;
 }
 
+/** Engine methods wrapped only when a subscribed sink needs them (see recomputeWants). */
+const DEFERRED_ENGINE_METHODS: ReadonlySet<PatchedEngineMethod> = new Set(['runKernelFunc', 'disposeTensor']);
+
 /**
  * A customGrad kernel has no registered name; the engine (and its profiler)
  * names it after the enclosing scope — the op that used customGrad, e.g.
  * 'softmaxCrossEntropy__op' — and memscope keeps that name (consumers pin
  * it); outside any scope, where the engine says '', memscope says 'customGrad'.
  */
-/** Engine methods wrapped only when a subscribed sink needs them (see recomputeWants). */
-const DEFERRED_ENGINE_METHODS: ReadonlySet<PatchedEngineMethod> = new Set(['runKernelFunc', 'disposeTensor']);
-
 function compositeKernelName(scopeName: string | undefined): string {
   return scopeName == null || scopeName === '' ? 'customGrad' : scopeName;
 }
@@ -246,10 +246,19 @@ export class Installation {
   private installDeferred(name: PatchedEngineMethod): void {
     const wrapper = this.deferredWrappers.get(name);
     if (wrapper === undefined || !this.active) return;
+    // Wrap what is there now, which is also what uninstall puts back: a patch another library
+    // made after memscope attached keeps running beneath memscope's wrapper.
+    const current = this.engineProto[name];
+    if (typeof current !== 'function') return;
+    this.engineOriginals.set(name, current as Fn);
+    this.rebindDeferredOriginal(name, current as Fn);
     this.deferredWrappers.delete(name);
     this.engineWrappers.set(name, wrapper);
     this.engineProto[name] = wrapper;
   }
+
+  /** Points a deferred wrapper at the method it wraps (set by patchEngine). */
+  private rebindDeferredOriginal: (name: PatchedEngineMethod, original: Fn) => void = () => {};
 
   get sinkCount(): number {
     return this.sinks.length;
@@ -943,10 +952,16 @@ export class Installation {
     const inst = this;
     const o = <K extends PatchedEngineMethod>(k: K) => this.engineOriginals.get(k) as unknown as TfEngine[K];
     const trackTensor = o('trackTensor');
-    const disposeTensor = o('disposeTensor');
+    // The deferred methods' originals are read again when their wrappers are installed (see
+    // installDeferred): another library may have patched them in the meantime.
+    let disposeTensor = o('disposeTensor');
     const removeDataId = o('removeDataId');
     const moveData = o('moveData');
-    const runKernelFunc = o('runKernelFunc');
+    let runKernelFunc = o('runKernelFunc');
+    this.rebindDeferredOriginal = (name, f) => {
+      if (name === 'runKernelFunc') runKernelFunc = f as unknown as TfEngine['runKernelFunc'];
+      else if (name === 'disposeTensor') disposeTensor = f as unknown as TfEngine['disposeTensor'];
+    };
     const addTapeNode = o('addTapeNode');
     const gradients = o('gradients');
     const startScope = o('startScope');

@@ -189,6 +189,29 @@ describe('another library patching on top of memscope', () => {
     t.dispose();
     proto['trackTensor'] = original; // their own uninstall
   });
+
+  it('made while a wrapper was not needed yet keeps running beneath it once it is, and is what detach puts back', () => {
+    const proto = engineProto();
+    const original = proto['runKernelFunc'] as (this: unknown, ...a: unknown[]) => unknown;
+    const quiet = tfjsAdapter.attach({ readsKernelContext: false, onStorageAlloc: () => {} });
+    expect(proto['runKernelFunc']).toBe(original); // not needed yet
+    let theirs = 0;
+    const their = function (this: unknown, ...a: unknown[]) {
+      theirs++;
+      return original.apply(this, a);
+    };
+    proto['runKernelFunc'] = their;
+    const kernels: (string | null)[] = [];
+    const reader = tfjsAdapter.attach({ onStorageAlloc: (_s, ctx) => kernels.push(ctx.kernel) });
+    expect(proto['runKernelFunc']).not.toBe(their); // memscope's wrapper on top of theirs
+    tf.tidy(() => tf.add(tf.ones([2]), tf.ones([2])));
+    expect(theirs).toBeGreaterThan(0); // theirs still runs
+    expect(kernels).toContain('Add');
+    reader.detach();
+    quiet.detach();
+    expect(proto['runKernelFunc']).toBe(their); // detach puts back what it wrapped
+    proto['runKernelFunc'] = original; // their own uninstall
+  });
 });
 
 describe('nested and overlapping sessions share one installation', () => {
