@@ -10,64 +10,28 @@ import { bundlePageScript, chromiumAvailable, launchChromium, openPageWithScript
 const ENTRY = `
 import * as tf from '@tensorflow/tfjs-core';
 import '@tensorflow/tfjs-backend-webgl';
-import * as tfl from '@tensorflow/tfjs-layers';
-import { tfjsAdapter } from './src/tfjs/index.ts';
+import { attachWithOracle } from './test/browser/pages/adapter-oracle.ts';
 
 globalThis.runAdapter = async () => {
-  const engine = tf.engine();
-  // The oracle: the engine's dataId map made enumerable before any tensor exists.
-  const infos = new Map();
-  engine.state.tensorInfo = infos;
-  if (!(await tf.setBackend('webgl'))) throw new Error('webgl backend failed to initialise');
-  const proto = Object.getPrototypeOf(engine);
-  const originals = ['trackTensor', 'disposeTensor', 'removeDataId', 'runKernelFunc', 'gradients', 'startScope', 'endScope'].map((m) => proto[m]);
-  const engineBytes = () => { let n = 0; for (const e of infos.values()) n += e.bytes; return n; };
-
-  let memscopeBytes = 0;
-  const mismatches = [];
-  const log = [];
-  let checks = 0;
-  const check = (where) => { checks++; if (memscopeBytes !== engineBytes()) mismatches.push(where + ': ' + memscopeBytes + ' vs ' + engineBytes()); };
-  const devices = new Set();
-  const frees = [];
-  const s = tfjsAdapter.attach({
-    onStorageAlloc: (st) => { memscopeBytes += st.bytes; devices.add(st.device); },
-    onStorageFree: (st) => { memscopeBytes -= st.bytes; frees.push(st.id); },
-    onKernelStart: (k) => check('start ' + k.name),
-    onKernelEnd: (k) => check('end ' + k.name),
-    onBackwardModuleEnter: (m) => log.push('bw-enter ' + m.path),
-    onBackwardModuleExit: (m) => log.push('bw-exit ' + m.path),
+  const oracle = await attachWithOracle(async () => {
+    if (!(await tf.setBackend('webgl'))) throw new Error('webgl backend failed to initialise');
   });
-  for (const st of s.liveStorages()) memscopeBytes += st.bytes;
-
-  const model = tfl.sequential({ name: 'mlp', layers: [
-    tfl.layers.dense({ units: 8, inputShape: [4], activation: 'relu', name: 'l1' }),
-    tfl.layers.dense({ units: 8, activation: 'relu', name: 'l2' }),
-    tfl.layers.dense({ units: 2, name: 'l3' }),
-  ] });
-  model.compile({ optimizer: tf.train.adam(0.01), loss: 'meanSquaredError' });
-  s.module(model);
-  s.optimizer(model.optimizer);
-  const xs = tf.randomNormal([5, 4]);
-  const ys = tf.randomNormal([5, 2]);
-  const loss = await model.trainOnBatch(xs, ys);
+  const s = oracle.session;
+  const { loss, xs, ys } = await oracle.trainStep();
 
   // Deferred release: dispose while an async read is pending.
   const t = tf.square(tf.tidy(() => tf.add(tf.ones([64]), 1)));
   const storage = s.tensor(t).storage;
   const reading = t.data();
   t.dispose();
-  const freedBeforeRead = frees.includes(storage.id);
+  const freedBeforeRead = oracle.frees.includes(storage.id);
   await reading;
-  const freedAfterRead = frees.includes(storage.id);
+  const freedAfterRead = oracle.frees.includes(storage.id);
 
-  const reading2 = s.deviceMemory('webgl');
-  const live = [...s.liveStorages()].reduce((n, st) => n + st.bytes, 0);
+  const deviceMemory = s.deviceMemory('webgl');
   tf.dispose([xs, ys]);
-  s.detach();
-  const restored = ['trackTensor', 'disposeTensor', 'removeDataId', 'runKernelFunc', 'gradients', 'startScope', 'endScope'].every((m, i) => proto[m] === originals[i]);
-  return { backend: tf.getBackend(), loss, checks, mismatches, devices: [...devices], log, freedBeforeRead, freedAfterRead,
-    deviceMemory: reading2, live, finalMemscope: memscopeBytes, finalEngine: engineBytes(), restored };
+  oracle.check('after dispose');
+  return { ...oracle.finish(), loss, freedBeforeRead, freedAfterRead, deviceMemory };
 };
 `;
 
@@ -97,6 +61,7 @@ describe('TFJS adapter in headless Chromium (webgl)', () => {
       expect(r.deviceMemory.source).toMatch(/webgl texture manager/);
       expect(r.deviceMemory.reservedBytes).toBeGreaterThan(0);
       expect(r.finalMemscope).toBe(r.finalEngine);
+      expect(r.finalCount).toBe(r.engineCount);
       expect(r.restored).toBe(true);
     } finally {
       await browser.close();

@@ -11,62 +11,21 @@ import { bundlePageScript, chromiumAvailable, launchChromium, openPageWithScript
 const ENTRY = `
 import * as tf from '@tensorflow/tfjs-core';
 import '@tensorflow/tfjs-backend-webgpu';
-import * as tfl from '@tensorflow/tfjs-layers';
 import { tfjsAdapter } from './src/tfjs/index.ts';
+import { attachWithOracle } from './test/browser/pages/adapter-oracle.ts';
 import { memTrackerStep } from './test/browser/pages/mem-tracker-step.ts';
-
-const PATCHED = ['trackTensor', 'disposeTensor', 'removeDataId', 'runKernelFunc', 'gradients', 'startScope', 'endScope'];
 
 async function useWebgpu() {
   if (!(await tf.setBackend('webgpu'))) throw new Error('webgpu backend failed to initialise');
 }
 
-// The storage invariant at every kernel boundary, against the engine's own
-// dataId map (made enumerable before any tensor exists, as in
-// test/tfjs/support/engine-oracle.ts), through a training step.
+// The storage invariant at every kernel boundary through a training step
+// (pages/adapter-oracle.ts), then webgpu's own checks.
 globalThis.runAdapter = async () => {
-  const engine = tf.engine();
-  const infos = new Map();
-  engine.state.tensorInfo = infos;
-  await useWebgpu();
+  const oracle = await attachWithOracle(useWebgpu);
+  const { engine, infos, session: s, frees, check } = oracle;
   const adapterInfo = engine.backend.adapterInfo;
-  const proto = Object.getPrototypeOf(engine);
-  const originals = PATCHED.map((m) => proto[m]);
-  const engineBytes = () => { let n = 0; for (const e of infos.values()) n += e.bytes; return n; };
-
-  let memscopeBytes = 0;
-  let memscopeCount = 0;
-  const mismatches = [];
-  const log = [];
-  let checks = 0;
-  const check = (where) => {
-    checks++;
-    if (memscopeBytes !== engineBytes() || memscopeCount !== infos.size)
-      mismatches.push(where + ': ' + memscopeBytes + ' B / ' + memscopeCount + ' vs engine ' + engineBytes() + ' B / ' + infos.size);
-  };
-  const devices = new Set();
-  const frees = [];
-  const s = tfjsAdapter.attach({
-    onStorageAlloc: (st) => { memscopeBytes += st.bytes; memscopeCount++; devices.add(st.device); },
-    onStorageFree: (st) => { memscopeBytes -= st.bytes; memscopeCount--; frees.push(st.id); },
-    onKernelStart: (k) => check('start ' + k.name),
-    onKernelEnd: (k) => check('end ' + k.name),
-    onBackwardModuleEnter: (m) => log.push('bw-enter ' + m.path),
-    onBackwardModuleExit: (m) => log.push('bw-exit ' + m.path),
-  });
-  for (const st of s.liveStorages()) { memscopeBytes += st.bytes; memscopeCount++; }
-
-  const model = tfl.sequential({ name: 'mlp', layers: [
-    tfl.layers.dense({ units: 8, inputShape: [4], activation: 'relu', name: 'l1' }),
-    tfl.layers.dense({ units: 8, activation: 'relu', name: 'l2' }),
-    tfl.layers.dense({ units: 2, name: 'l3' }),
-  ] });
-  model.compile({ optimizer: tf.train.adam(0.01), loss: 'meanSquaredError' });
-  s.module(model);
-  s.optimizer(model.optimizer);
-  const xs = tf.randomNormal([5, 4]);
-  const ys = tf.randomNormal([5, 2]);
-  const loss = await model.trainOnBatch(xs, ys);
+  const { loss, xs, ys } = await oracle.trainStep();
   check('after trainOnBatch');
   // memscope's live bytes against the backend's own in-use figure: small
   // tensors computed on the CPU (the backend's CPU hand-off) keep their values
@@ -104,13 +63,9 @@ globalThis.runAdapter = async () => {
 
   tf.dispose([xs, ys]);
   check('after dispose');
-  s.detach();
-  const restored = PATCHED.every((m, i) => proto[m] === originals[i]);
   return {
-    backend: tf.getBackend(), adapter: { vendor: adapterInfo.vendor, architecture: adapterInfo.architecture },
-    loss, checks, mismatches, devices: [...devices], log, afterStep, onGpu, freedAtDispose, inEngineAtDispose,
-    readError, readValue, finalMemscope: memscopeBytes, finalEngine: engineBytes(),
-    finalCount: memscopeCount, engineCount: infos.size, restored,
+    ...oracle.finish(), adapter: { vendor: adapterInfo.vendor, architecture: adapterInfo.architecture },
+    loss, afterStep, onGpu, freedAtDispose, inEngineAtDispose, readError, readValue,
   };
 };
 
