@@ -310,6 +310,7 @@ export class SnapshotBuilder implements PickleBuilder {
     if (hasFrames && this.lfListSlot >= 0) this.releaseSlot(this.lfListSlot, STACK, stack);
     for (let i = 0; i < newStrings; i++) memo[this.laneStringSlots[i]!] = this.laneStrings[i];
     lane.memoCount = next;
+    this.lanePut(next - 1);
     lane.charge = charge;
     lane.value = nodeFor(TRACE, id);
     return p;
@@ -406,6 +407,7 @@ export class SnapshotBuilder implements PickleBuilder {
     if (hasFrames && this.lfListSlot >= 0) this.releaseSlot(this.lfListSlot, STACK, stack);
     if (newState >= 0) memo[newState] = state;
     lane.memoCount = next;
+    this.lanePut(next - 1);
     lane.charge = charge;
     lane.value = nodeFor(BLOCK, id);
     return p;
@@ -543,6 +545,7 @@ export class SnapshotBuilder implements PickleBuilder {
     node.slot = slot;
     this.releaseSlot(slot, STACK, stack);
     lane.memoCount = slot + 1;
+    this.lanePut(slot);
     lane.charge = this.lfCharge - 64;
     lane.value = node;
     return end;
@@ -563,6 +566,15 @@ export class SnapshotBuilder implements PickleBuilder {
       for (let k = 0; k < n; k++) this.getSeqPool.push(gets[k]!);
     }
     return stack;
+  }
+
+  /**
+   * A lane filled memo slots up to `highest` without the machine's onMemoize: keep `highestSlot`
+   * true, so that a later PUT over any of them counts as a re-PUT, which drops the caches keyed
+   * by memo index (a hostile file could otherwise have a key or frames list read by its old value).
+   */
+  private lanePut(highest: number): void {
+    if (highest > this.highestSlot) this.highestSlot = highest;
   }
 
   newList(): unknown {

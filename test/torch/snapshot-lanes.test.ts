@@ -80,3 +80,67 @@ describe('fast lanes under limits', () => {
     expect(results.has('ok')).toBe(true);
   });
 });
+
+describe('fast lanes and a re-PUT memo slot', () => {
+  it('a slot a lane filled, overwritten by BINPUT, is read with its new value (no stale key cache)', () => {
+    // Hand-assembled (CPython never re-PUTs): entry 2's lane memoizes the new string 'stream' as
+    // its compile_context; entry 3 uses that slot as a key; BINPUT then puts 'time_us' in the same
+    // slot, and entry 4 uses it as a key again, so entry 4 must get time_us = 6, not stream = 6.
+    const out: number[] = [0x80, 4, 0x7d, 0x94, 0x28];
+    let memo = 1;
+    const slot: Record<string, number> = {};
+    const str = (s: string): void => {
+      const known = slot[s];
+      if (known !== undefined) {
+        out.push(0x68, known);
+        return;
+      }
+      out.push(0x8c, s.length, ...Buffer.from(s, 'latin1'), 0x94);
+      slot[s] = memo++;
+    };
+    const entry = (pairs: [string, number | string][], keyGet: Record<string, number> = {}): void => {
+      out.push(0x7d, 0x94, 0x28);
+      memo++;
+      for (const [k, v] of pairs) {
+        if (keyGet[k] !== undefined) out.push(0x68, keyGet[k]!);
+        else str(k);
+        if (typeof v === 'number') out.push(0x4b, v);
+        else str(v);
+      }
+      out.push(0x75);
+    };
+    str('segments');
+    out.push(0x5d, 0x94);
+    memo++;
+    str('device_traces');
+    out.push(0x5d, 0x94, 0x28, 0x5d, 0x94, 0x28);
+    memo += 2;
+    entry([['action', 'alloc'], ['addr', 1], ['size', 2], ['compile_context', 'x']]);
+    // Entry 2 (lane): compile_context is a new string, 'stream', memoized by the lane.
+    const streamSlot = memo + 1; // after the dict's own slot
+    out.push(0x7d, 0x94, 0x28);
+    memo++;
+    out.push(0x68, slot['action']!, 0x68, slot['alloc']!, 0x68, slot['addr']!, 0x4b, 3, 0x68, slot['size']!, 0x4b, 4);
+    out.push(0x68, slot['compile_context']!, 0x8c, 6, ...Buffer.from('stream'), 0x94, 0x75);
+    memo++;
+    entry([['action', 'alloc'], ['addr', 5], ['size', 6], ['stream', 7]], { stream: streamSlot });
+    // Re-PUT the lane's slot with 'time_us' (push, BINPUT, POP inside the batch).
+    out.push(0x8c, 7, ...Buffer.from('time_us'), 0x71, streamSlot, 0x30);
+    entry([['action', 'alloc'], ['addr', 8], ['size', 9], ['stream', 6]], { stream: streamSlot });
+    out.push(0x65, 0x65, 0x75, 0x2e);
+    const bytes = Uint8Array.from(out);
+    const generic = readPickle(bytes) as Map<string, unknown>;
+    const entries = (generic.get('device_traces') as unknown[][])[0] as Map<string, unknown>[];
+    expect(entries.map((e) => [...e.keys()].join(','))).toEqual([
+      'action,addr,size,compile_context',
+      'action,addr,size,compile_context',
+      'action,addr,size,stream',
+      'action,addr,size,time_us',
+    ]);
+    const snap = readSnapshot(bytes);
+    const t = snap.traces[0]!;
+    expect(t.count).toBe(4);
+    expect(Array.from(t.stream)).toEqual([0, 0, 7, 0]);
+    expect(Array.from(t.timeUs)).toEqual([NaN, NaN, NaN, 6]);
+  });
+});
