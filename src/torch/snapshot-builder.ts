@@ -66,10 +66,10 @@ export class SnapshotBuilder implements PickleBuilder {
     this.memo = memo;
   }
 
-  onMemoize(value: unknown, index: number): void {
+  onMemoize(value: unknown, index: number, replaced: boolean): void {
     if (value instanceof RawDict || value instanceof RawList) value.slot = index;
-    if (index <= this.highestSlot) this.forgetGetSequences();
-    else this.highestSlot = index;
+    // The caches below are keyed by memo index, so a re-PUT (also of a slot a lane filled) voids them.
+    if (replaced) this.forgetGetSequences();
   }
 
   private forgetGetSequences(): void {
@@ -136,7 +136,6 @@ export class SnapshotBuilder implements PickleBuilder {
   private readonly getSeqLength = new I32Column();
   private readonly getSeqStack = new I32Column();
   private readonly getSeqPool = new I32Column();
-  private highestSlot = -1;
   /** Direct-mapped cache: memo index of a key string → its LANE_KEY_BIT (keys are the same few memo entries). */
   private readonly keyCacheIndex = new Int32Array(256).fill(-1);
   private readonly keyCacheBit = new Uint8Array(256);
@@ -310,7 +309,6 @@ export class SnapshotBuilder implements PickleBuilder {
     if (hasFrames && this.lfListSlot >= 0) this.releaseSlot(this.lfListSlot, STACK, stack);
     for (let i = 0; i < newStrings; i++) memo[this.laneStringSlots[i]!] = this.laneStrings[i];
     lane.memoCount = next;
-    this.lanePut(next - 1);
     lane.charge = charge;
     lane.value = nodeFor(TRACE, id);
     return p;
@@ -407,7 +405,6 @@ export class SnapshotBuilder implements PickleBuilder {
     if (hasFrames && this.lfListSlot >= 0) this.releaseSlot(this.lfListSlot, STACK, stack);
     if (newState >= 0) memo[newState] = state;
     lane.memoCount = next;
-    this.lanePut(next - 1);
     lane.charge = charge;
     lane.value = nodeFor(BLOCK, id);
     return p;
@@ -545,7 +542,6 @@ export class SnapshotBuilder implements PickleBuilder {
     node.slot = slot;
     this.releaseSlot(slot, STACK, stack);
     lane.memoCount = slot + 1;
-    this.lanePut(slot);
     lane.charge = this.lfCharge - 64;
     lane.value = node;
     return end;
@@ -566,15 +562,6 @@ export class SnapshotBuilder implements PickleBuilder {
       for (let k = 0; k < n; k++) this.getSeqPool.push(gets[k]!);
     }
     return stack;
-  }
-
-  /**
-   * A lane filled memo slots up to `highest` without the machine's onMemoize: keep `highestSlot`
-   * true, so that a later PUT over any of them counts as a re-PUT, which drops the caches keyed
-   * by memo index (a hostile file could otherwise have a key or frames list read by its old value).
-   */
-  private lanePut(highest: number): void {
-    if (highest > this.highestSlot) this.highestSlot = highest;
   }
 
   newList(): unknown {

@@ -48,7 +48,8 @@ export interface PickleBuilder {
   /** Told the memo array and every memo put, a builder may replace finished values in the memo by
    * `memoSentinel` (to let them be collected) and rebuild them in `materialize` on a later GET. */
   attachMemo?(memo: unknown[]): void;
-  onMemoize?(value: unknown, index: number): void;
+  /** `replaced`: the slot held a value already (a re-PUT; CPython never writes one, a hostile file can). */
+  onMemoize?(value: unknown, index: number, replaced: boolean): void;
   readonly memoSentinel?: unknown;
   materialize?(index: number): unknown;
   /** Expected number of memo entries: the memo array is allocated at that size up front. */
@@ -396,12 +397,13 @@ export class PickleMachine {
             pos += 4;
           }
           if (sp === 0 || (marks.length > 0 && marks[marks.length - 1]! >= sp)) throw emptyStackError(b, at);
-          if (memo[i] === undefined && ++memoCount > maxMemo) {
+          const replaced = memo[i] !== undefined;
+          if (!replaced && ++memoCount > maxMemo) {
             throw pickleError('pickle-limit', at, `more than ${maxMemo} memo entries (limits.maxMemoEntries)`);
           }
           const v = stack[sp - 1];
           memo[i] = v;
-          if (trackMemo) builder.onMemoize!(v, i);
+          if (trackMemo) builder.onMemoize!(v, i, replaced);
           break;
         }
         case 0x28 /* MARK */:
