@@ -14,6 +14,9 @@ import {
   RELEASED,
   RawDict,
   RawList,
+  SEGMENT,
+  SEGMENT_BLOCKS,
+  SEGMENT_KEY_BIT,
   STACK,
   SnapshotTables,
   TRACE,
@@ -111,6 +114,16 @@ export class SnapshotBuilder implements PickleBuilder {
     if (kind === STACK) {
       node = new RawList();
       node.stack = id;
+    } else if (kind === SEGMENT_BLOCKS) {
+      node = new RawList();
+      const t = this.t;
+      const start = t.sBlockStart.data[id]!;
+      const end = t.sBlockStart.data[id + 1]!;
+      if (end > start) {
+        node.ids = Array.from(t.segmentBlocks.data.subarray(start, end));
+        node.idKind = BLOCK;
+      }
+      node.sealed = true;
     } else node = nodeFor(kind, id);
     node.slot = index;
     this.memo[index] = node; // later GETs see the same object again
@@ -570,6 +583,7 @@ export class SnapshotBuilder implements PickleBuilder {
 
   appendItems(target: unknown, stack: unknown[], start: number, end: number, at: number): void {
     if (!(target instanceof RawList)) throw pickleError('pickle-corrupt', at, 'APPEND target is not a list');
+    if (target.sealed) throw new FastPathBail(); // a segment's blocks list extended after the segment
     if (target.stack >= 0) {
       // Interned as a stack already and now extended (a stack longer than one APPENDS batch).
       target.items = this.frameNodesOf(target.stack);
@@ -597,7 +611,7 @@ export class SnapshotBuilder implements PickleBuilder {
     }
     for (let i = start; i < end; i++) {
       const x = stack[i];
-      if (target.items === null && x instanceof RawDict && (x.kind === TRACE || x.kind === BLOCK) && (target.ids === null || target.idKind === x.kind)) {
+      if (target.items === null && x instanceof RawDict && (x.kind === TRACE || x.kind === BLOCK || x.kind === SEGMENT) && (target.ids === null || target.idKind === x.kind)) {
         if (target.ids === null) {
           target.ids = [];
           target.idKind = x.kind;
@@ -647,6 +661,14 @@ export class SnapshotBuilder implements PickleBuilder {
         if (id >= 0) {
           target.kind = FRAME;
           target.id = id;
+          return;
+        }
+      } else if (first === 'device') {
+        const id = this.segment(stack, start, end);
+        if (id >= 0) {
+          target.kind = SEGMENT;
+          target.id = id;
+          this.release(target, SEGMENT, id);
           return;
         }
       } else if (first === 'address' || first === 'size') {
@@ -704,6 +726,72 @@ export class SnapshotBuilder implements PickleBuilder {
     v.stack = this.t.internStack(ids, n);
     v.items = null;
     return v.stack;
+  }
+
+  /**
+   * A segment dict as PyTorch writes it (keys from SEGMENT_KEYS, blocks already recognised) into
+   * the segment columns, so that no Map per segment lives to the end of the read. Accepts exactly
+   * what the assembler's generic segment path would accept with the same result; anything else
+   * (a legacy block list, an unknown key, a wrong type) returns -1 and stays a generic dict, whose
+   * checks then name the problem.
+   */
+  private segment(kv: unknown[], start: number, end: number): number {
+    let mask = 0;
+    let device = NaN, address = NaN, total = NaN, allocated = NaN, active = NaN, requested = NaN, stream = NaN;
+    let pool0 = NaN, pool1 = NaN;
+    let type = -1;
+    let expandable = 2;
+    let stack = 0;
+    let blocks: RawList | null = null;
+    const t = this.t;
+    for (let i = start; i < end; i += 2) {
+      const bit = SEGMENT_KEY_BIT.get(kv[i]);
+      if (bit === undefined) return -1;
+      mask |= 1 << bit;
+      const v = kv[i + 1];
+      const none = v === null;
+      if (bit === 7) {
+        // segment_type
+        if (typeof v !== 'string') return -1;
+        type = t.segmentTypeCode(v);
+      } else if (bit === 8) {
+        // segment_pool_id: a pair of ints, or None
+        if (none) pool0 = pool1 = NaN;
+        else if (Array.isArray(v) && v.length === 2 && safeInt(v[0]) && safeInt(v[1])) (pool0 = v[0]), (pool1 = v[1]);
+        else return -1;
+      } else if (bit === 9) {
+        if (typeof v !== 'boolean') return -1;
+        expandable = v ? 1 : 0;
+      } else if (bit === 10) {
+        // frames
+        stack = none ? 0 : this.stackOf(v);
+        if (stack < 0) return -1;
+      } else if (bit === 11) {
+        // blocks: recognised blocks, an empty list or None
+        if (none) blocks = null;
+        else if (v instanceof RawList && v.stack < 0 && v.items === null && (v.ids === null || v.idKind === BLOCK)) blocks = v;
+        else return -1;
+      } else {
+        // ints; None only where the assembler reads it as "not given"
+        let x = NaN;
+        if (safeInt(v)) x = v;
+        else if (!none || bit === 1 || bit === 2 || bit === 3 || bit === 4) return -1;
+        if (bit === 0) device = x;
+        else if (bit === 1) address = x;
+        else if (bit === 2) total = x;
+        else if (bit === 3) allocated = x;
+        else if (bit === 4) active = x;
+        else if (bit === 5) requested = x;
+        else stream = x;
+      }
+    }
+    if (Number.isNaN(address) || Number.isNaN(total)) return -1;
+    const id = t.pushSegment(mask, device, address, total, allocated, active, requested, stream, type, pool0, pool1, expandable, stack, blocks?.ids ?? null);
+    if (blocks !== null) {
+      blocks.sealed = true;
+      this.release(blocks, SEGMENT_BLOCKS, id);
+    }
+    return id;
   }
 
   private block(kv: unknown[], start: number, end: number): number {

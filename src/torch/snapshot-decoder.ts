@@ -22,6 +22,8 @@ import {
   GENERIC,
   RawDict,
   RawList,
+  SEGMENT,
+  SEGMENT_KEYS,
   SnapshotTables,
   TRACE,
   TRACE_KEYS,
@@ -186,65 +188,18 @@ class Assembler {
   }
 
   segments(v: unknown): { segments: Segment[]; blocks: BlockTable } {
-    const list = this.list(v, 'segments');
     const raw: number[] = [];
     const owner: number[] = [];
     const segments: Segment[] = [];
-    list.forEach((node, index) => {
-      const path = `segments[${index}]`;
-      const d = this.dict(node);
-      if (!d) throw shapeError(path, `expected a segment dict, found ${describe(node)}`);
-      const firstBlock = raw.length;
-      const blockList = d.get('blocks') ?? [];
-      if (blockList instanceof RawList && blockList.ids !== null && blockList.idKind === BLOCK) {
-        // Recognised blocks (the normal case): their raw ids, without a copy per segment.
-        const ids = blockList.ids;
-        for (let j = 0; j < ids.length; j++) {
-          raw.push(ids[j]!);
-          owner.push(index);
-        }
-      } else {
-        const rows = this.rows(blockList, BLOCK, `${path}.blocks`, (b, p) => this.block(b, p));
-        for (let j = 0; j < rows.length; j++) {
-          raw.push(rows[j]!);
-          owner.push(index);
-        }
-      }
-      const pool = d.get('segment_pool_id');
-      let poolId: readonly [number, number] | null = null;
-      if (pool !== undefined && pool !== null) {
-        const p = this.list(pool, `${path}.segment_pool_id`);
-        if (p.length !== 2) throw shapeError(`${path}.segment_pool_id`, `expected a pair, found ${p.length} items`);
-        poolId = makeTuple([this.int(p[0], path, 'segment_pool_id[0]'), this.int(p[1], path, 'segment_pool_id[1]')]) as readonly [number, number];
-      }
-      const totalSize = this.int(d.get('total_size'), path, 'total_size');
-      // Sizes PyTorch has written since 1.x; derived from the blocks if a file lacks them.
-      const sumBlocks = (pred: (state: string) => boolean): number => {
-        let s = 0;
-        for (let k = firstBlock; k < raw.length; k++) if (pred(this.t.stateNames[this.t.bState.data[raw[k]!]!]!)) s += this.t.bSize.data[raw[k]!]!;
-        return s;
-      };
-      const allocated = d.get('allocated_size');
-      const active = d.get('active_size');
-      const requested = d.get('requested_size');
-      const expandable = d.get('is_expandable');
-      segments.push({
-        index,
-        device: this.optInt(d.get('device'), -1, path, 'device'),
-        address: this.int(d.get('address'), path, 'address'),
-        totalSize,
-        allocatedSize: allocated === undefined ? sumBlocks((s) => s === 'active_allocated') : this.int(allocated, path, 'allocated_size'),
-        activeSize: active === undefined ? sumBlocks((s) => s.startsWith('active')) : this.int(active, path, 'active_size'),
-        requestedSize: requested === undefined || requested === null ? null : this.int(requested, path, 'requested_size'),
-        stream: this.optInt(d.get('stream'), 0, path, 'stream'),
-        segmentType: d.get('segment_type') === undefined ? 'large' : this.str(d.get('segment_type'), path, 'segment_type'),
-        poolId,
-        isExpandable: expandable === true,
-        stack: this.stack(d.get('frames'), `${path}.frames`),
-        firstBlock,
-        blockCount: raw.length - firstBlock,
+    if (v instanceof RawList && v.ids !== null && v.idKind === SEGMENT) {
+      // Recognised segments (the normal case): straight from the columns, no node per segment.
+      const ids = v.ids;
+      for (let i = 0; i < ids.length; i++) segments.push(this.recognisedSegment(ids[i]!, i, raw, owner));
+    } else {
+      this.list(v, 'segments').forEach((node, index) => {
+        segments.push(node instanceof RawDict && node.kind === SEGMENT ? this.recognisedSegment(node.id, index, raw, owner) : this.genericSegment(node, index, raw, owner));
       });
-    });
+    }
     const t = this.t;
     const n = raw.length;
     const blocks: BlockTable = {
@@ -257,6 +212,98 @@ class Assembler {
       stack: Int32Array.from(raw, (r) => t.bStack.data[r]!),
     };
     return { segments, blocks };
+  }
+
+  /** Sum of the sizes of blocks raw[from..] whose state passes `pred` (for files without the segment's own sums). */
+  private sumBlocks(raw: readonly number[], from: number, pred: (state: string) => boolean): number {
+    const t = this.t;
+    let s = 0;
+    for (let k = from; k < raw.length; k++) if (pred(t.stateNames[t.bState.data[raw[k]!]!]!)) s += t.bSize.data[raw[k]!]!;
+    return s;
+  }
+
+  /** A segment the builder recognised (snapshot-builder.ts `segment`): the same defaults as below. */
+  private recognisedSegment(id: number, index: number, raw: number[], owner: number[]): Segment {
+    const t = this.t;
+    const firstBlock = raw.length;
+    const blockIds = t.segmentBlocks.data;
+    for (let k = t.sBlockStart.data[id]!, end = t.sBlockStart.data[id + 1]!; k < end; k++) {
+      raw.push(blockIds[k]!);
+      owner.push(index);
+    }
+    const num = (c: Float64Array, fallback: number): number => (Number.isNaN(c[id]!) ? fallback : c[id]!);
+    const allocated = t.sAllocated.data[id]!;
+    const active = t.sActive.data[id]!;
+    const requested = t.sRequested.data[id]!;
+    const type = t.sType.data[id]!;
+    const pool0 = t.sPool0.data[id]!;
+    return {
+      index,
+      device: num(t.sDevice.data, -1),
+      address: t.sAddress.data[id]!,
+      totalSize: t.sTotal.data[id]!,
+      allocatedSize: Number.isNaN(allocated) ? this.sumBlocks(raw, firstBlock, (s) => s === 'active_allocated') : allocated,
+      activeSize: Number.isNaN(active) ? this.sumBlocks(raw, firstBlock, (s) => s.startsWith('active')) : active,
+      requestedSize: Number.isNaN(requested) ? null : requested,
+      stream: num(t.sStream.data, 0),
+      segmentType: type < 0 ? 'large' : t.segmentTypes[type]!,
+      poolId: Number.isNaN(pool0) ? null : (makeTuple([pool0, t.sPool1.data[id]!]) as readonly [number, number]),
+      isExpandable: t.sExpandable.data[id] === 1,
+      stack: t.sStack.data[id]!,
+      firstBlock,
+      blockCount: raw.length - firstBlock,
+    };
+  }
+
+  private genericSegment(node: unknown, index: number, raw: number[], owner: number[]): Segment {
+    const path = `segments[${index}]`;
+    const d = this.dict(node);
+    if (!d) throw shapeError(path, `expected a segment dict, found ${describe(node)}`);
+    const firstBlock = raw.length;
+    const blockList = d.get('blocks') ?? [];
+    if (blockList instanceof RawList && blockList.ids !== null && blockList.idKind === BLOCK) {
+      // Recognised blocks: their raw ids, without a copy per segment.
+      const ids = blockList.ids;
+      for (let j = 0; j < ids.length; j++) {
+        raw.push(ids[j]!);
+        owner.push(index);
+      }
+    } else {
+      const rows = this.rows(blockList, BLOCK, `${path}.blocks`, (b, p) => this.block(b, p));
+      for (let j = 0; j < rows.length; j++) {
+        raw.push(rows[j]!);
+        owner.push(index);
+      }
+    }
+    const pool = d.get('segment_pool_id');
+    let poolId: readonly [number, number] | null = null;
+    if (pool !== undefined && pool !== null) {
+      const p = this.list(pool, `${path}.segment_pool_id`);
+      if (p.length !== 2) throw shapeError(`${path}.segment_pool_id`, `expected a pair, found ${p.length} items`);
+      poolId = makeTuple([this.int(p[0], path, 'segment_pool_id[0]'), this.int(p[1], path, 'segment_pool_id[1]')]) as readonly [number, number];
+    }
+    const totalSize = this.int(d.get('total_size'), path, 'total_size');
+    // Sizes PyTorch has written since 1.x; derived from the blocks if a file lacks them.
+    const allocated = d.get('allocated_size');
+    const active = d.get('active_size');
+    const requested = d.get('requested_size');
+    const expandable = d.get('is_expandable');
+    return {
+      index,
+      device: this.optInt(d.get('device'), -1, path, 'device'),
+      address: this.int(d.get('address'), path, 'address'),
+      totalSize,
+      allocatedSize: allocated === undefined ? this.sumBlocks(raw, firstBlock, (s) => s === 'active_allocated') : this.int(allocated, path, 'allocated_size'),
+      activeSize: active === undefined ? this.sumBlocks(raw, firstBlock, (s) => s.startsWith('active')) : this.int(active, path, 'active_size'),
+      requestedSize: requested === undefined || requested === null ? null : this.int(requested, path, 'requested_size'),
+      stream: this.optInt(d.get('stream'), 0, path, 'stream'),
+      segmentType: d.get('segment_type') === undefined ? 'large' : this.str(d.get('segment_type'), path, 'segment_type'),
+      poolId,
+      isExpandable: expandable === true,
+      stack: this.stack(d.get('frames'), `${path}.frames`),
+      firstBlock,
+      blockCount: raw.length - firstBlock,
+    };
   }
 
   traces(v: unknown): TraceTable[] {
@@ -341,6 +388,30 @@ class Assembler {
         ['filename', f.filename],
         ['line', f.line],
       ]);
+    }
+    if (v.kind === SEGMENT) {
+      // The keys the dict had, in PyTorch's order; None where the column holds NaN.
+      const mask = t.sKeyMask.data[i]!;
+      const num = (c: Float64Array): number | null => (Number.isNaN(c[i]!) ? null : c[i]!);
+      const m = new Map<unknown, unknown>();
+      SEGMENT_KEYS.forEach((key, bit) => {
+        if ((mask & (1 << bit)) === 0) return;
+        let x: unknown;
+        if (key === 'device') x = num(t.sDevice.data);
+        else if (key === 'address') x = t.sAddress.data[i];
+        else if (key === 'total_size') x = t.sTotal.data[i];
+        else if (key === 'allocated_size') x = t.sAllocated.data[i];
+        else if (key === 'active_size') x = t.sActive.data[i];
+        else if (key === 'requested_size') x = num(t.sRequested.data);
+        else if (key === 'stream') x = num(t.sStream.data);
+        else if (key === 'segment_type') x = t.segmentTypes[t.sType.data[i]!];
+        else if (key === 'segment_pool_id') x = Number.isNaN(t.sPool0.data[i]!) ? null : makeTuple([t.sPool0.data[i]!, t.sPool1.data[i]!]);
+        else if (key === 'is_expandable') x = t.sExpandable.data[i] === 1;
+        else if (key === 'frames') x = this.stackToFrameDicts(t.sStack.data[i]!);
+        else x = Array.from(t.segmentBlocks.data.subarray(t.sBlockStart.data[i]!, t.sBlockStart.data[i + 1]!), (b) => nodeFor(BLOCK, b));
+        m.set(key, x);
+      });
+      return m;
     }
     if (v.kind === BLOCK) {
       return new Map<unknown, unknown>([

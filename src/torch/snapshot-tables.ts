@@ -71,6 +71,8 @@ export const GENERIC = 0;
 export const FRAME = 1;
 export const BLOCK = 2;
 export const TRACE = 3;
+/** A segment dict (its scalars in the `s*` columns, its blocks in `segmentBlocks`). */
+export const SEGMENT = 5;
 
 export class RawDict {
   kind = GENERIC;
@@ -87,6 +89,12 @@ export class RawDict {
  * `items` (anything else). All three empty: an empty list.
  */
 export class RawList {
+  /**
+   * Set once a recognised segment has copied this list's block ids: appending to it afterwards
+   * (no pickler does; a hand-made file can) would not reach the segment, so it makes the read
+   * fall back to the generic reader instead (FastPathBail).
+   */
+  sealed = false;
   items: unknown[] | null = null;
   ids: number[] | null = null;
   idKind = GENERIC;
@@ -95,6 +103,8 @@ export class RawList {
 }
 
 export const STACK = 4;
+/** Released memo kind: a segment's `blocks` list (id: the segment's raw id). */
+export const SEGMENT_BLOCKS = 6;
 /** Memo slots whose value was stored in the tables hold this; `materialize` rebuilds a node. */
 export const RELEASED = Symbol('released memo entry');
 /** Memo indices beyond this keep their node (a hostile LONG_BINPUT must not size our side arrays). */
@@ -113,6 +123,22 @@ export class FastPathBail extends Error {}
 // Trace entry keys → bits, for `format.traceKeys` without a Set insert per event.
 export const TRACE_KEYS = ['action', 'addr', 'size', 'stream', 'time_us', 'frames', 'compile_context', 'user_metadata', 'device_free'] as const;
 export const TRACE_KEY_BIT = new Map<unknown, number>(TRACE_KEYS.map((k, i) => [k, i]));
+/** The segment keys a recognised segment may have, in PyTorch's order (bits of `sKeyMask`). */
+export const SEGMENT_KEYS = [
+  'device',
+  'address',
+  'total_size',
+  'allocated_size',
+  'active_size',
+  'requested_size',
+  'stream',
+  'segment_type',
+  'segment_pool_id',
+  'is_expandable',
+  'frames',
+  'blocks',
+] as const;
+export const SEGMENT_KEY_BIT = new Map<unknown, number>(SEGMENT_KEYS.map((k, i) => [k, i]));
 
 export function safeInt(v: unknown): v is number {
   return typeof v === 'number' && Number.isSafeInteger(v);
@@ -157,6 +183,30 @@ export class SnapshotTables {
   tUser: I32Column | null = null;
   tDeviceFree: F64Column | null = null;
   traceKeyMask = 0;
+
+  // raw segments (encounter order). NaN marks a key the dict did not have (or None where PyTorch
+  // allows it): the assembler then applies the same defaults as for a generic segment dict.
+  readonly sDevice = new F64Column();
+  readonly sAddress = new F64Column();
+  readonly sTotal = new F64Column();
+  readonly sAllocated = new F64Column();
+  readonly sActive = new F64Column();
+  readonly sRequested = new F64Column();
+  readonly sStream = new F64Column();
+  /** segmentTypes index of segment_type, -1 when absent */
+  readonly sType = new I32Column();
+  readonly sPool0 = new F64Column();
+  readonly sPool1 = new F64Column();
+  /** is_expandable: 0 False, 1 True, 2 absent */
+  readonly sExpandable = new U8Column();
+  readonly sStack = new I32Column();
+  /** The segment's raw block ids are segmentBlocks[sBlockStart[i], sBlockStart[i + 1]). */
+  readonly sBlockStart = new I32Column();
+  readonly segmentBlocks = new I32Column();
+  /** Which SEGMENT_KEYS each raw segment had (for turning one back into a dict). */
+  readonly sKeyMask = new I32Column();
+  readonly segmentTypes: string[] = [];
+  private readonly segmentTypeCodes = new Map<string, number>();
   readonly otherTraceKeys = new Set<string>();
   legacyHistory = false;
 
@@ -166,6 +216,7 @@ export class SnapshotTables {
    * address space only: typed arrays are zero-filled lazily by the OS.
    */
   constructor(expectedEvents = 1024) {
+    this.sBlockStart.push(0);
     this.tAction = new U8Column(expectedEvents);
     this.tAddr = new F64Column(expectedEvents);
     this.tSize = new F64Column(expectedEvents);
@@ -236,6 +287,16 @@ export class SnapshotTables {
     return id;
   }
 
+  segmentTypeCode(s: string): number {
+    let c = this.segmentTypeCodes.get(s);
+    if (c === undefined) {
+      c = this.segmentTypes.length;
+      this.segmentTypes.push(s);
+      this.segmentTypeCodes.set(s, c);
+    }
+    return c;
+  }
+
   stateCode(s: string): number {
     let c = this.stateCodes.get(s);
     if (c === undefined) {
@@ -256,6 +317,41 @@ export class SnapshotTables {
       this.actionCodes.set(s, c);
     }
     return c;
+  }
+
+  /** Appends a recognised segment; `blockIds` are its blocks' raw ids, in list order. */
+  pushSegment(
+    keyMask: number,
+    device: number,
+    address: number,
+    total: number,
+    allocated: number,
+    active: number,
+    requested: number,
+    stream: number,
+    type: number,
+    pool0: number,
+    pool1: number,
+    expandable: number,
+    stack: number,
+    blockIds: readonly number[] | null,
+  ): number {
+    this.sKeyMask.push(keyMask);
+    this.sDevice.push(device);
+    this.sAddress.push(address);
+    this.sTotal.push(total);
+    this.sAllocated.push(allocated);
+    this.sActive.push(active);
+    this.sRequested.push(requested);
+    this.sStream.push(stream);
+    this.sType.push(type);
+    this.sPool0.push(pool0);
+    this.sPool1.push(pool1);
+    this.sExpandable.push(expandable);
+    this.sStack.push(stack);
+    if (blockIds !== null) for (let i = 0; i < blockIds.length; i++) this.segmentBlocks.push(blockIds[i]!);
+    this.sBlockStart.push(this.segmentBlocks.length);
+    return this.sTotal.length - 1;
   }
 
   pushBlock(address: number, size: number, requested: number, state: number, stack: number): number {

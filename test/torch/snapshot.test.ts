@@ -321,6 +321,74 @@ describe('normaliser: PyTorch versions and odd shapes', () => {
     expect(bad(`[1, 2]`)).toBe('snapshot: segments[0]: expected a segment dict, found int 1');
   });
 
+  it('recognised segments read exactly like generic ones, whatever keys and values they have', () => {
+    // readSnapshot turns PyTorch-shaped segment dicts into columns (snapshot-builder.ts `segment`);
+    // anything else stays a generic dict. Both must give the same model, defaults and errors alike.
+    const blk = `{'address': 0, 'size': 512, 'requested_size': 500, 'state': 'active_allocated', 'frames': [{'name': 'f', 'filename': 'a.py', 'line': 3}]}`;
+    const shapes = [
+      `{'device': 0, 'address': 0, 'total_size': 1024, 'allocated_size': 512, 'active_size': 512, 'requested_size': 500, 'stream': 7, 'segment_type': 'small', 'segment_pool_id': (1, 2), 'is_expandable': True, 'frames': [], 'blocks': [${blk}]}`,
+      // missing sizes (derived from the blocks), None where PyTorch allows it, no blocks key
+      `{'device': None, 'address': 0, 'total_size': 1024, 'requested_size': None, 'stream': None, 'segment_pool_id': None, 'frames': None, 'blocks': [${blk}]}`,
+      `{'device': 1, 'address': 4096, 'total_size': 2048, 'allocated_size': 0, 'active_size': 0}`,
+      `{'device': 1, 'address': 4096, 'total_size': 2048, 'blocks': None, 'segment_pool_id': [3, 4], 'is_expandable': False}`,
+      // not recognised: an unknown key, a non-bool flag, legacy history blocks
+      `{'device': 0, 'address': 0, 'total_size': 1024, 'blocks': [], 'future_key': 1}`,
+      `{'device': 0, 'address': 0, 'total_size': 1024, 'blocks': [], 'is_expandable': 1}`,
+      `{'device': 0, 'address': 0, 'total_size': 1024, 'blocks': [{'address': 0, 'size': 512, 'state': 'active_allocated', 'history': [{'addr': 0, 'real_size': 500, 'frames': []}]}]}`,
+    ];
+    for (const shape of shapes) {
+      for (const bytes of [pythonPickle(`{'segments': [${shape}, ${shape}]}`, 4), pythonPickle(`{'segments': [${shape}]}`, 2)]) {
+        expect(resolved(readSnapshot(bytes))).toEqual(resolved(normaliseSnapshot(readPickle(bytes))));
+      }
+    }
+    // Errors name the same field either way.
+    for (const bad of [`'allocated_size': None`, `'total_size': 'x'`, `'segment_type': 5`, `'segment_pool_id': (1,)`]) {
+      const bytes = pythonPickle(`{'segments': [{'device': 0, 'address': 0, 'total_size': 1, ${bad}}]}`, 4);
+      const message = (read: () => unknown): string => {
+        try {
+          read();
+        } catch (e) {
+          expect(e).toBeInstanceOf(MemscopeError);
+          return (e as Error).message;
+        }
+        return 'ok';
+      };
+      const generic = message(() => normaliseSnapshot(readPickle(bytes)));
+      expect(generic).toMatch(/^snapshot: segments\[0\]/);
+      expect(message(() => readSnapshot(bytes))).toBe(generic);
+    }
+  });
+
+  it("falls back to the generic reader when a segment's blocks list grows after the segment", () => {
+    // Hand-assembled: the segment dict is complete (and recognised, its block ids copied), then
+    // BINGET fetches its blocks list again and APPENDs one more block. The generic reader's segment
+    // sees both blocks; so must readSnapshot.
+    const bytes: number[] = [0x80, 4];
+    const str = (t: string): void => void bytes.push(0x8c, t.length, ...Array.from(t, (c) => c.charCodeAt(0)));
+    const block = (address: number): void => {
+      bytes.push(0x7d, 0x28); // {} MARK (not memoized)
+      str('address'), bytes.push(0x4b, address), str('size'), bytes.push(0x4b, 16), str('state'), str('active_allocated');
+      bytes.push(0x75); // SETITEMS
+    };
+    bytes.push(0x7d, 0x94, 0x28); // {} memo0 MARK
+    str('segments');
+    bytes.push(0x5d, 0x94, 0x28); // [] memo1 MARK
+    bytes.push(0x7d, 0x94, 0x28); // {} memo2 MARK
+    str('device'), bytes.push(0x4b, 0), str('address'), bytes.push(0x4b, 0), str('total_size'), bytes.push(0x4b, 64);
+    str('blocks');
+    bytes.push(0x5d, 0x94); // [] memo3
+    block(0);
+    bytes.push(0x61, 0x75, 0x65); // APPEND SETITEMS (segment) APPENDS (segments)
+    bytes.push(0x75); // SETITEMS (top)
+    bytes.push(0x68, 3); // BINGET 3: the blocks list again
+    block(16);
+    bytes.push(0x61, 0x30, 0x2e); // APPEND POP STOP
+    const raw = Uint8Array.from(bytes);
+    const s = readSnapshot(raw);
+    expect(s.segments[0]!.blockCount).toBe(2);
+    expect(resolved(s)).toEqual(resolved(normaliseSnapshot(readPickle(raw))));
+  });
+
   it('falls back to the generic reader when a recognised dict is modified after it was built', () => {
     // Hand-assembled (legal, but never written by PyTorch): after the trace entry dict is complete,
     // BINGET fetches it again and SETITEMS adds a key. The fast path must not lose that key.
