@@ -647,38 +647,18 @@ export class SnapshotBuilder implements PickleBuilder {
     if (target.kind !== GENERIC) throw new FastPathBail(); // a recognised dict being modified again
     if (target.map === null) {
       const first = stack[start];
-      const n = (end - start) >> 1;
-      if (first === 'action') {
-        const id = this.trace(stack, start, end);
-        if (id >= 0) {
-          target.kind = TRACE;
-          target.id = id;
-          this.release(target, TRACE, id);
-          return;
-        }
-      } else if (n === 3 && (first === 'name' || first === 'filename' || first === 'line')) {
-        const id = this.frame(stack, start, end);
-        if (id >= 0) {
-          target.kind = FRAME;
-          target.id = id;
-          return;
-        }
-      } else if (first === 'device') {
-        const id = this.segment(stack, start, end);
-        if (id >= 0) {
-          target.kind = SEGMENT;
-          target.id = id;
-          this.release(target, SEGMENT, id);
-          return;
-        }
-      } else if (first === 'address' || first === 'size') {
-        const id = this.block(stack, start, end);
-        if (id >= 0) {
-          target.kind = BLOCK;
-          target.id = id;
-          this.release(target, BLOCK, id);
-          return;
-        }
+      let kind = GENERIC;
+      let id = -1;
+      if (first === 'action') (kind = TRACE), (id = this.trace(stack, start, end));
+      else if (end - start === 6 && (first === 'name' || first === 'filename' || first === 'line')) (kind = FRAME), (id = this.frame(stack, start, end));
+      else if (first === 'device') (kind = SEGMENT), (id = this.segment(stack, start, end));
+      else if (first === 'address' || first === 'size') (kind = BLOCK), (id = this.block(stack, start, end));
+      if (id >= 0) {
+        target.kind = kind;
+        target.id = id;
+        // Frames stay in the memo: later frame lists GET them over and over.
+        if (kind !== FRAME) this.release(target, kind, id);
+        return;
       }
       target.map = new Map();
     }

@@ -144,6 +144,17 @@ export function safeInt(v: unknown): v is number {
   return typeof v === 'number' && Number.isSafeInteger(v);
 }
 
+/** Index of `s` in `list`, appending it the first time. */
+function intern(s: string, list: string[], ids: Map<string, number>): number {
+  let id = ids.get(s);
+  if (id === undefined) {
+    id = list.length;
+    list.push(s);
+    ids.set(s, id);
+  }
+  return id;
+}
+
 // ---------------------------------------------------------------------------------------------
 // Interned tables and raw columns shared by both paths
 
@@ -278,23 +289,11 @@ export class SnapshotTables {
   }
 
   string(s: string): number {
-    let id = this.stringIds.get(s);
-    if (id === undefined) {
-      id = this.strings.length;
-      this.strings.push(s);
-      this.stringIds.set(s, id);
-    }
-    return id;
+    return intern(s, this.strings, this.stringIds);
   }
 
   segmentTypeCode(s: string): number {
-    let c = this.segmentTypeCodes.get(s);
-    if (c === undefined) {
-      c = this.segmentTypes.length;
-      this.segmentTypes.push(s);
-      this.segmentTypeCodes.set(s, c);
-    }
-    return c;
+    return intern(s, this.segmentTypes, this.segmentTypeCodes);
   }
 
   stateCode(s: string): number {
