@@ -290,6 +290,12 @@ function bump(r: ReplaySums, slot: number, v: number): void {
   else r.freedTotal[slot]! -= v;
 }
 
+/** A stat moves in the "all" row and in its pool's row together (memory_stats' `all` / `small_pool` / `large_pool`). */
+function bumpPooled(r: ReplaySums, stat: number, pool: number, v: number): void {
+  bump(r, stat + POOL_ALL, v);
+  bump(r, stat + pool, v);
+}
+
 const POOL_ALL = 0;
 const POOL_LARGE = 1;
 const POOL_SMALL = 2;
@@ -325,40 +331,26 @@ function replayTraceDeltas(snapshot: MemorySnapshot, trace: TraceTable, family: 
     const blockPool = size <= SMALL_SIZE ? POOL_SMALL : POOL_LARGE;
     const segPool = size === SMALL_SEGMENT ? POOL_SMALL : POOL_LARGE;
     if (action === ALLOC) {
-      bump(r, allocation + POOL_ALL, 1);
-      bump(r, allocation + blockPool, 1);
-      bump(r, allocatedBytes + POOL_ALL, size);
-      bump(r, allocatedBytes + blockPool, size);
-      bump(r, active + POOL_ALL, 1);
-      bump(r, active + blockPool, 1);
-      bump(r, activeBytes + POOL_ALL, size);
-      bump(r, activeBytes + blockPool, size);
+      bumpPooled(r, allocation, blockPool, 1);
+      bumpPooled(r, allocatedBytes, blockPool, size);
+      bumpPooled(r, active, blockPool, 1);
+      bumpPooled(r, activeBytes, blockPool, size);
     } else if (action === FREE_REQUESTED) {
-      bump(r, allocation + POOL_ALL, -1);
-      bump(r, allocation + blockPool, -1);
-      bump(r, allocatedBytes + POOL_ALL, -size);
-      bump(r, allocatedBytes + blockPool, -size);
+      bumpPooled(r, allocation, blockPool, -1);
+      bumpPooled(r, allocatedBytes, blockPool, -size);
     } else if (action === FREE_COMPLETED) {
-      bump(r, active + POOL_ALL, -1);
-      bump(r, active + blockPool, -1);
-      bump(r, activeBytes + POOL_ALL, -size);
-      bump(r, activeBytes + blockPool, -size);
+      bumpPooled(r, active, blockPool, -1);
+      bumpPooled(r, activeBytes, blockPool, -size);
     } else if (action === SEGMENT_ALLOC) {
-      bump(r, segment + POOL_ALL, 1);
-      bump(r, segment + segPool, 1);
-      bump(r, reservedBytes + POOL_ALL, size);
-      bump(r, reservedBytes + segPool, size);
+      bumpPooled(r, segment, segPool, 1);
+      bumpPooled(r, reservedBytes, segPool, size);
     } else if (action === SEGMENT_FREE) {
-      bump(r, segment + POOL_ALL, -1);
-      bump(r, segment + segPool, -1);
-      bump(r, reservedBytes + POOL_ALL, -size);
-      bump(r, reservedBytes + segPool, -size);
+      bumpPooled(r, segment, segPool, -1);
+      bumpPooled(r, reservedBytes, segPool, -size);
     } else if (action === SEGMENT_MAP) {
-      bump(r, reservedBytes + POOL_ALL, size);
-      bump(r, reservedBytes + POOL_LARGE, size);
+      bumpPooled(r, reservedBytes, POOL_LARGE, size);
     } else if (action === SEGMENT_UNMAP) {
-      bump(r, reservedBytes + POOL_ALL, -size);
-      bump(r, reservedBytes + POOL_LARGE, -size);
+      bumpPooled(r, reservedBytes, POOL_LARGE, -size);
     } else if (action === OOM) {
       ooms++;
     }
