@@ -171,6 +171,26 @@ describe('readSnapshot on every real PyTorch snapshot', () => {
     });
   }
 
+  it('reads the same in pieces of every size from 64 to 400 bytes (opcodes cut at every place)', () => {
+    // The machine stops before an opcode a piece holds only part of and resumes with the next
+    // piece; with these sizes the cuts fall inside every kind of opcode in a real snapshot (strings
+    // longer than a piece included: the buffer grows for them).
+    const bytes = readFileSync(resolve(local, 'small_3seg.pickle'));
+    const whole = resolved(readSnapshot(bytes));
+    for (let size = 64; size <= 400; size++) {
+      const s = readSnapshotPieces(
+        (into, at) => {
+          const n = Math.min(into.length, bytes.length - at);
+          into.set(bytes.subarray(at, at + n));
+          return n;
+        },
+        bytes.length,
+        { pieceBytes: size },
+      );
+      expect(resolved(s), `pieces of ${size} bytes`).toEqual(whole);
+    }
+  });
+
   it('pins the figures of the small fixture', () => {
     const s = readSnapshotFile(resolve(local, 'small_3seg.pickle'));
     expect(s.segments[0]).toMatchInlineSnapshot(`

@@ -11,8 +11,8 @@
  * Every loop iteration advances the read position, so no input can make it spin; sizes are checked
  * against `PickleLimits` before anything is allocated.
  *
- * `PickleMachine` keeps the state between calls so a big file can be fed in pieces cut at opcode
- * boundaries (`scanOpcodes`); `runPickle` runs a whole buffer at once.
+ * `PickleMachine` keeps the state between calls so a big file can be fed in pieces cut anywhere
+ * (an opcode cut short waits for the next piece); `runPickle` runs a whole buffer at once.
  */
 import { MemscopeError } from '../../core/errors.js';
 import { opcodeName } from './opcodes.js';
@@ -203,11 +203,14 @@ function applySafeGlobal(fn: SafeGlobal, args: unknown, at: number): unknown {
   return name === 'frozenset' ? Object.freeze(set) : set;
 }
 
+/** An opcode whose arguments run past the end of the bytes: the file's end, or only a piece's. */
+class TruncatedOpcode extends MemscopeError {}
+
 // Error builders live outside runPickle: the main loop's position and stack pointer must not be
 // captured by any closure, so that V8 keeps them in registers (captured `let`s live in a heap
 // context and cost a memory access on every opcode).
 function truncatedError(b: Uint8Array, at: number, needed: number, left: number): MemscopeError {
-  return pickleError('pickle-truncated', at, `file ends inside ${opcodeName(b[at]!)} (needs ${needed} more bytes, ${left} left)`);
+  return new TruncatedOpcode('pickle-truncated', `pickle: file ends inside ${opcodeName(b[at]!)} (needs ${needed} more bytes, ${left} left) at offset ${errorBase + at}`);
 }
 
 function depthError(at: number, maxDepth: number): MemscopeError {
@@ -252,14 +255,16 @@ export function runPickle(
 export interface PickleRunResult {
   readonly done: boolean;
   readonly value: unknown;
+  /**
+   * Bytes of this piece that were executed. Short of its length only when the piece was not
+   * `final` and ends inside an opcode: that opcode (from `consumed` on) must start the next piece.
+   */
+  readonly consumed: number;
 }
-
-const NEED_MORE: PickleRunResult = Object.freeze({ done: false, value: undefined });
 
 /**
  * The machine with its state (stack, marks, memo, counters) kept between calls, so a file can be
- * fed in pieces that each end on an opcode boundary (see `pickleOpcodeBoundary`): memory then
- * holds one piece of the file at a time instead of all of it.
+ * fed in pieces: memory then holds one piece of the file at a time instead of all of it.
  */
 export class PickleMachine {
   // The VM stack: a preallocated array and a pointer (setting an array's length is a runtime call).
@@ -287,8 +292,9 @@ export class PickleMachine {
 
   /**
    * Runs over `bytes`, which start at file offset `base` (error offsets and progress are file
-   * offsets). Unless `final`, `bytes` must end on an opcode boundary; the machine then returns
-   * `{ done: false }` at its end and continues with the next piece.
+   * offsets). Unless `final`, `bytes` may end anywhere: the machine stops before an opcode the
+   * piece holds only part of and returns `{ done: false, consumed }`; the next piece must start
+   * at `base + consumed`.
    */
   run(bytes: Uint8Array, base: number, final: boolean, totalBytes: number): PickleRunResult {
     if (this.finished) throw new MemscopeError('bad-argument', 'PickleMachine.run: the pickle already ended with STOP');
@@ -308,6 +314,10 @@ export class PickleMachine {
     const b =
       Object.getPrototypeOf(bytes) === Uint8Array.prototype ? bytes : new Uint8Array(bytes.buffer, bytes.byteOffset, bytes.byteLength);
     const len = b.length;
+    // A piece that is not the last stops at the first opcode boundary in its final 1/16 (at most
+    // 64 KiB), which almost every opcode then fits before: cutting one short is handled (below)
+    // but costs the optimised loop a deoptimisation, since that path is otherwise never taken.
+    const stopAt = final ? len : len - Math.min(len >> 4, 1 << 16);
     const view = new DataView(b.buffer, b.byteOffset, b.byteLength);
     const stack = this.stack;
     const marks = this.marks;
@@ -340,32 +350,52 @@ export class PickleMachine {
       return v === sentinel ? builder.materialize!(i) : v;
     };
 
-    for (;;) {
-      if (pos >= len) {
-        if (final) throw pickleError('pickle-truncated', pos, 'file ends before STOP');
-        // End of this piece (an opcode boundary): keep the state for the next one.
-        this.sp = sp;
-        this.memoCount = memoCount;
-        this.budget = budget;
-        this.nextProgress = nextProgress === Infinity ? 0 : base + nextProgress;
-        return NEED_MORE;
-      }
-      at = pos;
-      if (pos >= nextProgress) {
-        onProgress!(base + pos, totalBytes);
-        nextProgress = pos + progressStep;
-      }
-      const op = b[pos++]!;
-      // Case labels are number literals (not Op.X) so V8 compiles the switch to a jump table.
-      switch (op) {
-        case 0x68 /* BINGET */:
-        case 0x6a /* LONG_BINGET */: {
-          // The hottest opcodes in real snapshots (frames and dict keys are memo references): a run
-          // of GETs is decoded here without going round the main loop.
-          let code: number = op;
-          for (;;) {
+    try {
+      for (;;) {
+        if (pos >= stopAt) {
+          if (final) throw pickleError('pickle-truncated', pos, 'file ends before STOP');
+          at = pos;
+          break;
+        }
+        at = pos;
+        if (pos >= nextProgress) {
+          onProgress!(base + pos, totalBytes);
+          nextProgress = pos + progressStep;
+        }
+        const op = b[pos++]!;
+        // Case labels are number literals (not Op.X) so V8 compiles the switch to a jump table.
+        switch (op) {
+          case 0x68 /* BINGET */:
+          case 0x6a /* LONG_BINGET */: {
+            // The hottest opcodes in real snapshots (frames and dict keys are memo references): a run
+            // of GETs is decoded here without going round the main loop.
+            let code: number = op;
+            for (;;) {
+              let i: number;
+              if (code === 0x68 /* BINGET */) {
+                if (pos >= len) throw truncatedError(b, at, 1, 0);
+                i = b[pos++]!;
+              } else {
+                if (pos + 4 > len) throw truncatedError(b, at, 4, len - pos);
+                i = (b[pos]! | (b[pos + 1]! << 8) | (b[pos + 2]! << 16) | (b[pos + 3]! << 24)) >>> 0;
+                pos += 4;
+              }
+              if (sp >= maxDepth) throw depthError(at, maxDepth);
+              const v = memo[i];
+              stack[sp++] = v === undefined || v === sentinel ? memoValue(i, at) : v;
+              if (pos >= len) break;
+              code = b[pos]!;
+              if (code !== 0x68 /* BINGET */ && code !== 0x6a /* LONG_BINGET */) break;
+              at = pos++;
+            }
+            break;
+          }
+          case 0x94 /* MEMOIZE */:
+          case 0x71 /* BINPUT */:
+          case 0x72 /* LONG_BINPUT */: {
             let i: number;
-            if (code === 0x68 /* BINGET */) {
+            if (op === 0x94 /* MEMOIZE */) i = memoCount;
+            else if (op === 0x71 /* BINPUT */) {
               if (pos >= len) throw truncatedError(b, at, 1, 0);
               i = b[pos++]!;
             } else {
@@ -373,421 +403,332 @@ export class PickleMachine {
               i = (b[pos]! | (b[pos + 1]! << 8) | (b[pos + 2]! << 16) | (b[pos + 3]! << 24)) >>> 0;
               pos += 4;
             }
-            if (sp >= maxDepth) throw depthError(at, maxDepth);
-            const v = memo[i];
-            stack[sp++] = v === undefined || v === sentinel ? memoValue(i, at) : v;
-            if (pos >= len) break;
-            code = b[pos]!;
-            if (code !== 0x68 /* BINGET */ && code !== 0x6a /* LONG_BINGET */) break;
-            at = pos++;
-          }
-          break;
-        }
-        case 0x94 /* MEMOIZE */:
-        case 0x71 /* BINPUT */:
-        case 0x72 /* LONG_BINPUT */: {
-          let i: number;
-          if (op === 0x94 /* MEMOIZE */) i = memoCount;
-          else if (op === 0x71 /* BINPUT */) {
-            if (pos >= len) throw truncatedError(b, at, 1, 0);
-            i = b[pos++]!;
-          } else {
-            if (pos + 4 > len) throw truncatedError(b, at, 4, len - pos);
-            i = (b[pos]! | (b[pos + 1]! << 8) | (b[pos + 2]! << 16) | (b[pos + 3]! << 24)) >>> 0;
-            pos += 4;
-          }
-          if (sp === 0 || (marks.length > 0 && marks[marks.length - 1]! >= sp)) throw emptyStackError(b, at);
-          const replaced = memo[i] !== undefined;
-          if (!replaced && ++memoCount > maxMemo) {
-            throw pickleError('pickle-limit', at, `more than ${maxMemo} memo entries (limits.maxMemoEntries)`);
-          }
-          const v = stack[sp - 1];
-          memo[i] = v;
-          if (trackMemo) builder.onMemoize!(v, i, replaced);
-          break;
-        }
-        case 0x28 /* MARK */:
-          if (marks.length >= maxDepth) throw pickleError('pickle-limit', at, `more than ${maxDepth} open MARKs (limits.maxDepth)`);
-          marks.push(sp);
-          break;
-        case 0x4a /* BININT */:
-          if (pos + 4 > len) throw truncatedError(b, at, 4, len - pos);
-          if (sp >= maxDepth) throw depthError(at, maxDepth);
-          stack[sp++] = b[pos]! | (b[pos + 1]! << 8) | (b[pos + 2]! << 16) | (b[pos + 3]! << 24);
-          pos += 4;
-          break;
-        case 0x4b /* BININT1 */:
-          if (pos >= len) throw truncatedError(b, at, 1, 0);
-          if (sp >= maxDepth) throw depthError(at, maxDepth);
-          stack[sp++] = b[pos++]!;
-          break;
-        case 0x4d /* BININT2 */:
-          if (pos + 2 > len) throw truncatedError(b, at, 2, len - pos);
-          if (sp >= maxDepth) throw depthError(at, maxDepth);
-          stack[sp++] = b[pos]! | (b[pos + 1]! << 8);
-          pos += 2;
-          break;
-        case 0x8a /* LONG1 */:
-        case 0x8b /* LONG4 */: {
-          let n: number;
-          if (op === 0x8a /* LONG1 */) {
-            if (pos >= len) throw truncatedError(b, at, 1, 0);
-            n = b[pos++]!;
-          } else {
-            if (pos + 4 > len) throw truncatedError(b, at, 4, len - pos);
-            n = view.getInt32(pos, true);
-            pos += 4;
-            if (n < 0) throw pickleError('pickle-corrupt', at, `LONG4 with negative length ${n}`);
-            budget -= n;
-            if (budget < 0) throw overBudget(at);
-          }
-          if (pos + n > len) throw truncatedError(b, at, n, len - pos);
-          if (sp >= maxDepth) throw depthError(at, maxDepth);
-          stack[sp++] = decodeLong(b, pos, n);
-          pos += n;
-          break;
-        }
-        case 0x47 /* BINFLOAT */:
-          if (pos + 8 > len) throw truncatedError(b, at, 8, len - pos);
-          if (sp >= maxDepth) throw depthError(at, maxDepth);
-          stack[sp++] = view.getFloat64(pos, false);
-          pos += 8;
-          break;
-        case 0x8c /* SHORT_BINUNICODE */:
-        case 0x58 /* BINUNICODE */:
-        case 0x8d /* BINUNICODE8 */:
-        case 0x43 /* SHORT_BINBYTES */:
-        case 0x42 /* BINBYTES */:
-        case 0x8e /* BINBYTES8 */:
-        case 0x96 /* BYTEARRAY8 */:
-        case 0x55 /* SHORT_BINSTRING */:
-        case 0x54 /* BINSTRING */: {
-          // Length prefix: 1, 4 or 8 bytes little-endian.
-          const width =
-            op === 0x8c /* SHORT_BINUNICODE */ || op === 0x43 /* SHORT_BINBYTES */ || op === 0x55 /* SHORT_BINSTRING */
-              ? 1
-              : op === 0x8d /* BINUNICODE8 */ || op === 0x8e /* BINBYTES8 */ || op === 0x96 /* BYTEARRAY8 */
-                ? 8
-                : 4;
-          if (pos + width > len) throw truncatedError(b, at, width, len - pos);
-          let n: number;
-          if (width === 1) n = b[pos]!;
-          else if (width === 4) n = op === 0x54 /* BINSTRING */ ? view.getInt32(pos, true) : view.getUint32(pos, true);
-          else {
-            const hi = view.getUint32(pos + 4, true);
-            if (hi >= 0x200000) throw pickleError('pickle-limit', at, `length ${hi} * 2^32 + ${view.getUint32(pos, true)} is too large`);
-            n = hi * 0x100000000 + view.getUint32(pos, true);
-          }
-          pos += width;
-          if (n < 0) throw pickleError('pickle-corrupt', at, `${opcodeName(op)} with negative length ${n}`);
-          if (pos + n > len) throw truncatedError(b, at, n, len - pos);
-          budget -= n + 16;
-          if (budget < 0) throw overBudget(at);
-          if (sp >= maxDepth) throw depthError(at, maxDepth);
-          let v: unknown;
-          if (op === 0x8c /* SHORT_BINUNICODE */ || op === 0x58 /* BINUNICODE */ || op === 0x8d /* BINUNICODE8 */) v = decodeUtf8(b, pos, pos + n);
-          // Python 2 str; Python 3 decodes it as text (ASCII by default). Latin-1 keeps every byte.
-          else if (op === 0x55 /* SHORT_BINSTRING */ || op === 0x54 /* BINSTRING */) v = decodeLatin1(b, pos, pos + n);
-          else v = b.slice(pos, pos + n);
-          stack[sp++] = v;
-          pos += n;
-          break;
-        }
-        case 0x4e /* NONE */:
-        case 0x88 /* NEWTRUE */:
-        case 0x89 /* NEWFALSE */:
-          if (sp >= maxDepth) throw depthError(at, maxDepth);
-          stack[sp++] = op === 0x4e /* NONE */ ? null : op === 0x88 /* NEWTRUE */;
-          break;
-        case 0x7d /* EMPTY_DICT */:
-        case 0x5d /* EMPTY_LIST */: {
-          budget -= 64;
-          if (budget < 0) throw overBudget(at);
-          if (sp >= maxDepth) throw depthError(at, maxDepth);
-          const isDict = op === 0x7d; /* EMPTY_DICT */
-          if (isDict ? hasFastDict : hasFastList) {
-            lane.memoCount = memoCount;
-            // Each opcode pushes at most one item and takes at least one byte: a span shorter than
-            // this cannot reach the depth, MARK or container-size limits.
-            lane.maxSpan = marks.length + 2 <= maxDepth ? Math.min(maxDepth - sp - 2, maxItems) : 0;
-            lane.budget = budget;
-            const end = isDict ? builder.fastDict!(b, at, memo, lane) : builder.fastList!(b, at, memo, lane);
-            if (end > 0) {
-              budget -= lane.charge;
-              memoCount = lane.memoCount;
-              stack[sp++] = lane.value;
-              pos = end;
-              break;
+            if (sp === 0 || (marks.length > 0 && marks[marks.length - 1]! >= sp)) throw emptyStackError(b, at);
+            const replaced = memo[i] !== undefined;
+            if (!replaced && ++memoCount > maxMemo) {
+              throw pickleError('pickle-limit', at, `more than ${maxMemo} memo entries (limits.maxMemoEntries)`);
             }
+            const v = stack[sp - 1];
+            memo[i] = v;
+            if (trackMemo) builder.onMemoize!(v, i, replaced);
+            break;
           }
-          stack[sp++] = isDict ? builder.newDict() : builder.newList();
-          break;
-        }
-        case 0x29 /* EMPTY_TUPLE */:
-        case 0x8f /* EMPTY_SET */:
-          budget -= 64;
-          if (budget < 0) throw overBudget(at);
-          if (sp >= maxDepth) throw depthError(at, maxDepth);
-          stack[sp++] = op === 0x29 /* EMPTY_TUPLE */ ? makeTuple([]) : new Set();
-          break;
-        case 0x75 /* SETITEMS */:
-        case 0x65 /* APPENDS */:
-        case 0x90 /* ADDITEMS */: {
-          const start = marks.pop();
-          if (start === undefined) throw noMarkError(b, at);
-          const n = sp - start;
-          if (n > maxItems) throw tooMany(at);
-          budget -= n * 8;
-          if (budget < 0) throw overBudget(at);
-          if (start === 0) throw pickleError('pickle-corrupt', at, `${opcodeName(op)} with no container below the MARK`);
-          const target = stack[start - 1];
-          if (op === 0x75 /* SETITEMS */) {
-            if (n % 2 !== 0) throw pickleError('pickle-corrupt', at, 'SETITEMS with an odd number of items');
-            builder.setItems(target, stack, start, sp, at);
-          } else if (op === 0x65 /* APPENDS */) builder.appendItems(target, stack, start, sp, at);
-          else {
-            if (!(target instanceof Set) || Object.isFrozen(target)) throw pickleError('pickle-corrupt', at, 'ADDITEMS target is not a set');
-            for (let i = start; i < sp; i++) target.add(stack[i]);
-            if (target.size > maxItems) throw tooMany(at);
+          case 0x28 /* MARK */:
+            if (marks.length >= maxDepth) throw pickleError('pickle-limit', at, `more than ${maxDepth} open MARKs (limits.maxDepth)`);
+            marks.push(sp);
+            break;
+          case 0x4a /* BININT */:
+            if (pos + 4 > len) throw truncatedError(b, at, 4, len - pos);
+            if (sp >= maxDepth) throw depthError(at, maxDepth);
+            stack[sp++] = b[pos]! | (b[pos + 1]! << 8) | (b[pos + 2]! << 16) | (b[pos + 3]! << 24);
+            pos += 4;
+            break;
+          case 0x4b /* BININT1 */:
+            if (pos >= len) throw truncatedError(b, at, 1, 0);
+            if (sp >= maxDepth) throw depthError(at, maxDepth);
+            stack[sp++] = b[pos++]!;
+            break;
+          case 0x4d /* BININT2 */:
+            if (pos + 2 > len) throw truncatedError(b, at, 2, len - pos);
+            if (sp >= maxDepth) throw depthError(at, maxDepth);
+            stack[sp++] = b[pos]! | (b[pos + 1]! << 8);
+            pos += 2;
+            break;
+          case 0x8a /* LONG1 */:
+          case 0x8b /* LONG4 */: {
+            let n: number;
+            if (op === 0x8a /* LONG1 */) {
+              if (pos >= len) throw truncatedError(b, at, 1, 0);
+              n = b[pos++]!;
+            } else {
+              if (pos + 4 > len) throw truncatedError(b, at, 4, len - pos);
+              n = view.getInt32(pos, true);
+              pos += 4;
+              if (n < 0) throw pickleError('pickle-corrupt', at, `LONG4 with negative length ${n}`);
+              // Charged once, when the piece holds the whole number (a cut-off one is run again).
+              if (!final && pos + n > len) throw truncatedError(b, at, n, len - pos);
+              budget -= n;
+              if (budget < 0) throw overBudget(at);
+            }
+            if (pos + n > len) throw truncatedError(b, at, n, len - pos);
+            if (sp >= maxDepth) throw depthError(at, maxDepth);
+            stack[sp++] = decodeLong(b, pos, n);
+            pos += n;
+            break;
           }
-          sp = start;
-          break;
-        }
-        case 0x73 /* SETITEM */:
-        case 0x61 /* APPEND */: {
-          // dict key value SETITEM / list item APPEND, all above the innermost MARK.
-          const k = op === 0x73 /* SETITEM */ ? 3 : 2;
-          if (sp < k || (marks.length > 0 && marks[marks.length - 1]! > sp - k)) {
-            throw pickleError('pickle-corrupt', at, op === 0x73 /* SETITEM */ ? 'SETITEM needs a dict, a key and a value on the stack' : 'APPEND needs a list and an item on the stack');
+          case 0x47 /* BINFLOAT */:
+            if (pos + 8 > len) throw truncatedError(b, at, 8, len - pos);
+            if (sp >= maxDepth) throw depthError(at, maxDepth);
+            stack[sp++] = view.getFloat64(pos, false);
+            pos += 8;
+            break;
+          case 0x8c /* SHORT_BINUNICODE */:
+          case 0x58 /* BINUNICODE */:
+          case 0x8d /* BINUNICODE8 */:
+          case 0x43 /* SHORT_BINBYTES */:
+          case 0x42 /* BINBYTES */:
+          case 0x8e /* BINBYTES8 */:
+          case 0x96 /* BYTEARRAY8 */:
+          case 0x55 /* SHORT_BINSTRING */:
+          case 0x54 /* BINSTRING */: {
+            // Length prefix: 1, 4 or 8 bytes little-endian.
+            const width =
+              op === 0x8c /* SHORT_BINUNICODE */ || op === 0x43 /* SHORT_BINBYTES */ || op === 0x55 /* SHORT_BINSTRING */
+                ? 1
+                : op === 0x8d /* BINUNICODE8 */ || op === 0x8e /* BINBYTES8 */ || op === 0x96 /* BYTEARRAY8 */
+                  ? 8
+                  : 4;
+            if (pos + width > len) throw truncatedError(b, at, width, len - pos);
+            let n: number;
+            if (width === 1) n = b[pos]!;
+            else if (width === 4) n = op === 0x54 /* BINSTRING */ ? view.getInt32(pos, true) : view.getUint32(pos, true);
+            else {
+              const hi = view.getUint32(pos + 4, true);
+              if (hi >= 0x200000) throw pickleError('pickle-limit', at, `length ${hi} * 2^32 + ${view.getUint32(pos, true)} is too large`);
+              n = hi * 0x100000000 + view.getUint32(pos, true);
+            }
+            pos += width;
+            if (n < 0) throw pickleError('pickle-corrupt', at, `${opcodeName(op)} with negative length ${n}`);
+            if (pos + n > len) throw truncatedError(b, at, n, len - pos);
+            budget -= n + 16;
+            if (budget < 0) throw overBudget(at);
+            if (sp >= maxDepth) throw depthError(at, maxDepth);
+            let v: unknown;
+            if (op === 0x8c /* SHORT_BINUNICODE */ || op === 0x58 /* BINUNICODE */ || op === 0x8d /* BINUNICODE8 */) v = decodeUtf8(b, pos, pos + n);
+            // Python 2 str; Python 3 decodes it as text (ASCII by default). Latin-1 keeps every byte.
+            else if (op === 0x55 /* SHORT_BINSTRING */ || op === 0x54 /* BINSTRING */) v = decodeLatin1(b, pos, pos + n);
+            else v = b.slice(pos, pos + n);
+            stack[sp++] = v;
+            pos += n;
+            break;
           }
-          budget -= 16;
-          if (budget < 0) throw overBudget(at);
-          if (op === 0x73 /* SETITEM */) builder.setItems(stack[sp - 3], stack, sp - 2, sp, at);
-          else builder.appendItems(stack[sp - 2], stack, sp - 1, sp, at);
-          sp -= k - 1;
-          break;
-        }
-        case 0x6c /* LIST */:
-        case 0x64 /* DICT */:
-        case 0x74 /* TUPLE */:
-        case 0x91 /* FROZENSET */: {
-          const start = marks.pop();
-          if (start === undefined) throw noMarkError(b, at);
-          const n = sp - start;
-          if (n > maxItems) throw tooMany(at);
-          budget -= n * 8 + 64;
-          if (budget < 0) throw overBudget(at);
-          let v: unknown;
-          if (op === 0x6c /* LIST */) {
-            v = builder.newList();
-            builder.appendItems(v, stack, start, sp, at);
-          } else if (op === 0x64 /* DICT */) {
-            if (n % 2 !== 0) throw pickleError('pickle-corrupt', at, 'DICT with an odd number of items');
-            v = builder.newDict();
-            builder.setItems(v, stack, start, sp, at);
-          } else if (op === 0x74 /* TUPLE */) v = makeTuple(stack.slice(start, sp));
-          else v = Object.freeze(new Set(stack.slice(start, sp)));
-          sp = start;
-          stack[sp++] = v;
-          break;
-        }
-        case 0x85 /* TUPLE1 */:
-        case 0x86 /* TUPLE2 */:
-        case 0x87 /* TUPLE3 */: {
-          const n = op - 0x85 /* TUPLE1 */ + 1;
-          if (sp < n || (marks.length > 0 && marks[marks.length - 1]! > sp - n)) throw emptyStackError(b, at);
-          const t = makeTuple(stack.slice(sp - n, sp));
-          sp -= n;
-          stack[sp++] = t;
-          break;
-        }
-        case 0x95 /* FRAME */: {
-          // Frames only help buffered readers; the whole file is in memory, so skip the length.
-          if (pos + 8 > len) throw truncatedError(b, at, 8, len - pos);
-          pos += 8;
-          break;
-        }
-        case 0x80 /* PROTO */: {
-          if (pos >= len) throw truncatedError(b, at, 1, 0);
-          const v = b[pos++]!;
-          if (v > 5) throw pickleError('pickle-unsupported', at, `unsupported pickle protocol ${v} (memscope reads 2–5)`);
-          break;
-        }
-        case 0x2e /* STOP */: {
-          if (sp === 0 || (marks.length > 0 && marks[marks.length - 1]! >= sp)) throw emptyStackError(b, at);
-          const value = stack[sp - 1];
-          onProgress?.(base + len, totalBytes);
-          this.finished = true;
-          this.sp = sp;
-          return { done: true, value: builder.finish(value) };
-        }
-        case 0x30 /* POP */:
-          if (marks.length > 0 && marks[marks.length - 1] === sp) sp = marks.pop()!;
-          else if (sp === 0) throw emptyStackError(b, at);
-          else sp--;
-          break;
-        case 0x31 /* POP_MARK */: {
-          const start = marks.pop();
-          if (start === undefined) throw noMarkError(b, at);
-          sp = start;
-          break;
-        }
-        case 0x32 /* DUP */:
-          if (sp === 0 || (marks.length > 0 && marks[marks.length - 1]! >= sp)) throw emptyStackError(b, at);
-          if (sp >= maxDepth) throw depthError(at, maxDepth);
-          stack[sp] = stack[sp - 1];
-          sp++;
-          break;
-        case 0x98 /* READONLY_BUFFER */:
-          // Marks the (in-band) buffer on top as read-only; data is the same.
-          if (sp === 0) throw emptyStackError(b, at);
-          break;
-        case 0x97 /* NEXT_BUFFER */:
-          throw pickleError(
-            'pickle-unsupported',
-            at,
-            'NEXT_BUFFER (0x97) refers to an out-of-band buffer',
-            'protocol 5 buffer_callback data is not in the file; pickle without buffer_callback',
-          );
-        case 0x63 /* GLOBAL */:
-        case 0x69 /* INST */: {
-          // Both carry "module\nname\n" inline; INST is always refused.
-          const nl1 = b.indexOf(0x0a, pos);
-          const nl2 = nl1 < 0 ? -1 : b.indexOf(0x0a, nl1 + 1);
-          if (nl2 < 0) throw truncatedError(b, at, 1, len - pos);
-          const module = decodeUtf8(b, pos, nl1);
-          const name = decodeUtf8(b, nl1 + 1, nl2);
-          pos = nl2 + 1;
-          if (op === 0x69 /* INST */) throw refusal(at, `INST (0x69) ${module}.${name}`);
-          if (sp >= maxDepth) throw depthError(at, maxDepth);
-          stack[sp++] = resolveGlobal(b, at, module, name);
-          break;
-        }
-        case 0x93 /* STACK_GLOBAL */: {
-          if (sp < 2 || (marks.length > 0 && marks[marks.length - 1]! > sp - 2)) throw emptyStackError(b, at);
-          const module = stack[sp - 2];
-          const name = stack[sp - 1];
-          if (typeof module !== 'string' || typeof name !== 'string') {
-            throw pickleError('pickle-corrupt', at, 'STACK_GLOBAL needs two strings on the stack');
+          case 0x4e /* NONE */:
+          case 0x88 /* NEWTRUE */:
+          case 0x89 /* NEWFALSE */:
+            if (sp >= maxDepth) throw depthError(at, maxDepth);
+            stack[sp++] = op === 0x4e /* NONE */ ? null : op === 0x88 /* NEWTRUE */;
+            break;
+          case 0x7d /* EMPTY_DICT */:
+          case 0x5d /* EMPTY_LIST */: {
+            budget -= 64;
+            if (budget < 0) throw overBudget(at);
+            if (sp >= maxDepth) throw depthError(at, maxDepth);
+            const isDict = op === 0x7d; /* EMPTY_DICT */
+            if (isDict ? hasFastDict : hasFastList) {
+              lane.memoCount = memoCount;
+              // Each opcode pushes at most one item and takes at least one byte: a span shorter than
+              // this cannot reach the depth, MARK or container-size limits.
+              lane.maxSpan = marks.length + 2 <= maxDepth ? Math.min(maxDepth - sp - 2, maxItems) : 0;
+              lane.budget = budget;
+              const end = isDict ? builder.fastDict!(b, at, memo, lane) : builder.fastList!(b, at, memo, lane);
+              if (end > 0) {
+                budget -= lane.charge;
+                memoCount = lane.memoCount;
+                stack[sp++] = lane.value;
+                pos = end;
+                break;
+              }
+            }
+            stack[sp++] = isDict ? builder.newDict() : builder.newList();
+            break;
           }
-          sp -= 2;
-          stack[sp++] = resolveGlobal(b, at, module, name);
-          break;
+          case 0x29 /* EMPTY_TUPLE */:
+          case 0x8f /* EMPTY_SET */:
+            budget -= 64;
+            if (budget < 0) throw overBudget(at);
+            if (sp >= maxDepth) throw depthError(at, maxDepth);
+            stack[sp++] = op === 0x29 /* EMPTY_TUPLE */ ? makeTuple([]) : new Set();
+            break;
+          case 0x75 /* SETITEMS */:
+          case 0x65 /* APPENDS */:
+          case 0x90 /* ADDITEMS */: {
+            const start = marks.pop();
+            if (start === undefined) throw noMarkError(b, at);
+            const n = sp - start;
+            if (n > maxItems) throw tooMany(at);
+            budget -= n * 8;
+            if (budget < 0) throw overBudget(at);
+            if (start === 0) throw pickleError('pickle-corrupt', at, `${opcodeName(op)} with no container below the MARK`);
+            const target = stack[start - 1];
+            if (op === 0x75 /* SETITEMS */) {
+              if (n % 2 !== 0) throw pickleError('pickle-corrupt', at, 'SETITEMS with an odd number of items');
+              builder.setItems(target, stack, start, sp, at);
+            } else if (op === 0x65 /* APPENDS */) builder.appendItems(target, stack, start, sp, at);
+            else {
+              if (!(target instanceof Set) || Object.isFrozen(target)) throw pickleError('pickle-corrupt', at, 'ADDITEMS target is not a set');
+              for (let i = start; i < sp; i++) target.add(stack[i]);
+              if (target.size > maxItems) throw tooMany(at);
+            }
+            sp = start;
+            break;
+          }
+          case 0x73 /* SETITEM */:
+          case 0x61 /* APPEND */: {
+            // dict key value SETITEM / list item APPEND, all above the innermost MARK.
+            const k = op === 0x73 /* SETITEM */ ? 3 : 2;
+            if (sp < k || (marks.length > 0 && marks[marks.length - 1]! > sp - k)) {
+              throw pickleError('pickle-corrupt', at, op === 0x73 /* SETITEM */ ? 'SETITEM needs a dict, a key and a value on the stack' : 'APPEND needs a list and an item on the stack');
+            }
+            budget -= 16;
+            if (budget < 0) throw overBudget(at);
+            if (op === 0x73 /* SETITEM */) builder.setItems(stack[sp - 3], stack, sp - 2, sp, at);
+            else builder.appendItems(stack[sp - 2], stack, sp - 1, sp, at);
+            sp -= k - 1;
+            break;
+          }
+          case 0x6c /* LIST */:
+          case 0x64 /* DICT */:
+          case 0x74 /* TUPLE */:
+          case 0x91 /* FROZENSET */: {
+            const start = marks.pop();
+            if (start === undefined) throw noMarkError(b, at);
+            const n = sp - start;
+            if (n > maxItems) throw tooMany(at);
+            budget -= n * 8 + 64;
+            if (budget < 0) throw overBudget(at);
+            let v: unknown;
+            if (op === 0x6c /* LIST */) {
+              v = builder.newList();
+              builder.appendItems(v, stack, start, sp, at);
+            } else if (op === 0x64 /* DICT */) {
+              if (n % 2 !== 0) throw pickleError('pickle-corrupt', at, 'DICT with an odd number of items');
+              v = builder.newDict();
+              builder.setItems(v, stack, start, sp, at);
+            } else if (op === 0x74 /* TUPLE */) v = makeTuple(stack.slice(start, sp));
+            else v = Object.freeze(new Set(stack.slice(start, sp)));
+            sp = start;
+            stack[sp++] = v;
+            break;
+          }
+          case 0x85 /* TUPLE1 */:
+          case 0x86 /* TUPLE2 */:
+          case 0x87 /* TUPLE3 */: {
+            const n = op - 0x85 /* TUPLE1 */ + 1;
+            if (sp < n || (marks.length > 0 && marks[marks.length - 1]! > sp - n)) throw emptyStackError(b, at);
+            const t = makeTuple(stack.slice(sp - n, sp));
+            sp -= n;
+            stack[sp++] = t;
+            break;
+          }
+          case 0x95 /* FRAME */: {
+            // Frames only help buffered readers; the whole file is in memory, so skip the length.
+            if (pos + 8 > len) throw truncatedError(b, at, 8, len - pos);
+            pos += 8;
+            break;
+          }
+          case 0x80 /* PROTO */: {
+            if (pos >= len) throw truncatedError(b, at, 1, 0);
+            const v = b[pos++]!;
+            if (v > 5) throw pickleError('pickle-unsupported', at, `unsupported pickle protocol ${v} (memscope reads 2–5)`);
+            break;
+          }
+          case 0x2e /* STOP */: {
+            if (sp === 0 || (marks.length > 0 && marks[marks.length - 1]! >= sp)) throw emptyStackError(b, at);
+            const value = stack[sp - 1];
+            onProgress?.(base + len, totalBytes);
+            this.finished = true;
+            this.sp = sp;
+            return { done: true, value: builder.finish(value), consumed: pos };
+          }
+          case 0x30 /* POP */:
+            if (marks.length > 0 && marks[marks.length - 1] === sp) sp = marks.pop()!;
+            else if (sp === 0) throw emptyStackError(b, at);
+            else sp--;
+            break;
+          case 0x31 /* POP_MARK */: {
+            const start = marks.pop();
+            if (start === undefined) throw noMarkError(b, at);
+            sp = start;
+            break;
+          }
+          case 0x32 /* DUP */:
+            if (sp === 0 || (marks.length > 0 && marks[marks.length - 1]! >= sp)) throw emptyStackError(b, at);
+            if (sp >= maxDepth) throw depthError(at, maxDepth);
+            stack[sp] = stack[sp - 1];
+            sp++;
+            break;
+          case 0x98 /* READONLY_BUFFER */:
+            // Marks the (in-band) buffer on top as read-only; data is the same.
+            if (sp === 0) throw emptyStackError(b, at);
+            break;
+          case 0x97 /* NEXT_BUFFER */:
+            throw pickleError(
+              'pickle-unsupported',
+              at,
+              'NEXT_BUFFER (0x97) refers to an out-of-band buffer',
+              'protocol 5 buffer_callback data is not in the file; pickle without buffer_callback',
+            );
+          case 0x63 /* GLOBAL */:
+          case 0x69 /* INST */: {
+            // Both carry "module\nname\n" inline; INST is always refused.
+            const nl1 = b.indexOf(0x0a, pos);
+            const nl2 = nl1 < 0 ? -1 : b.indexOf(0x0a, nl1 + 1);
+            if (nl2 < 0) throw truncatedError(b, at, 1, len - pos);
+            const module = decodeUtf8(b, pos, nl1);
+            const name = decodeUtf8(b, nl1 + 1, nl2);
+            pos = nl2 + 1;
+            if (op === 0x69 /* INST */) throw refusal(at, `INST (0x69) ${module}.${name}`);
+            if (sp >= maxDepth) throw depthError(at, maxDepth);
+            stack[sp++] = resolveGlobal(b, at, module, name);
+            break;
+          }
+          case 0x93 /* STACK_GLOBAL */: {
+            if (sp < 2 || (marks.length > 0 && marks[marks.length - 1]! > sp - 2)) throw emptyStackError(b, at);
+            const module = stack[sp - 2];
+            const name = stack[sp - 1];
+            if (typeof module !== 'string' || typeof name !== 'string') {
+              throw pickleError('pickle-corrupt', at, 'STACK_GLOBAL needs two strings on the stack');
+            }
+            sp -= 2;
+            stack[sp++] = resolveGlobal(b, at, module, name);
+            break;
+          }
+          case 0x52 /* REDUCE */: {
+            if (sp < 2 || (marks.length > 0 && marks[marks.length - 1]! > sp - 2)) throw emptyStackError(b, at);
+            const fn = stack[sp - 2];
+            const args = stack[sp - 1];
+            if (!(fn instanceof SafeGlobal)) throw refusal(at, 'REDUCE (0x52) of a non-global callable');
+            sp -= 2;
+            stack[sp++] = applySafeGlobal(fn, args, at);
+            break;
+          }
+          case 0x62 /* BUILD */:
+          case 0x6f /* OBJ */:
+          case 0x81 /* NEWOBJ */:
+          case 0x92 /* NEWOBJ_EX */:
+          case 0x50 /* PERSID */:
+          case 0x51 /* BINPERSID */:
+          case 0x82 /* EXT1 */:
+          case 0x83 /* EXT2 */:
+          case 0x84 /* EXT4 */:
+            throw refusal(at, opcodeName(op));
+          case 0x49 /* INT */:
+          case 0x4c /* LONG */:
+          case 0x46 /* FLOAT */:
+          case 0x53 /* STRING */:
+          case 0x56 /* UNICODE */:
+          case 0x67 /* GET */:
+          case 0x70 /* PUT */:
+            throw pickleError(
+              'pickle-unsupported',
+              at,
+              `${opcodeName(op)} is a protocol 0/1 text opcode`,
+              'memscope reads protocols 2–5 (re-save with pickle.HIGHEST_PROTOCOL)',
+            );
+          default:
+            throw pickleError('pickle-corrupt', at, `${opcodeName(op)} is not a pickle opcode`, 'the file is corrupt or not a pickle');
         }
-        case 0x52 /* REDUCE */: {
-          if (sp < 2 || (marks.length > 0 && marks[marks.length - 1]! > sp - 2)) throw emptyStackError(b, at);
-          const fn = stack[sp - 2];
-          const args = stack[sp - 1];
-          if (!(fn instanceof SafeGlobal)) throw refusal(at, 'REDUCE (0x52) of a non-global callable');
-          sp -= 2;
-          stack[sp++] = applySafeGlobal(fn, args, at);
-          break;
-        }
-        case 0x62 /* BUILD */:
-        case 0x6f /* OBJ */:
-        case 0x81 /* NEWOBJ */:
-        case 0x92 /* NEWOBJ_EX */:
-        case 0x50 /* PERSID */:
-        case 0x51 /* BINPERSID */:
-        case 0x82 /* EXT1 */:
-        case 0x83 /* EXT2 */:
-        case 0x84 /* EXT4 */:
-          throw refusal(at, opcodeName(op));
-        case 0x49 /* INT */:
-        case 0x4c /* LONG */:
-        case 0x46 /* FLOAT */:
-        case 0x53 /* STRING */:
-        case 0x56 /* UNICODE */:
-        case 0x67 /* GET */:
-        case 0x70 /* PUT */:
-          throw pickleError(
-            'pickle-unsupported',
-            at,
-            `${opcodeName(op)} is a protocol 0/1 text opcode`,
-            'memscope reads protocols 2–5 (re-save with pickle.HIGHEST_PROTOCOL)',
-          );
-        default:
-          throw pickleError('pickle-corrupt', at, `${opcodeName(op)} is not a pickle opcode`, 'the file is corrupt or not a pickle');
       }
+    } catch (e) {
+      // A piece that is not the last may cut an opcode short: every handler checks its argument
+      // bytes before it changes any state, so the machine stops cleanly before that opcode.
+      if (final || !(e instanceof TruncatedOpcode)) throw e;
     }
-  }
-}
-
-/** Where `scanOpcodes` stopped. */
-export interface OpcodeScan {
-  /** Offset just after the last complete opcode (an opcode boundary). */
-  readonly end: number;
-  /** 'stop': reached STOP; 'unknown': met a byte that is not an opcode (the reader will report it). */
-  readonly reason: 'more' | 'stop' | 'unknown';
-}
-
-/**
- * Walks opcodes from `start` without executing them, as far as they are complete in `b`: the
- * boundary lets a file be fed to `PickleMachine` in pieces. Knows every opcode's argument layout.
- */
-export function scanOpcodes(b: Uint8Array, start: number): OpcodeScan {
-  const len = b.length;
-  let p = start;
-  for (;;) {
-    if (p >= len) return { end: p, reason: 'more' };
-    const op = b[p]!;
-    let n: number; // bytes after the opcode byte
-    switch (op) {
-      case 0x28: case 0x2e: case 0x30: case 0x31: case 0x32: case 0x4e: case 0x88: case 0x89:
-      case 0x7d: case 0x5d: case 0x29: case 0x8f: case 0x61: case 0x65: case 0x73: case 0x75:
-      case 0x90: case 0x91: case 0x6c: case 0x64: case 0x74: case 0x85: case 0x86: case 0x87:
-      case 0x52: case 0x62: case 0x6f: case 0x81: case 0x92: case 0x93: case 0x94: case 0x51:
-      case 0x97: case 0x98:
-        n = 0;
-        break;
-      case 0x68: case 0x71: case 0x4b: case 0x80: case 0x82:
-        n = 1;
-        break;
-      case 0x4d: case 0x83:
-        n = 2;
-        break;
-      case 0x4a: case 0x6a: case 0x72: case 0x84:
-        n = 4;
-        break;
-      case 0x47: case 0x95:
-        n = 8;
-        break;
-      case 0x8c: case 0x43: case 0x55: case 0x8a: // 1-byte length
-        if (p + 2 > len) return { end: p, reason: 'more' };
-        n = 1 + b[p + 1]!;
-        break;
-      case 0x58: case 0x42: case 0x54: case 0x8b: { // 4-byte length
-        if (p + 5 > len) return { end: p, reason: 'more' };
-        const l = (b[p + 1]! | (b[p + 2]! << 8) | (b[p + 3]! << 16) | (b[p + 4]! << 24)) >>> 0;
-        if ((op === 0x54 || op === 0x8b) && l >= 0x80000000) return { end: p, reason: 'unknown' };
-        n = 4 + l;
-        break;
-      }
-      case 0x8d: case 0x8e: case 0x96: { // 8-byte length
-        if (p + 9 > len) return { end: p, reason: 'more' };
-        const hi = (b[p + 5]! | (b[p + 6]! << 8) | (b[p + 7]! << 16) | (b[p + 8]! << 24)) >>> 0;
-        if (hi >= 0x200000) return { end: p, reason: 'unknown' };
-        n = 8 + hi * 0x100000000 + ((b[p + 1]! | (b[p + 2]! << 8) | (b[p + 3]! << 16) | (b[p + 4]! << 24)) >>> 0);
-        break;
-      }
-      case 0x63: case 0x69: { // GLOBAL / INST: two lines
-        const nl1 = b.indexOf(0x0a, p + 1);
-        const nl2 = nl1 < 0 ? -1 : b.indexOf(0x0a, nl1 + 1);
-        if (nl2 < 0) return { end: p, reason: 'more' };
-        n = nl2 - p;
-        break;
-      }
-      case 0x49: case 0x4c: case 0x46: case 0x53: case 0x56: case 0x67: case 0x70: case 0x50: { // one line
-        const nl = b.indexOf(0x0a, p + 1);
-        if (nl < 0) return { end: p, reason: 'more' };
-        n = nl - p;
-        break;
-      }
-      default:
-        return { end: p, reason: 'unknown' };
-    }
-    if (p + 1 + n > len) return { end: p, reason: 'more' };
-    p += 1 + n;
-    if (op === 0x2e) return { end: p, reason: 'stop' };
+    // End of this piece: keep the state for the next one.
+    this.sp = sp;
+    this.memoCount = memoCount;
+    this.budget = budget;
+    this.nextProgress = nextProgress === Infinity ? 0 : base + nextProgress;
+    return { done: false, value: undefined, consumed: at };
   }
 }
