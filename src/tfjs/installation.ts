@@ -218,6 +218,7 @@ export class Installation {
     this.allocSinks = pick('onStorageAlloc');
     this.freeSinks = pick('onStorageFree');
     this.createSinks = pick('onTensorCreate');
+    this.tensorRefs.everyTensor = this.createSinks.length > 0;
     this.disposeSinks = pick('onTensorDispose');
     this.kernelStartSinks = pick('onKernelStart');
     this.kernelEndSinks = pick('onKernelEnd');

@@ -131,19 +131,35 @@ export function storageBytes(dtype: string, size: number, backend: TfBackend | u
 }
 
 /**
- * tensor → TensorRef, one per installation, kept on the tensor (under
- * TENSOR_REF_KEY) for the same reason as StorageIndex (a WeakMap entry per
- * tensor made GC the largest cost of tracking). A TensorRef belongs to the
- * installation whose StorageIndex it reads.
+ * tensor → TensorRef, one per installation. Where it is kept depends on how many tensors get one:
+ *
+ * - Every tensor (a sink wants `onTensorCreate`, e.g. the operator tracker): on the tensor, under
+ *   TENSOR_REF_KEY, for the same reason as StorageIndex (a WeakMap entry per tensor made GC the
+ *   largest cost of tracking). All tensors then share the extra property.
+ * - Some tensors (module inputs and outputs, gradients, assigned variables: MemTracker): in a
+ *   WeakMap. A property on only some tensors would give TFJS's tensors more hidden classes than
+ *   V8's inline caches keep apart, and every tensor property read in TFJS's own hot code
+ *   (engine.endScope, trackTensor, convertToTensor) went megamorphic: 1.39 M megamorphic loads
+ *   instead of 0.12 M in endScope alone over 240 training steps of the demo model, ~12 % of its
+ *   instructions (callgrind; docs/MEMTRACKER.md, "Overhead").
+ *
+ * A ref made in one mode is found in the other (get looks in both), so switching modes while
+ * sinks come and go keeps each tensor's one ref. A TensorRef belongs to the installation whose
+ * StorageIndex it reads.
  */
 export class TensorRefIndex {
+  private readonly sparse = new WeakMap<TfTensor, TfjsTensorRef>();
+  /** Set by the installation: true while some sink wants a ref for every tensor made. */
+  everyTensor = false;
   constructor(private readonly storages: StorageIndex) {}
   get(t: TfTensor): TfjsTensorRef | undefined {
     const r = (t as unknown as Record<symbol, TfjsTensorRef | undefined>)[TENSOR_REF_KEY];
-    return r !== undefined && r.storages === this.storages ? r : undefined;
+    if (r !== undefined && r.storages === this.storages) return r;
+    return this.sparse.get(t);
   }
   set(t: TfTensor, r: TfjsTensorRef): void {
-    (t as unknown as Record<symbol, TfjsTensorRef | undefined>)[TENSOR_REF_KEY] = r;
+    if (this.everyTensor) (t as unknown as Record<symbol, TfjsTensorRef | undefined>)[TENSOR_REF_KEY] = r;
+    else this.sparse.set(t, r);
   }
 }
 

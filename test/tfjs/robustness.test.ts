@@ -248,7 +248,9 @@ describe('repeated tracking sessions', () => {
     const weight = model.trainableWeights[0]!.read();
     const allocs: number[] = [];
     for (let round = 0; round < 12; round++) {
-      const session = tfjsAdapter.attach({ onStorageAlloc: (s) => allocs.push(s.id) });
+      // Every other session wants every tensor's ref (refs then ride on the tensors).
+      const everyTensor = round % 2 === 1 ? { onTensorCreate: () => {} } : {};
+      const session = tfjsAdapter.attach({ onStorageAlloc: (s) => allocs.push(s.id), ...everyTensor });
       session.module(model);
       const xRef = session.tensor(x);
       // The input, met for the first time in this session, is adopted again (a new storage id).
@@ -262,6 +264,24 @@ describe('repeated tracking sessions', () => {
     expect(Object.getOwnPropertySymbols(x.dataId)).toHaveLength(1);
     expect(Object.getOwnPropertySymbols(weight).length).toBeLessThanOrEqual(1);
     x.dispose();
+    model.dispose();
+  });
+
+  it('a sink that does not want every tensor leaves the tensors it meets without memscope properties', () => {
+    // A property on some tensors only would split TFJS's tensors into more hidden classes than
+    // V8's inline caches keep apart (TFJS's own tensor reads went megamorphic under MemTracker).
+    const model = tfl.sequential({ layers: [tfl.layers.dense({ units: 3, inputShape: [4] })] });
+    const x = tf.ones([2, 4]);
+    const session = tfjsAdapter.attach({ onStorageAlloc: () => {}, onModuleEnter: () => {}, onModuleExit: () => {} });
+    session.module(model);
+    const xRef = session.tensor(x);
+    const y = tf.tidy(() => model.predict(x) as tf.Tensor);
+    // The ref is still one per tensor.
+    expect(session.tensor(x)).toBe(xRef);
+    expect(Object.getOwnPropertySymbols(x)).toHaveLength(0);
+    expect(Object.getOwnPropertySymbols(y)).toHaveLength(0);
+    session.detach();
+    tf.dispose([x, y]);
     model.dispose();
   });
 });
