@@ -20,9 +20,10 @@
 //    some steps and not others pays between switches.
 //
 //   npm run bench -- memtracker
-//   MEMSCOPE_BENCH_ROUNDS=15 npm run bench -- memtracker   (more runs, steadier)
+//   MEMSCOPE_BENCH_ROUNDS=15 npm run bench -- memtracker   (more runs, steadier; 0 skips part 1)
 //   MEMSCOPE_BENCH_SWITCH_ROUNDS=0 npm run bench -- memtracker   (skip part 3)
-import { spawnSync } from 'node:child_process';
+//   MEMSCOPE_BENCH_CALLGRIND=1 npm run bench -- memtracker   (add part 4: exact instruction counts)
+import { spawn, spawnSync } from 'node:child_process';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { performance } from 'node:perf_hooks';
@@ -211,8 +212,8 @@ console.log(
   `MemTracker overhead, demo model Dense(${DEMO_SHAPE.inputs}→${DEMO_SHAPE.hidden}) → BatchNorm → Dense(${DEMO_SHAPE.hidden}→${DEMO_SHAPE.outputs}) + Adam, wasm backend`,
 );
 let overTarget = false;
-console.log(`1. Training runs, each a fresh process tracked (or not) from its first step to its last; ${ROUNDS} rounds of untracked / MemTracker / adapter-only / no-op-sink runs`);
-for (const config of RUNS) {
+if (ROUNDS > 0) console.log(`1. Training runs, each a fresh process tracked (or not) from its first step to its last; ${ROUNDS} rounds of untracked / MemTracker / adapter-only / no-op-sink runs`);
+for (const config of ROUNDS > 0 ? RUNS : []) {
   const { cpu, wall, paired } = trainingRuns(config);
   const ratio = median(cpu.tracked) / median(cpu.plain);
   if (config.batchSize === 1 && ratio > TARGET) overTarget = true;
@@ -263,5 +264,43 @@ if (SWITCH_ROUNDS > 0) {
     );
     run.dispose();
   }
+}
+// 4. Instructions per training step, counted exactly (opt in: MEMSCOPE_BENCH_CALLGRIND=1, needs
+// valgrind; ~8 min). Times on this kind of machine move ±20 % between identical processes, more
+// than the effect being measured; instruction counts under `node --predictable` with fixed seeds
+// repeat to ~0.1 %. Each mode runs twice, with SHORT and LONG timed batches after the same warm-up;
+// the difference / extra steps is the cost of a steady-state step, start-up and warm-up cancelling.
+// Instructions are not time (cache misses and the threads --predictable turns off are not in
+// them), so this explains the ratio in part 1 rather than replacing it.
+if (process.env.MEMSCOPE_BENCH_CALLGRIND === '1') {
+  const WARMUP = 600;
+  const [SHORT, LONG, STEPS] = [1, 6, 40];
+  const count = (mode, batches) =>
+    new Promise((resolvePromise, reject) => {
+      const args = ['--tool=callgrind', '--callgrind-out-file=/dev/null', '--cache-sim=no', '--branch-sim=no', process.execPath];
+      args.push('--single-threaded', '--predictable', '--random-seed=42', '--hash-seed=42');
+      args.push(join(here, 'memtracker-child.mjs'), mode, '1', String(WARMUP), String(batches), String(STEPS));
+      const child = spawn('valgrind', args, { stdio: ['ignore', 'ignore', 'pipe'] });
+      let err = '';
+      child.stderr.on('data', (d) => (err += d));
+      child.on('error', reject);
+      child.on('close', (code) => {
+        const m = /Collected : (\d+)/.exec(err);
+        if (code !== 0 || !m) reject(new Error(`valgrind ${mode} ${batches}: exit ${code}\n${err.slice(-500)}`));
+        else resolvePromise(Number(m[1]));
+      });
+    });
+  console.log(`4. Instructions per steady-state training step at batch 1 (callgrind, node --predictable; ${WARMUP} warm-up steps, ${(LONG - SHORT) * STEPS} counted)`);
+  const perStep = {};
+  for (const mode of ['plain', 'adapter', 'subscribed', 'tracked']) {
+    // The two lengths of one mode run side by side (two cores).
+    const [a, b] = await Promise.all([count(mode, SHORT), count(mode, LONG)]);
+    perStep[mode] = (b - a) / ((LONG - SHORT) * STEPS);
+  }
+  const r = (mode) => (perStep[mode] / perStep.plain).toFixed(3);
+  console.log(
+    `untracked ${(perStep.plain / 1e6).toFixed(3)} M instructions/step; adapter alone ×${r('adapter')}, ` +
+      `with MemTracker's events to a no-op sink ×${r('subscribed')}, MemTracker ×${r('tracked')}`,
+  );
 }
 if (overTarget) console.log('batch 1 is over target: profile with node --cpu-prof bench/memtracker-child.mjs tracked 1 600 40 40');
