@@ -205,22 +205,14 @@ export class MemRecorder implements MemoryEventSink {
       if (dev.peak === null) dev.peak = counts.slice();
       else copyInto(dev.peak, counts);
     }
-    if (this.forwardActive.length > 0) this.raiseLocalPeaks(this.forwardActive, dev, total);
-    if (this.backwardActive.length > 0) this.raiseLocalPeaks(this.backwardActive, dev, total);
+    // Only the innermost call of each kind is raised here; the calls around it learn its peak
+    // when it ends (endCall), which saves copying the counters once per enclosing module on
+    // nearly every allocation in forward.
+    const forward = this.forwardActive;
+    if (forward.length > 0) raiseLocalPeak(forward[forward.length - 1]!, dev, total);
+    const backward = this.backwardActive;
+    if (backward.length > 0) raiseLocalPeak(backward[backward.length - 1]!, dev, total);
     return bytes;
-  }
-
-  private raiseLocalPeaks(active: readonly ModuleRecord[], dev: DeviceTally, total: number): void {
-    for (let i = 0; i < active.length; i++) {
-      const rec = active[i]!;
-      if ((rec.localPeak[dev.index] ?? 0) < total) {
-        rec.localPeak[dev.index] = total;
-        // Peaks rise on most allocations in forward: overwrite in place rather than allocate.
-        const held = rec.peakSnap[dev.index];
-        if (held !== undefined) copyInto(held, dev.counts);
-        else rec.peakSnap[dev.index] = dev.counts.slice();
-      }
-    }
   }
 
   // ---- classification ---------------------------------------------------------
@@ -358,7 +350,7 @@ export class MemRecorder implements MemoryEventSink {
     if (!rec.snapshots.has('Post-Forward')) this.updateWeights(rec);
     rec.outputMem = this.trackedBytes(outputs);
     rec.push('Post-Forward', this.takeSnap());
-    removeLast(this.forwardActive, rec);
+    endCall(this.forwardActive, rec);
   }
 
   onBackwardModuleEnter(module: ModuleRef): void {
@@ -369,7 +361,7 @@ export class MemRecorder implements MemoryEventSink {
 
   onBackwardModuleExit(module: ModuleRef): void {
     const rec = this.record(module);
-    removeLast(this.backwardActive, rec);
+    endCall(this.backwardActive, rec);
     // TFJS knows a variable's final (accumulated) gradient only when the gradient
     // computation returns, so a root's Post-Backward is taken then, after the
     // returned gradients are classified, as PyTorch's is after its grad hooks ran.
@@ -454,6 +446,8 @@ export class MemRecorder implements MemoryEventSink {
   /** Ends calls left open (a user exception in forward or backward) so no module keeps collecting peaks. */
   closeOpenCalls(): void {
     this.flushPendingPostBackward();
+    settleLocalPeaks(this.forwardActive);
+    settleLocalPeaks(this.backwardActive);
     this.forwardActive.length = 0;
     this.backwardActive.length = 0;
     this.gradientDepth = 0;
@@ -467,6 +461,10 @@ export class MemRecorder implements MemoryEventSink {
   }
 
   moduleStats(): ModuleMemStats[] {
+    // Read in the middle of a call (a display inside a layer), the enclosing calls have not yet
+    // learnt the peaks of the calls inside them.
+    settleLocalPeaks(this.forwardActive);
+    settleLocalPeaks(this.backwardActive);
     const out: ModuleMemStats[] = [];
     for (const rec of this.records.values()) {
       const snapshots: Partial<Record<ModState, MemorySnapshot[]>> = {};
@@ -491,7 +489,50 @@ export class MemRecorder implements MemoryEventSink {
   }
 }
 
-function removeLast<T>(list: T[], item: T): void {
-  const i = list.lastIndexOf(item);
-  if (i >= 0) list.splice(i, 1);
+/** Raises a running call's local peak on `dev` to `total`, keeping the counters of that moment. */
+function raiseLocalPeak(rec: ModuleRecord, dev: DeviceTally, total: number): void {
+  if ((rec.localPeak[dev.index] ?? 0) < total) {
+    rec.localPeak[dev.index] = total;
+    // Peaks rise on most allocations in forward: overwrite in place rather than allocate.
+    const held = rec.peakSnap[dev.index];
+    if (held !== undefined) copyInto(held, dev.counts);
+    else rec.peakSnap[dev.index] = dev.counts.slice();
+  }
+}
+
+/**
+ * Folds a call's local peaks into the call around it. Only a strictly higher peak moves: on equal
+ * totals the outer call keeps its own moment, which is the earlier one (its own peaks and those it
+ * learnt are all from before the inner call began, or from the inner call itself), as when every
+ * active call was raised on every allocation.
+ */
+function mergeLocalPeaks(inner: ModuleRecord, outer: ModuleRecord): void {
+  const peaks = inner.localPeak;
+  for (let i = 0; i < peaks.length; i++) {
+    const bytes = peaks[i];
+    const counts = inner.peakSnap[i];
+    if (bytes === undefined || counts === undefined || bytes <= (outer.localPeak[i] ?? 0)) continue;
+    outer.localPeak[i] = bytes;
+    const held = outer.peakSnap[i];
+    if (held !== undefined) copyInto(held, counts);
+    else outer.peakSnap[i] = counts.slice();
+  }
+}
+
+/** Makes every active call's local peaks include those of the calls inside it (they stay active). */
+function settleLocalPeaks(active: readonly ModuleRecord[]): void {
+  for (let k = active.length - 1; k > 0; k--) mergeLocalPeaks(active[k]!, active[k - 1]!);
+}
+
+/**
+ * Ends `rec`'s call: its caller learns its peaks, and it leaves the active list. Calls are ended
+ * innermost first; should one end early, the calls still open inside it are folded into it first,
+ * and they stay active under its caller.
+ */
+function endCall(active: ModuleRecord[], rec: ModuleRecord): void {
+  const i = active.lastIndexOf(rec);
+  if (i < 0) return;
+  for (let k = active.length - 1; k > i; k--) mergeLocalPeaks(active[k]!, active[k - 1]!);
+  if (i > 0) mergeLocalPeaks(rec, active[i - 1]!);
+  active.splice(i, 1);
 }

@@ -5,6 +5,7 @@
 import { describe, expect, it } from 'vitest';
 import { MemscopeError } from '../../src/core/errors.js';
 import { MemTracker } from '../../src/tracking/mem-tracker.js';
+import type { ModuleMemStats } from '../../src/tracking/mem-types.js';
 import { FakeFramework, FakeModule, FakeOptimizer, type FakeTensor } from './mem-fake-framework.js';
 
 /** net{fc1, bn, fc2}: fc1 400+40 B, bn γβ 16+16 B trainable and 16+16 B moving stats, fc2 40+4 B. */
@@ -279,6 +280,45 @@ describe('MemTracker on a scripted framework', () => {
     expect(() => tracker.start().start()).toThrow(/already tracking/);
     tracker.stop();
     expect(fw.sinks.size).toBe(0);
+  });
+
+  it('keeps the earlier moment when a call inside reaches the same peak, and reads the peaks of calls still running', () => {
+    const fw = new FakeFramework();
+    const net = new FakeModule('net', 'Sequential');
+    const inner1 = new FakeModule('inner1', 'Dense', net);
+    const inner2 = new FakeModule('inner2', 'Dense', net);
+    const x = fw.alloc(80);
+    const tracker = new MemTracker(fw);
+    tracker.trackExternal(x);
+    const byName = () => new Map(tracker.moduleStats().map((s) => [s.modFqn, s]));
+    let afterTie = new Map<string, ModuleMemStats>();
+    let midCall = new Map<string, ModuleMemStats>();
+    tracker.track(() => {
+      fw.forward(net, [x], () => {
+        fw.free(fw.alloc(16)); // net peaks at 96: Other 80 + Activation 16
+        fw.free(x);
+        const a = fw.forward(inner1, [], () => fw.alloc(96), (r) => [r]); // 96 again, all Activation
+        afterTie = byName();
+        fw.free(a);
+        return fw.forward(inner2, [], () => {
+          const b = fw.alloc(120);
+          midCall = byName(); // inner2 is still running
+          return b;
+        }, (r) => [r]);
+      }, (r) => [r]);
+    });
+    const cpu = (s: ModuleMemStats | undefined) => s!.snapshots['Peak-Forward']![0]!.cpu!;
+    // A tie keeps the enclosing call's own, earlier moment.
+    expect(afterTie.get('net')!.localPeak.cpu).toBe(96);
+    expect(cpu(afterTie.get('net'))).toMatchObject({ Other: 80, Activation: 16, Total: 96 });
+    expect(cpu(afterTie.get('net.inner1'))).toMatchObject({ Other: 0, Activation: 96, Total: 96 });
+    // Read while inner2 runs, net already has inner2's higher peak.
+    expect(midCall.get('net')!.localPeak.cpu).toBe(120);
+    expect(cpu(midCall.get('net'))).toMatchObject({ Other: 0, Activation: 120, Total: 120 });
+    const done = byName();
+    expect(done.get('net')!.localPeak.cpu).toBe(120);
+    expect(cpu(done.get('net'))).toMatchObject({ Other: 0, Activation: 120, Total: 120 });
+    expect(done.get('net.inner2')!.localPeak.cpu).toBe(120);
   });
 
   it('appends a call per forward and forgets modules on resetModStats', () => {
