@@ -491,13 +491,15 @@ export class MemRecorder implements MemoryEventSink {
 
 /** Raises a running call's local peak on `dev` to `total`, keeping the counters of that moment. */
 function raiseLocalPeak(rec: ModuleRecord, dev: DeviceTally, total: number): void {
-  if ((rec.localPeak[dev.index] ?? 0) < total) {
-    rec.localPeak[dev.index] = total;
-    // Peaks rise on most allocations in forward: overwrite in place rather than allocate.
-    const held = rec.peakSnap[dev.index];
-    if (held !== undefined) copyInto(held, dev.counts);
-    else rec.peakSnap[dev.index] = dev.counts.slice();
-  }
+  if ((rec.localPeak[dev.index] ?? 0) < total) setLocalPeak(rec, dev.index, total, dev.counts);
+}
+
+function setLocalPeak(rec: ModuleRecord, device: number, total: number, counts: readonly number[]): void {
+  rec.localPeak[device] = total;
+  // Peaks rise on most allocations in forward: overwrite in place rather than allocate.
+  const held = rec.peakSnap[device];
+  if (held !== undefined) copyInto(held, counts);
+  else rec.peakSnap[device] = counts.slice();
 }
 
 /**
@@ -511,17 +513,13 @@ function mergeLocalPeaks(inner: ModuleRecord, outer: ModuleRecord): void {
   for (let i = 0; i < peaks.length; i++) {
     const bytes = peaks[i];
     const counts = inner.peakSnap[i];
-    if (bytes === undefined || counts === undefined || bytes <= (outer.localPeak[i] ?? 0)) continue;
-    outer.localPeak[i] = bytes;
-    const held = outer.peakSnap[i];
-    if (held !== undefined) copyInto(held, counts);
-    else outer.peakSnap[i] = counts.slice();
+    if (bytes !== undefined && counts !== undefined && bytes > (outer.localPeak[i] ?? 0)) setLocalPeak(outer, i, bytes, counts);
   }
 }
 
-/** Makes every active call's local peaks include those of the calls inside it (they stay active). */
-function settleLocalPeaks(active: readonly ModuleRecord[]): void {
-  for (let k = active.length - 1; k > 0; k--) mergeLocalPeaks(active[k]!, active[k - 1]!);
+/** Makes the local peaks of the active calls from index `outermost` on include those of the calls inside them (all stay active). */
+function settleLocalPeaks(active: readonly ModuleRecord[], outermost = 0): void {
+  for (let k = active.length - 1; k > outermost; k--) mergeLocalPeaks(active[k]!, active[k - 1]!);
 }
 
 /**
@@ -532,7 +530,7 @@ function settleLocalPeaks(active: readonly ModuleRecord[]): void {
 function endCall(active: ModuleRecord[], rec: ModuleRecord): void {
   const i = active.lastIndexOf(rec);
   if (i < 0) return;
-  for (let k = active.length - 1; k > i; k--) mergeLocalPeaks(active[k]!, active[k - 1]!);
+  settleLocalPeaks(active, i);
   if (i > 0) mergeLocalPeaks(rec, active[i - 1]!);
   active.splice(i, 1);
 }
