@@ -11,6 +11,7 @@ import type {
 } from '../core/events.js';
 import {
   MEM_REF_TYPES,
+  MOD_STATES,
   TOTAL_KEY,
   type DeviceSnapshot,
   type MemorySnapshot,
@@ -58,10 +59,69 @@ const deviceOf = (tag: number): number => tag >> 3;
 
 /**
  * Counters of every device with bytes, copied at one moment, by device index
- * (a hole where the device held nothing). An array rather than a Map keyed by
- * device: modules take six snapshots per training step, and they are kept.
+ * (a hole where the device held nothing).
  */
 type Snap = (number[] | undefined)[];
+
+// Module states as indices into MOD_STATES.
+const PRE_FW = 0;
+const PEAK_FW = 1;
+const POST_FW = 2;
+const PRE_BW = 3;
+const PEAK_BW = 4;
+const POST_BW = 5;
+
+/** Numbers per device in a SnapLog entry: the device index, then its counters. */
+const LOG_STRIDE = 1 + TOTAL + 1;
+
+/**
+ * One module state's snapshots, packed: each entry is the devices that held bytes at that moment,
+ * as (device index, counters) runs in one growing Float64Array. Modules take six snapshots per
+ * training step and keep them all (as PyTorch's MemTracker does); as arrays per snapshot they were
+ * ~12 small objects per module per step, each promoted to the old generation and traced by every
+ * major GC until resetModStats. Entries become objects only when read.
+ */
+class SnapLog {
+  private data = new Float64Array(LOG_STRIDE * 8);
+  private used = 0;
+  /** End offset of each entry in `data`. */
+  private readonly ends: number[] = [];
+
+  private reserve(numbers: number): Float64Array {
+    if (this.used + numbers > this.data.length) {
+      const grown = new Float64Array(Math.max(this.data.length * 2, this.used + numbers));
+      grown.set(this.data.subarray(0, this.used));
+      this.data = grown;
+    }
+    return this.data;
+  }
+
+  /** Appends one entry: the counters of every device (by index) that holds bytes in `snap`. */
+  append(snap: Snap): void {
+    const data = this.reserve(snap.length * LOG_STRIDE);
+    let at = this.used;
+    for (let i = 0; i < snap.length; i++) {
+      const counts = snap[i];
+      if (counts === undefined || !(counts[TOTAL]! > 0)) continue;
+      data[at++] = i;
+      for (let k = 0; k <= TOTAL; k++) data[at++] = counts[k]!;
+    }
+    this.used = at;
+    this.ends.push(at);
+  }
+
+  toSnapshots(devices: readonly DeviceTally[]): MemorySnapshot[] {
+    const out: MemorySnapshot[] = [];
+    const data = this.data;
+    let at = 0;
+    for (const end of this.ends) {
+      const snapshot: MemorySnapshot = {};
+      for (; at < end; at += LOG_STRIDE) snapshot[devices[data[at]!]!.name] = toDeviceSnapshot(data.subarray(at + 1, at + LOG_STRIDE));
+      out.push(snapshot);
+    }
+    return out;
+  }
+}
 
 class ModuleRecord {
   readonly fqn: string;
@@ -71,20 +131,34 @@ class ModuleRecord {
   inputMem = 0;
   outputMem = 0;
   /** Highest total of the running call, by device index (0 where the call has seen none). */
-  localPeak: number[] = [];
-  readonly snapshots = new Map<ModState, Snap[]>();
-  /** The Peak-Forward / Peak-Backward snapshot of the call running now; updated in place on new local peaks. */
-  peakSnap: Snap = [];
+  readonly localPeak: number[] = [];
+  /** Snapshots by state index (PRE_FW…POST_BW); undefined until the state's first snapshot. */
+  readonly logs: (SnapLog | undefined)[] = [undefined, undefined, undefined, undefined, undefined, undefined];
+  /**
+   * The Peak-Forward / Peak-Backward snapshot of the call running now, raised in place on new
+   * local peaks; its arrays are reused from call to call. It joins its log when the call ends.
+   */
+  readonly peakSnap: Snap = [];
+  /**
+   * The state index `peakSnap` belongs to until it joins its log, else -1. A call abandoned by an
+   * exception (closeOpenCalls) leaves it set: nothing raises the snapshot any more, reads include
+   * it as they do a running call's, and the module's next call puts it in the log.
+   */
+  openPeak = -1;
   constructor(readonly module: ModuleRef) {
     this.fqn = module.path;
     let depth = 1;
     for (let p = module.parent; p; p = p.parent) depth++;
     this.depth = depth;
   }
-  push(state: ModState, snap: Snap): void {
-    const list = this.snapshots.get(state);
-    if (list) list.push(snap);
-    else this.snapshots.set(state, [snap]);
+  log(state: number): SnapLog {
+    return (this.logs[state] ??= new SnapLog());
+  }
+  /** Puts the running call's Peak snapshot in its log: it changes no more. */
+  closePeak(): void {
+    if (this.openPeak < 0) return;
+    this.log(this.openPeak).append(this.peakSnap);
+    this.openPeak = -1;
   }
 }
 
@@ -92,16 +166,7 @@ function copyInto(target: number[], source: readonly number[]): void {
   for (let i = 0; i <= TOTAL; i++) target[i] = source[i]!;
 }
 
-function copySnap(snap: Snap): Snap {
-  const out: Snap = [];
-  for (let i = 0; i < snap.length; i++) {
-    const counts = snap[i];
-    if (counts !== undefined) out[i] = counts.slice();
-  }
-  return out;
-}
-
-function toDeviceSnapshot(counts: readonly number[]): DeviceSnapshot {
+function toDeviceSnapshot(counts: ArrayLike<number>): DeviceSnapshot {
   const out = {} as DeviceSnapshot;
   for (let i = 0; i < MEM_REF_TYPES.length; i++) out[MEM_REF_TYPES[i]!] = counts[i]!;
   out[TOTAL_KEY] = counts[TOTAL]!;
@@ -134,6 +199,8 @@ export class MemRecorder implements MemoryEventSink {
   private readonly storages = new IdTable();
   private readonly devices = new Map<DeviceName, DeviceTally>();
   private readonly deviceList: DeviceTally[] = [];
+  /** Each device's live counters, by device index: the current moment, as a Snap to log. */
+  private readonly liveCounts: Snap = [];
   private lastDevice: DeviceTally | null = null;
   /** Category of each classified variable (by tensor id), so a weight keeps it across `assign`. */
   private readonly variableCategory = new Map<number, CategoryIndex>();
@@ -185,6 +252,7 @@ export class MemRecorder implements MemoryEventSink {
       dev = new DeviceTally(name, this.deviceList.length, deviceSpec(name));
       this.devices.set(name, dev);
       this.deviceList.push(dev);
+      this.liveCounts.push(dev.counts);
     }
     this.lastDevice = dev;
     return dev;
@@ -320,16 +388,27 @@ export class MemRecorder implements MemoryEventSink {
   }
 
   /** Starts a call's Peak snapshot and local peaks at the current counters (PyTorch's pre-hooks). */
-  private beginCall(rec: ModuleRecord, pre: ModState, peak: ModState): void {
-    const snap = this.takeSnap();
-    rec.localPeak = [];
-    for (let i = 0; i < snap.length; i++) {
-      const counts = snap[i];
-      if (counts !== undefined) rec.localPeak[i] = counts[TOTAL]!;
+  private beginCall(rec: ModuleRecord, pre: number, peak: number): void {
+    // The same module called again inside its own call (or its backward inside its forward): the
+    // outer call's Peak snapshot stays as it is now, and the new call's starts afresh (PyTorch
+    // appends a new Peak snapshot and raises only the latest).
+    rec.closePeak();
+    const devices = this.deviceList;
+    const localPeak = rec.localPeak;
+    const snap = rec.peakSnap;
+    localPeak.length = 0;
+    snap.length = devices.length;
+    for (let i = 0; i < devices.length; i++) {
+      const counts = devices[i]!.counts;
+      if (counts[TOTAL]! > 0) {
+        localPeak[i] = counts[TOTAL]!;
+        const held = snap[i];
+        if (held !== undefined) copyInto(held, counts);
+        else snap[i] = counts.slice();
+      } else snap[i] = undefined;
     }
-    rec.peakSnap = snap;
-    rec.push(peak, snap);
-    rec.push(pre, copySnap(snap));
+    rec.openPeak = peak;
+    rec.log(pre).append(this.liveCounts);
   }
 
   onModuleEnter(module: ModuleRef, inputs: readonly TensorRef[]): void {
@@ -340,39 +419,48 @@ export class MemRecorder implements MemoryEventSink {
     // pre-forward; later `assign`s keep their category (onVariableAssign).
     if (firstCall) this.updateWeights(rec);
     rec.inputMem = this.trackedBytes(inputs);
-    this.beginCall(rec, 'Pre-Forward', 'Peak-Forward');
+    this.beginCall(rec, PRE_FW, PEAK_FW);
     this.forwardActive.push(rec);
   }
 
   onModuleExit(module: ModuleRef, outputs: readonly TensorRef[]): void {
     const rec = this.record(module);
     // Weights are built lazily by the first call, inside forward: classify them again after it.
-    if (!rec.snapshots.has('Post-Forward')) this.updateWeights(rec);
+    if (rec.logs[POST_FW] === undefined) this.updateWeights(rec);
     rec.outputMem = this.trackedBytes(outputs);
-    rec.push('Post-Forward', this.takeSnap());
-    endCall(this.forwardActive, rec);
+    rec.log(POST_FW).append(this.liveCounts);
+    this.endCall(this.forwardActive, rec);
   }
 
   onBackwardModuleEnter(module: ModuleRef): void {
     const rec = this.record(module);
-    this.beginCall(rec, 'Pre-Backward', 'Peak-Backward');
+    this.beginCall(rec, PRE_BW, PEAK_BW);
     this.backwardActive.push(rec);
   }
 
   onBackwardModuleExit(module: ModuleRef): void {
     const rec = this.record(module);
-    endCall(this.backwardActive, rec);
+    this.endCall(this.backwardActive, rec);
     // TFJS knows a variable's final (accumulated) gradient only when the gradient
     // computation returns, so a root's Post-Backward is taken then, after the
     // returned gradients are classified, as PyTorch's is after its grad hooks ran.
     if (module.parent === null && this.gradientDepth > 0) this.pendingPostBackward.push(rec);
-    else rec.push('Post-Backward', this.takeSnap());
+    else rec.log(POST_BW).append(this.liveCounts);
+  }
+
+  /**
+   * Ends a forward or backward call of `rec`. Its Peak snapshot is final once no call of the
+   * module runs any more: a module called inside its own call keeps raising the snapshot the inner
+   * call began, as PyTorch's MemTracker raises a running module's latest Peak snapshot.
+   */
+  private endCall(active: ModuleRecord[], rec: ModuleRecord): void {
+    endCall(active, rec);
+    if (!this.forwardActive.includes(rec) && !this.backwardActive.includes(rec)) rec.closePeak();
   }
 
   private flushPendingPostBackward(): void {
     if (this.pendingPostBackward.length === 0) return;
-    const snap = this.takeSnap();
-    for (const rec of this.pendingPostBackward) rec.push('Post-Backward', copySnap(snap));
+    for (const rec of this.pendingPostBackward) rec.log(POST_BW).append(this.liveCounts);
     this.pendingPostBackward.length = 0;
   }
 
@@ -468,7 +556,12 @@ export class MemRecorder implements MemoryEventSink {
     const out: ModuleMemStats[] = [];
     for (const rec of this.records.values()) {
       const snapshots: Partial<Record<ModState, MemorySnapshot[]>> = {};
-      for (const [state, list] of rec.snapshots) snapshots[state] = list.map((snap) => toSnapshot(snap, this.deviceList));
+      for (let state = 0; state < MOD_STATES.length; state++) {
+        const list = rec.logs[state]?.toSnapshots(this.deviceList) ?? [];
+        // A call still running: its Peak snapshot so far.
+        if (rec.openPeak === state) list.push(toSnapshot(rec.peakSnap, this.deviceList));
+        if (list.length > 0) snapshots[MOD_STATES[state]!] = list;
+      }
       const localPeak: Record<DeviceName, number> = {};
       rec.localPeak.forEach((bytes, i) => {
         if (bytes !== undefined) localPeak[this.deviceList[i]!.name] = bytes;

@@ -321,6 +321,27 @@ describe('MemTracker on a scripted framework', () => {
     expect(done.get('net.inner2')!.localPeak.cpu).toBe(120);
   });
 
+  it('gives a module called inside its own call one Peak snapshot per call, raising the latest (as PyTorch)', () => {
+    const fw = new FakeFramework();
+    const rec = new FakeModule('rec', 'Recurrent');
+    const tracker = new MemTracker(fw);
+    tracker.track(() => {
+      fw.forward(rec, [], () => {
+        const a = fw.alloc(8); // the outer call's peak so far: 8
+        fw.forward(rec, [], () => fw.free(fw.alloc(16)), () => []); // the inner call reaches 24
+        fw.alloc(40); // after the inner call: 48, raised in the inner call's snapshot
+        return a;
+      }, () => []);
+    });
+    const [stats] = tracker.moduleStats();
+    const totals = (state: 'Pre-Forward' | 'Peak-Forward' | 'Post-Forward') => stats!.snapshots[state]!.map((s) => s.cpu?.Total ?? 0);
+    expect(totals('Pre-Forward')).toEqual([0, 8]);
+    // The outer call's snapshot stops at the inner call's start; the latest one is raised until no call runs.
+    expect(totals('Peak-Forward')).toEqual([8, 48]);
+    expect(totals('Post-Forward')).toEqual([8, 48]);
+    expect(stats!.localPeak.cpu).toBe(48);
+  });
+
   it('appends a call per forward and forgets modules on resetModStats', () => {
     const fw = new FakeFramework();
     const net = new FakeModule('net', 'Sequential');
