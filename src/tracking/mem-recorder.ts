@@ -429,7 +429,7 @@ export class MemRecorder implements MemoryEventSink {
     if (rec.logs[POST_FW] === undefined) this.updateWeights(rec);
     rec.outputMem = this.trackedBytes(outputs);
     rec.log(POST_FW).append(this.liveCounts);
-    this.endCall(this.forwardActive, rec);
+    this.finishCall(this.forwardActive, rec);
   }
 
   onBackwardModuleEnter(module: ModuleRef): void {
@@ -440,7 +440,7 @@ export class MemRecorder implements MemoryEventSink {
 
   onBackwardModuleExit(module: ModuleRef): void {
     const rec = this.record(module);
-    this.endCall(this.backwardActive, rec);
+    this.finishCall(this.backwardActive, rec);
     // TFJS knows a variable's final (accumulated) gradient only when the gradient
     // computation returns, so a root's Post-Backward is taken then, after the
     // returned gradients are classified, as PyTorch's is after its grad hooks ran.
@@ -453,7 +453,7 @@ export class MemRecorder implements MemoryEventSink {
    * module runs any more: a module called inside its own call keeps raising the snapshot the inner
    * call began, as PyTorch's MemTracker raises a running module's latest Peak snapshot.
    */
-  private endCall(active: ModuleRecord[], rec: ModuleRecord): void {
+  private finishCall(active: ModuleRecord[], rec: ModuleRecord): void {
     endCall(active, rec);
     if (!this.forwardActive.includes(rec) && !this.backwardActive.includes(rec)) rec.closePeak();
   }
