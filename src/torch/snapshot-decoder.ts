@@ -15,6 +15,7 @@ import { MemscopeError } from '../core/errors.js';
 import { DEFAULT_PICKLE_LIMITS, isTuple, makeTuple, PickleMachine, runPickle, type PickleLimits } from './pickle/machine.js';
 import { readPickle, toPlain, type PickleValue, type PlainValue } from './pickle/reader.js';
 import { SnapshotBuilder } from './snapshot-builder.js';
+import { primerSnapshotBytes } from './snapshot-primer.js';
 import {
   BLOCK,
   FRAME,
@@ -532,12 +533,40 @@ export function normaliseSnapshot(value: PickleValue): MemorySnapshot {
   return assemble(value, new SnapshotTables());
 }
 
+/** Files from this size on are read after the primer (snapshot-primer.ts); below it, priming costs more than it saves. */
+const PRIME_FROM_BYTES = 16 << 20;
+let primed = false;
+const PRIMER_PIECE_BYTES = 4096;
+
+/** Whether this process has read the primer (for tests). */
+export function snapshotReaderPrimed(): boolean {
+  return primed;
+}
+
+/** Reads the primer once per process before the first large snapshot. */
+function primeFor(totalBytes: number): void {
+  if (primed || totalBytes < PRIME_FROM_BYTES) return;
+  primed = true;
+  try {
+    // In small pieces, so that the paths where a piece ends are met as well.
+    const bytes = primerSnapshotBytes();
+    readSnapshotPieces((into, offset) => {
+      const n = Math.min(into.length, bytes.length - offset);
+      into.set(bytes.subarray(offset, offset + n));
+      return n;
+    }, bytes.length, { pieceBytes: PRIMER_PIECE_BYTES });
+  } catch {
+    // The primer only makes the read faster; it must never be why a read fails (its tests check it reads).
+  }
+}
+
 /**
  * Reads a pickled PyTorch memory snapshot (`_dump_snapshot`) into memscope's model, fast and
  * without building a JavaScript object per block or event. Throws MemscopeError on bad input.
  */
 export function readSnapshot(bytes: Uint8Array, options: ReadSnapshotOptions = {}): MemorySnapshot {
   if (!(bytes instanceof Uint8Array)) throw new MemscopeError('bad-argument', 'readSnapshot: expected a Uint8Array');
+  primeFor(bytes.length);
   const limits: PickleLimits = { ...DEFAULT_PICKLE_LIMITS, ...options.limits };
   const tables = new SnapshotTables(Math.max(1024, Math.min(Math.floor(bytes.length / 100), 1 << 27)));
   let root: unknown;
@@ -571,6 +600,7 @@ export interface ReadSnapshotPiecesOptions extends ReadSnapshotOptions {
  * Same result and errors as `readSnapshot`.
  */
 export function readSnapshotPieces(readAt: ReadAt, totalBytes: number, options: ReadSnapshotPiecesOptions = {}): MemorySnapshot {
+  primeFor(totalBytes);
   const limits: PickleLimits = { ...DEFAULT_PICKLE_LIMITS, ...options.limits };
   const tables = new SnapshotTables(Math.max(1024, Math.min(Math.floor(totalBytes / 100), 1 << 27)));
   const builder = new SnapshotBuilder(tables, Math.floor(totalBytes / 40));

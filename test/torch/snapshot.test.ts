@@ -15,6 +15,7 @@ import {
   type MemorySnapshot,
 } from '../../src/torch/snapshot.js';
 import { python, pythonPickle } from './python.js';
+import { resolved } from './resolved-snapshot.js';
 
 const repoRoot = resolve(import.meta.dirname, '../..');
 const local = resolve(repoRoot, 'test/fixtures/torch');
@@ -96,19 +97,6 @@ function tracePeaks(s: MemorySnapshot): { allocated: number; reserved: number } 
   const allocated = s.segments.reduce((a, g) => a + g.allocatedSize, 0);
   const reserved = s.segments.reduce((a, g) => a + g.totalSize, 0);
   return { allocated: allocated - delta + max, reserved: reserved - rdelta + rmax };
-}
-
-/** Everything in the model with stacks resolved to frames, so two readers can be compared. */
-function resolved(s: MemorySnapshot): unknown {
-  return {
-    segments: s.segments.map((g) => ({ ...g, stack: stackFrames(s, g.stack) })),
-    blocks: Array.from({ length: s.blocks.count }, (_, i) => ({ ...blockAt(s, i), stack: stackFrames(s, s.blocks.stack[i]!) })),
-    traces: s.traces.map((t) => Array.from({ length: t.count }, (_, i) => ({ ...traceEventAt(s, t, i), stack: stackFrames(s, t.stack[i]!) }))),
-    allocatorSettings: s.allocatorSettings,
-    externalAnnotations: s.externalAnnotations,
-    format: s.format,
-    extra: s.extra,
-  };
 }
 
 describe('readSnapshot on every real PyTorch snapshot', () => {
