@@ -537,6 +537,7 @@ export function normaliseSnapshot(value: PickleValue): MemorySnapshot {
 const PRIME_FROM_BYTES = 16 << 20;
 let primed = false;
 const PRIMER_PIECE_BYTES = 4096;
+const PRIMER_TABLE_CAPACITY = 16;
 
 /** Whether this process has read the primer (for tests). */
 export function snapshotReaderPrimed(): boolean {
@@ -548,13 +549,15 @@ function primeFor(totalBytes: number): void {
   if (primed || totalBytes < PRIME_FROM_BYTES) return;
   primed = true;
   try {
-    // In small pieces, so that the paths where a piece ends are met as well.
+    // In small pieces and into small tables, so that the paths where a piece ends and where a
+    // column grows are met as well.
     const bytes = primerSnapshotBytes();
-    readSnapshotPieces((into, offset) => {
+    const readAt: ReadAt = (into, offset) => {
       const n = Math.min(into.length, bytes.length - offset);
       into.set(bytes.subarray(offset, offset + n));
       return n;
-    }, bytes.length, { pieceBytes: PRIMER_PIECE_BYTES });
+    };
+    readPieces(readAt, bytes.length, { pieceBytes: PRIMER_PIECE_BYTES }, PRIMER_TABLE_CAPACITY);
   } catch {
     // The primer only makes the read faster; it must never be why a read fails (its tests check it reads).
   }
@@ -586,6 +589,7 @@ const DEFAULT_PIECE_BYTES = 8 << 20;
 /** Reads up to `into.length` bytes of the file at `fileOffset` into `into`; returns how many. */
 export type ReadAt = (into: Uint8Array, fileOffset: number) => number;
 
+/** As for `readSnapshot`, except that `onProgress` is called after each piece (8 MiB by default). */
 export interface ReadSnapshotPiecesOptions extends ReadSnapshotOptions {
   /** Bytes of the file held at a time (default 8 MiB); grows for a single larger opcode. */
   pieceBytes?: number;
@@ -601,10 +605,19 @@ export interface ReadSnapshotPiecesOptions extends ReadSnapshotOptions {
  */
 export function readSnapshotPieces(readAt: ReadAt, totalBytes: number, options: ReadSnapshotPiecesOptions = {}): MemorySnapshot {
   primeFor(totalBytes);
+  return readPieces(readAt, totalBytes, options, Math.max(1024, Math.min(Math.floor(totalBytes / 100), 1 << 27)));
+}
+
+/** `readSnapshotPieces` with the tables' first capacity given (the primer starts them small, so they grow). */
+function readPieces(readAt: ReadAt, totalBytes: number, options: ReadSnapshotPiecesOptions, tableCapacity: number): MemorySnapshot {
   const limits: PickleLimits = { ...DEFAULT_PICKLE_LIMITS, ...options.limits };
-  const tables = new SnapshotTables(Math.max(1024, Math.min(Math.floor(totalBytes / 100), 1 << 27)));
+  const tables = new SnapshotTables(tableCapacity);
   const builder = new SnapshotBuilder(tables, Math.floor(totalBytes / 40));
-  const machine = new PickleMachine(builder, limits, options.onProgress);
+  // Progress is reported here, after each piece, not by the machine inside its loop: a call out to
+  // the caller's function there is a site the optimised loop has to be compiled for, and a new
+  // callback (the CLI makes one per file) threw that code away twice per read.
+  const machine = new PickleMachine(builder, limits);
+  const onProgress = options.onProgress;
   let buf = new Uint8Array(Math.max(64, Math.min(options.pieceBytes ?? DEFAULT_PIECE_BYTES, totalBytes)));
   let have = 0; // valid bytes in buf
   let fileOffset = 0; // file offset of buf[0]
@@ -620,6 +633,7 @@ export function readSnapshotPieces(readAt: ReadAt, totalBytes: number, options: 
       const run = machine.run(buf.subarray(0, have), fileOffset, final, totalBytes);
       if (run.done) {
         root = run.value;
+        onProgress?.(totalBytes, totalBytes);
         break;
       }
       if (run.consumed === 0) {
@@ -632,6 +646,7 @@ export function readSnapshotPieces(readAt: ReadAt, totalBytes: number, options: 
       buf.copyWithin(0, run.consumed, have);
       have -= run.consumed;
       fileOffset += run.consumed;
+      onProgress?.(fileOffset, totalBytes);
     }
   } catch (e) {
     if (!(e instanceof FastPathBail)) throw e;

@@ -57,7 +57,9 @@ export function primerSnapshot(): Map<string, unknown> {
   const states = ['active_allocated', 'inactive', 'active_pending_free'];
   const segments: Map<string, unknown>[] = [];
   for (let s = 0; s < SEGMENTS; s++) {
-    const address = 139 * GiB + s * 64 * 2 ** 20;
+    // Addresses of 6 and 7 bytes, and 7-byte ones whose low 32 bits pass 2^31 (LONG1 decoding
+    // has a path for each; CUDA addresses reach all three).
+    const address = s % 3 === 0 ? 139 * GiB + s * 64 * 2 ** 20 : s % 3 === 1 ? 2 ** 47 + s * 2 ** 33 : 2 ** 47 + 2 ** 31 + s * 2 ** 33;
     const blockCount = 1 + (s % 4);
     const blockSize = [512, 20480, 2 ** 20, 3 * GiB][s % 4]!;
     const blocks: Map<string, unknown>[] = [];
@@ -96,7 +98,7 @@ export function primerSnapshot(): Map<string, unknown> {
   for (let i = 0; i < TRACE_ENTRIES; i++) {
     const entry = new Map<string, unknown>([
       ['action', actions[i % actions.length]],
-      ['addr', 139 * GiB + i * 4096],
+      ['addr', (i % 2 === 0 ? 139 * GiB : 2 ** 47 + 2 ** 31) + i * 4096],
       ['size', [0, 200, 40000, 2 ** 24, 5 * GiB][i % 5]],
       ['stream', 0],
       ['time_us', 1_700_000_000_000_000 + i * 37],
@@ -111,7 +113,18 @@ export function primerSnapshot(): Map<string, unknown> {
   return new Map<string, unknown>([
     ['segments', segments],
     ['device_traces', [trace]],
-    ['allocator_settings', new Map<string, unknown>([['PYTORCH_CUDA_ALLOC_CONF', ''], ['max_split_size', -1], ['expandable_segments', false]])],
-    ['external_annotations', []],
+    [
+      'allocator_settings',
+      new Map<string, unknown>([
+        ['PYTORCH_CUDA_ALLOC_CONF', ''],
+        ['max_split_size', -1],
+        ['expandable_segments', false],
+        ['roundup_power2_divisions', new Map<string, unknown>([['1', 0], ['2', 0], ['4', 0]])],
+      ]),
+    ],
+    [
+      'external_annotations',
+      ['START', 'END'].map((stage, i) => new Map<string, unknown>([['stage', stage], ['name', 'Optimizer.step'], ['device', 0], ['time_us', 1_700_000_000_000_000 + i]])),
+    ],
   ]);
 }

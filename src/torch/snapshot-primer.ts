@@ -4,11 +4,12 @@
  *
  * Why: in a fresh process V8 optimises the reader's hot functions from what they have met so far.
  * A big PyTorch snapshot meets new paths late — frame lists whose memo indices pass 256
- * (LONG_BINGET), the first trace entry after thousands of blocks, the first piece boundary — and
- * each one throws optimised code away ("insufficient type feedback") and runs the reader in slower
- * code until V8 has compiled it again. On the 100 MB bench file that happened 17 times; after the
- * primer, 9. Reading it costs a few milliseconds; the read of the 100 MB file takes ~4 % fewer
- * instructions and ~5 % less time (docs/PICKLE.md, ninth session).
+ * (LONG_BINGET), the first trace entry after thousands of blocks, a piece boundary, a column
+ * growing, a 7-byte LONG1 — and each one throws optimised code away ("insufficient type
+ * feedback") and runs the reader in slower code until V8 has compiled it again. On the 100 MB
+ * bench file that happened 17 times; after the primer, twice (both in the last loops of the
+ * assembler). Reading it costs a few milliseconds; the read takes 6–8 % fewer instructions
+ * (docs/PICKLE.md, ninth session).
  *
  * The bytes are those of snapshot-primer-source.ts, written out in snapshot-primer-data.ts.
  */

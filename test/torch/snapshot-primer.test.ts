@@ -3,22 +3,21 @@
 import { describe, it, expect } from 'vitest';
 import { readPickle } from '../../src/torch/pickle/reader.js';
 import { writePickle } from '../../src/torch/pickle/writer.js';
-import { normaliseSnapshot, readSnapshot, readSnapshotPieces, snapshotReaderPrimed } from '../../src/torch/snapshot-decoder.js';
+import { normaliseSnapshot, readSnapshot, readSnapshotPieces, snapshotReaderPrimed, type ReadAt } from '../../src/torch/snapshot-decoder.js';
 import { primerSnapshotBytes } from '../../src/torch/snapshot-primer.js';
 import { writePrimerSnapshot } from '../../src/torch/snapshot-primer-source.js';
 import { python } from './python.js';
 import { resolved } from './resolved-snapshot.js';
 
-const piecesOf = (bytes: Uint8Array, pieceBytes: number) =>
-  readSnapshotPieces(
-    (into, at) => {
-      const n = Math.min(into.length, bytes.length - at);
-      into.set(bytes.subarray(at, at + n));
-      return n;
-    },
-    bytes.length,
-    { pieceBytes },
-  );
+/** A ReadAt over bytes in memory. */
+const readerOf =
+  (bytes: Uint8Array): ReadAt =>
+  (into, at) => {
+    const n = Math.min(into.length, bytes.length - at);
+    into.set(bytes.subarray(at, at + n));
+    return n;
+  };
+const piecesOf = (bytes: Uint8Array, pieceBytes: number) => readSnapshotPieces(readerOf(bytes), bytes.length, { pieceBytes });
 
 describe('the primer snapshot', () => {
   const bytes = primerSnapshotBytes();
@@ -52,6 +51,17 @@ describe('the primer snapshot', () => {
       ['alloc', 'free_completed', 'free_requested', 'oom', 'segment_alloc', 'segment_free', 'segment_map', 'segment_unmap'],
     );
     expect([...new Set(Array.from(s.blocks.state, (b) => s.stateNames[b]))].sort()).toEqual(['active_allocated', 'active_pending_free', 'inactive']);
+  });
+
+  it('reports progress after each piece, ending at the file size', () => {
+    const seen: number[] = [];
+    readSnapshotPieces(readerOf(bytes), bytes.length, {
+      pieceBytes: 4096,
+      onProgress: (done, total) => seen.push(total === bytes.length ? done : -1),
+    });
+    expect(seen.length).toBeGreaterThan(bytes.length / 4096 - 1);
+    expect(seen.every((x, i) => x > 0 && (i === 0 || x > seen[i - 1]!))).toBe(true);
+    expect(seen.at(-1)).toBe(bytes.length);
   });
 
   it('is read once, before the first snapshot of 16 MiB or more, and changes nothing in that read', () => {
