@@ -10,7 +10,8 @@
  *   during the call and copy it if you keep it. It is never frozen or cloned
  *   per event.
  * - `StorageRef`/`TensorRef`/`ModuleRef` objects are stable identities: the same
- *   storage is always the same object, so sinks may key Maps/WeakMaps on them.
+ *   storage is always the same object, so sinks may key Maps/WeakMaps on them
+ *   (for TensorRefs, unless every subscribed sink opts out: `keysTensorRefs`).
  * - A sink that throws is isolated by the adapter (logged once, then dropped
  *   from that event); it never reaches the user's program.
  */
@@ -131,6 +132,14 @@ export interface MemoryEventSink {
    * sink reads it (absent means it does) or listens to kernel events.
    */
   readonly readsKernelContext?: boolean;
+  /**
+   * `false` declares that this sink never keeps a TensorRef or compares one with another seen in
+   * an earlier event. Giving a tensor the same ref every time costs the adapter a WeakMap entry
+   * per tensor it names (module inputs and outputs, gradients), which keeps short-lived refs
+   * alive through V8's young-generation collections; when every subscribed sink opts out and none
+   * listens to tensor create/dispose events, only variables' refs are remembered.
+   */
+  readonly keysTensorRefs?: boolean;
 
   /** A new storage came into existence (first tensor on a new dataId, or moved in from another device). */
   onStorageAlloc?(storage: StorageRef, ctx: EventContext): void;

@@ -220,6 +220,8 @@ export class Installation {
     this.createSinks = pick('onTensorCreate');
     this.tensorRefs.everyTensor = this.createSinks.length > 0;
     this.disposeSinks = pick('onTensorDispose');
+    this.stableTensorRefs =
+      this.createSinks.length > 0 || this.disposeSinks.length > 0 || this.sinks.some((sink) => sink.keysTensorRefs !== false);
     this.kernelStartSinks = pick('onKernelStart');
     this.kernelEndSinks = pick('onKernelEnd');
     this.scopeStartSinks = pick('onScopeStart');
@@ -406,12 +408,20 @@ export class Installation {
     return s;
   }
 
+  /**
+   * Whether a tensor's ref must be the same object every time (see `keysTensorRefs`). When no
+   * sink needs it, the refs of short-lived tensors are not remembered: a WeakMap entry per module
+   * input, output and gradient made V8's scavenger promote ~4 KB per training step of the demo
+   * model (docs/MEMTRACKER.md, ninth session). Variables' refs are always remembered.
+   */
+  private stableTensorRefs = true;
+
   refFor(t: TfTensor): TfjsTensorRef {
     let r = this.tensorRefs.get(t);
     if (r === undefined) {
       const s = this.storages.get(t.dataId) ?? this.adopt(t, true);
       r = new TfjsTensorRef(t, this.storages, s);
-      this.tensorRefs.set(t, r);
+      if (this.stableTensorRefs || isVariableLike(t)) this.tensorRefs.set(t, r);
     }
     return r;
   }

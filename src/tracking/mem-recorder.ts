@@ -195,6 +195,8 @@ function toSnapshot(snap: Snap, devices: readonly DeviceTally[]): MemorySnapshot
 export class MemRecorder implements MemoryEventSink {
   /** Categories come from phases, never from kernels (PyTorch's MemTracker ignores operators too). */
   readonly readsKernelContext = false;
+  /** Storages are kept by id and variables' categories by tensor id: no TensorRef is kept. */
+  readonly keysTensorRefs = false;
   /** Storage id → (device-rounded bytes, tag); see `tagOf`. */
   private readonly storages = new IdTable();
   private readonly devices = new Map<DeviceName, DeviceTally>();

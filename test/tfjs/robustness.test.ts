@@ -1,7 +1,7 @@
 import { describe, it, expect, beforeAll, vi } from 'vitest';
 import * as tf from '@tensorflow/tfjs-core';
 import * as tfl from '@tensorflow/tfjs-layers';
-import type { MemoryEventSink } from '../../src/core/events.js';
+import type { MemoryEventSink, TensorRef } from '../../src/core/events.js';
 import { MemscopeError } from '../../src/core/errors.js';
 import { tfjsAdapter } from '../../src/tfjs/index.js';
 import { activeInstallation } from '../../src/tfjs/adapter.js';
@@ -283,6 +283,41 @@ describe('repeated tracking sessions', () => {
     session.detach();
     tf.dispose([x, y]);
     model.dispose();
+  });
+});
+
+describe('TensorRef identity', () => {
+  it('is kept while any subscribed sink may key on refs; when all opt out (keysTensorRefs: false), only variables keep theirs', () => {
+    const model = tfl.sequential({ layers: [tfl.layers.dense({ units: 3, inputShape: [4] })] });
+    const x = tf.ones([2, 4]);
+    const weight = model.getWeights()[0]!;
+    const inputs: TensorRef[] = []; // the dense layer's input, once per call
+    const optOut = tfjsAdapter.attach({ keysTensorRefs: false, onModuleEnter: (m, ins) => void (m.parent !== null && inputs.push(...ins)) });
+    let keyed: { detach(): void } | null = null;
+    try {
+      optOut.module(model);
+      // The layer called on x itself (a model's predict would hand it a new tensor each time).
+      const run = () => tf.dispose(tf.tidy(() => model.layers[0]!.apply(x) as tf.Tensor));
+      run();
+      run();
+      // The same tensor and storage, described by two ref objects: nothing kept a ref per call.
+      expect(inputs).toHaveLength(2);
+      expect(inputs[0]).not.toBe(inputs[1]);
+      expect([inputs[1]!.id, inputs[1]!.storage]).toEqual([inputs[0]!.id, inputs[0]!.storage]);
+      expect(optOut.tensor(weight)).toBe(optOut.tensor(weight));
+      // A sink that does not opt out makes refs stable again, for every sink.
+      keyed = tfjsAdapter.attach({ onStorageAlloc: () => {} });
+      inputs.length = 0;
+      run();
+      run();
+      expect(inputs).toHaveLength(2);
+      expect(inputs[0]).toBe(inputs[1]);
+    } finally {
+      keyed?.detach();
+      optOut.detach();
+      x.dispose();
+      model.dispose();
+    }
   });
 });
 
