@@ -31,7 +31,7 @@ if (mode === 'tracked') {
   tracker.trackExternal(run.model, run.optimizer, run.xs, run.ys);
   tracker.start();
 } else if (mode === 'adapter' || mode === 'subscribed') {
-  const sink = { readsKernelContext: false };
+  const sink = { readsKernelContext: false, keysTensorRefs: false }; // MemTracker's recorder declares both
   if (mode === 'subscribed') {
     for (const name of Object.getOwnPropertyNames(MemRecorder.prototype)) if (name.startsWith('on')) sink[name] = () => {};
   }
