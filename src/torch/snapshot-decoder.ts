@@ -533,7 +533,10 @@ export function normaliseSnapshot(value: PickleValue): MemorySnapshot {
   return assemble(value, new SnapshotTables());
 }
 
-/** Files from this size on are read after the primer (snapshot-primer.ts); below it, priming costs more than it saves. */
+/**
+ * Files from this size on are read after the primer (snapshot-primer.ts). A 19 MB snapshot still
+ * gains (2.5 % fewer instructions); smaller ones were not measured, and read fast either way.
+ */
 const PRIME_FROM_BYTES = 16 << 20;
 let primed = false;
 const PRIMER_PIECE_BYTES = 4096;

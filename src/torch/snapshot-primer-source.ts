@@ -34,7 +34,7 @@ export function primerSnapshot(): Map<string, unknown> {
       ]),
     );
   }
-  // Deterministic stacks of 0–40 frames from all over the frame list (so both BINGET and
+  // Deterministic stacks of 0–12 frames from all over the frame list (so both BINGET and
   // LONG_BINGET indices appear); a stack is sometimes reused as the same list (a memo GET of the
   // list) and sometimes as an equal new list (the lane's cache of index sequences).
   let seed = 12345;
