@@ -9,7 +9,6 @@ import {
   FRAME,
   FastPathBail,
   GENERIC,
-  I32Column,
   MAX_RELEASED_SLOT,
   RELEASED,
   RawDict,
@@ -31,12 +30,18 @@ import {
 const TRACE_KEY_COUNT = TRACE_KEYS.length;
 const SIZE_BIT = TRACE_KEY_BIT.get('size')!;
 const FRAMES_BIT = TRACE_KEY_BIT.get('frames')!;
+const ACTION_BIT = TRACE_KEY_BIT.get('action')!;
 const ADDRESS_BIT = TRACE_KEY_COUNT;
 const REQUESTED_BIT = TRACE_KEY_COUNT + 1;
 const STATE_BIT = TRACE_KEY_COUNT + 2;
 const LANE_KEY_BIT = new Map<unknown, number>([...TRACE_KEY_BIT, ['address', ADDRESS_BIT], ['requested_size', REQUESTED_BIT], ['state', STATE_BIT]]);
 const BLOCK_KEY_MASK = (1 << ADDRESS_BIT) | (1 << SIZE_BIT) | (1 << REQUESTED_BIT) | (1 << STATE_BIT) | (1 << FRAMES_BIT);
 const BLOCK_REQUIRED_MASK = (1 << ADDRESS_BIT) | (1 << SIZE_BIT) | (1 << STATE_BIT);
+
+/** Slots of the frame-list byte cache (a power of two). */
+const LIST_CACHE_SLOTS = 1 << 12;
+/** Most bytes of frame lists the cache keeps. */
+const MAX_LIST_BYTES = 1 << 25;
 
 function bitCount(x: number): number {
   x = x - ((x >>> 1) & 0x55555555);
@@ -77,8 +82,10 @@ export class SnapshotBuilder implements PickleBuilder {
 
   private forgetGetSequences(): void {
     this.keyCacheIndex.fill(-1);
-    this.getSeqByHash.clear();
-    this.getSeqStart.length = this.getSeqLength.length = this.getSeqStack.length = this.getSeqPool.length = 0;
+    this.actionCacheIndex.fill(-1);
+    this.listSlotFirst.fill(-1);
+    this.listSlotAligned.fill(-1);
+    this.listBytesUsed = 0;
   }
 
   /**
@@ -139,19 +146,41 @@ export class SnapshotBuilder implements PickleBuilder {
   private readonly laneStrings: string[] = [];
   private readonly laneStringSlots: number[] = [];
   /**
-   * Frame lists repeat byte for byte (the same frames are the same memo entries), so a list's
-   * sequence of memo indices maps to its stack id. Cached by hash; entries keep their index
-   * sequence in `getSeqPool` for verification. Cleared if the file ever re-PUTs an existing memo
-   * index (PyTorch never does), since indices would then change meaning.
+   * Frame lists seen before, recognised by their bytes. The same frames are the same memo entries,
+   * so a list that repeats an earlier one repeats its bytes, and the bytes of `MARK GET… APPENDS`
+   * fix its memo indices: equal bytes mean the same stack. Comparing bytes four at a time is far
+   * cheaper than decoding each GET, and trace entries (most of a big file) repeat a few hundred
+   * stacks. A direct-mapped table keyed by a hash taken while stepping over the GETs; each slot
+   * holds one list (its bytes in `listBytes`), verified byte for byte before it is used, so a
+   * collision only costs a decode. Emptied if the file ever re-PUTs an existing memo index
+   * (PyTorch never does), since the same bytes would then name other values.
    */
-  private readonly getSeqByHash = new Map<number, number>();
-  private readonly getSeqStart = new I32Column();
-  private readonly getSeqLength = new I32Column();
-  private readonly getSeqStack = new I32Column();
-  private readonly getSeqPool = new I32Column();
+  // Starts small so that the primer (snapshot-primer.ts) already grows it: V8 then compiles the
+  // lanes for a field that changes, instead of discarding their code when a big file first grows it.
+  private listBytes = new Uint8Array(256);
+  private listWords = new Int32Array(this.listBytes.buffer);
+  private listBytesUsed = 0;
+  private readonly listSlotHash = new Int32Array(LIST_CACHE_SLOTS);
+  private readonly listSlotSpan = new Int32Array(LIST_CACHE_SLOTS);
+  private readonly listSlotGets = new Int32Array(LIST_CACHE_SLOTS);
+  private readonly listSlotStack = new Int32Array(LIST_CACHE_SLOTS);
+  /** Offset in `listBytes` of the slot's first copy of its list, or -1 for an empty slot. */
+  private readonly listSlotFirst = new Int32Array(LIST_CACHE_SLOTS).fill(-1);
+  /**
+   * `[slot * 4 + phase]`: offset of a copy that starts at the same offset mod 4 as a list at that
+   * phase in the source (made when first needed), so the two compare as aligned Int32 words; -1 if none.
+   */
+  private readonly listSlotAligned = new Int32Array(LIST_CACHE_SLOTS * 4).fill(-1);
+  /** The source's whole buffer as Int32 words, made once per piece (`sourceBytes`). */
+  private sourceWords: Int32Array<ArrayBufferLike> = new Int32Array(0);
+  private sourceBytes: Uint8Array | null = null;
+
   /** Direct-mapped cache: memo index of a key string → its LANE_KEY_BIT (keys are the same few memo entries). */
   private readonly keyCacheIndex = new Int32Array(256).fill(-1);
   private readonly keyCacheBit = new Uint8Array(256);
+  /** Direct-mapped cache: memo index of an action name → its code in the tables. */
+  private readonly actionCacheIndex = new Int32Array(256).fill(-1);
+  private readonly actionCacheCode = new Uint8Array(256);
 
   // What `laneFramesValue` decoded, committed by `commitFrames` once the whole dict is accepted.
   /** Memo slot the value's new list takes, or -1 (a GET of an earlier list). */
@@ -159,8 +188,11 @@ export class SnapshotBuilder implements PickleBuilder {
   /** Frames waiting in `laneFrames` to be interned, or -1 when `lfStack` is already the stack id. */
   private lfCount = -1;
   private lfStack = 0;
-  /** Hash of the list's memo index sequence to cache at commit, or -1. */
-  private lfHash = -1;
+  /** Table slot to remember the decoded list in at commit, or -1; its bytes are at `lfBytesAt`. */
+  private lfCacheSlot = -1;
+  private lfCacheHash = 0;
+  private lfBytesAt = 0;
+  private lfBytesSpan = 0;
   /** What the general path would take from the maxBytes budget for the value. */
   private lfCharge = 0;
 
@@ -180,10 +212,9 @@ export class SnapshotBuilder implements PickleBuilder {
     const p = at + 3;
     if (p + 1 > len || b[at + 1] !== 0x94 /* MEMOIZE */ || b[at + 2] !== 0x28 /* MARK */) return -1;
     // Cheap early exit for other dicts: the first key must be 'action' (trace) or 'address' (block).
-    const k0: unknown =
-      b[p] === 0x68 ? memo[b[p + 1]!] : b[p] === 0x6a && p + 4 < len ? memo[(b[p + 1]! | (b[p + 2]! << 8) | (b[p + 3]! << 16) | (b[p + 4]! << 24)) >>> 0] : undefined;
-    if (k0 === 'action') return this.fastTrace(b, at, memo, lane);
-    if (k0 === 'address') return this.fastBlock(b, at, memo, lane);
+    const first = this.laneKey(b, p, memo);
+    if (first === ACTION_BIT) return this.fastTrace(b, at, memo, lane);
+    if (first === ADDRESS_BIT) return this.fastBlock(b, at, memo, lane);
     return -1;
   }
 
@@ -219,6 +250,9 @@ export class SnapshotBuilder implements PickleBuilder {
     if (memo[dictSlot] !== undefined) return -1;
     let mask = 0;
     let action: unknown = undefined;
+    let actionCode = -1;
+    /** Memo index of an action name to remember at commit, or -1. */
+    let actionIndex = -1;
     let addr = 0;
     let size = 0;
     let stream = 0;
@@ -252,12 +286,23 @@ export class SnapshotBuilder implements PickleBuilder {
       if (bit === 0 || bit === 6 || bit === 7) {
         // strings: action, compile_context, user_metadata
         let v: unknown;
+        let index = -1;
         if (op === 0x68 && p + 1 < len) {
-          v = memo[b[p + 1]!];
+          index = b[p + 1]!;
           p += 2;
         } else if (op === 0x6a && p + 4 < len) {
-          v = memo[(b[p + 1]! | (b[p + 2]! << 8) | (b[p + 3]! << 16) | (b[p + 4]! << 24)) >>> 0];
+          index = (b[p + 1]! | (b[p + 2]! << 8) | (b[p + 3]! << 16) | (b[p + 4]! << 24)) >>> 0;
           p += 5;
+        }
+        if (index >= 0) {
+          if (bit === 0 && this.actionCacheIndex[index & 255] === index) {
+            // an action name seen before: its code, without looking the string up again
+            actionCode = this.actionCacheCode[index & 255]!;
+            actionIndex = -1;
+            continue;
+          }
+          v = memo[index];
+          if (bit === 0) actionIndex = index;
         } else if (op === 0x8c /* SHORT_BINUNICODE */ && bit !== 0 && p + 1 < len) {
           const n = b[p + 1]!;
           if (p + 2 + n >= len || b[p + 2 + n] !== 0x94 /* MEMOIZE */) return -1;
@@ -305,10 +350,17 @@ export class SnapshotBuilder implements PickleBuilder {
     charge += 16 * bitCount(mask);
     if (p - at > lane.maxSpan || charge > lane.budget) return -1;
     // Commit.
-    const stack = hasFrames ? this.commitFrames() : 0;
+    const stack = hasFrames ? this.commitFrames(b) : 0;
     t.traceKeyMask |= mask;
+    if (actionCode < 0) {
+      actionCode = t.actionCode(action as string);
+      if (actionIndex >= 0) {
+        this.actionCacheIndex[actionIndex & 255] = actionIndex;
+        this.actionCacheCode[actionIndex & 255] = actionCode;
+      }
+    }
     const id = t.pushTrace(
-      t.actionCode(action as string),
+      actionCode,
       addr,
       size,
       stream,
@@ -412,7 +464,7 @@ export class SnapshotBuilder implements PickleBuilder {
     if (p - at > lane.maxSpan || charge > lane.budget) return -1;
     // Commit.
     const t = this.t;
-    const stack = hasFrames ? this.commitFrames() : 0;
+    const stack = hasFrames ? this.commitFrames(b) : 0;
     const id = t.pushBlock(address, size, mask & (1 << REQUESTED_BIT) ? requested : size, t.stateCode(state as string), stack);
     this.releaseSlot(dictSlot, BLOCK, id);
     if (hasFrames && this.lfListSlot >= 0) this.releaseSlot(this.lfListSlot, STACK, stack);
@@ -432,7 +484,7 @@ export class SnapshotBuilder implements PickleBuilder {
     const len = b.length;
     this.lfListSlot = -1;
     this.lfCount = -1;
-    this.lfHash = -1;
+    this.lfCacheSlot = -1;
     this.lfCharge = 0;
     const op = b[p]!;
     if (op !== 0x5d /* EMPTY_LIST */) {
@@ -459,10 +511,42 @@ export class SnapshotBuilder implements PickleBuilder {
     const c0 = b[p]!;
     if (c0 === 0x28 /* MARK */) {
       p++;
-      // Read the memo indices up to APPENDS, then map the sequence to a stack.
+      // Step over the GETs to the APPENDS, hashing the low bytes of each index, and look the bytes
+      // up among the lists seen before. Stops 5 bytes short of the piece's end, so no read passes
+      // it; a list that reaches that far is decoded below.
+      const lim = len - 5;
+      let q = p;
+      let h = 0;
+      while (q < lim) {
+        const c = b[q]!;
+        if (c === 0x6a /* LONG_BINGET */) {
+          h = Math.imul(h ^ b[q + 1]!, 0x01000193) + b[q + 2]!;
+          q += 5;
+        } else if (c === 0x68 /* BINGET */) {
+          h = Math.imul(h ^ b[q + 1]!, 0x01000193);
+          q += 2;
+        } else break;
+      }
+      if (q < lim && b[q] === 0x65 /* APPENDS */ && q > p) {
+        const span = q - p;
+        h = Math.imul(h ^ span, 0x85ebca6b);
+        h ^= h >>> 15;
+        const cacheSlot = h & (LIST_CACHE_SLOTS - 1);
+        if (this.listSlotFirst[cacheSlot]! >= 0 && this.listSlotHash[cacheSlot] === h && this.listSlotSpan[cacheSlot] === span && this.isKnownList(b, p, span, cacheSlot)) {
+          // A second APPENDS batch (> 1000 frames) is left to the general path.
+          if (b[q + 1] === 0x28 /* MARK */) return -1;
+          this.lfCharge += 8 * this.listSlotGets[cacheSlot]!; // APPENDS
+          this.lfStack = this.listSlotStack[cacheSlot]!;
+          return q + 1;
+        }
+        this.lfCacheSlot = cacheSlot;
+        this.lfCacheHash = h;
+        this.lfBytesAt = p;
+        this.lfBytesSpan = span;
+      }
+      // Not seen before: read the memo indices up to APPENDS and check each is a frame.
       let gets = this.laneGets;
       let n = 0;
-      let h = 0;
       for (;;) {
         if (p >= len) return -1;
         const c = b[p]!;
@@ -483,28 +567,10 @@ export class SnapshotBuilder implements PickleBuilder {
           this.laneGets = gets = grown;
         }
         gets[n++] = i;
-        h = Math.imul(h ^ i, 0x9e3779b1) ^ (h >>> 13);
       }
       // A second APPENDS batch (> 1000 frames). A lone `GET APPEND` after it fails as the next key.
       if (p < len && b[p] === 0x28 /* MARK */) return -1;
-      h &= 0x3fffffff;
       this.lfCharge += 8 * n; // APPENDS
-      const cached = this.getSeqByHash.get(h);
-      if (cached !== undefined && this.getSeqLength.data[cached] === n) {
-        const pool = this.getSeqPool.data;
-        const start = this.getSeqStart.data[cached]!;
-        let same = true;
-        for (let k = 0; k < n; k++) {
-          if (pool[start + k] !== gets[k]) {
-            same = false;
-            break;
-          }
-        }
-        if (same) {
-          this.lfStack = this.getSeqStack.data[cached]!;
-          return p; // stack already known
-        }
-      }
       if (this.laneFrames.length < n) this.laneFrames = new Int32Array(n * 2);
       const frames = this.laneFrames;
       for (let k = 0; k < n; k++) {
@@ -513,7 +579,6 @@ export class SnapshotBuilder implements PickleBuilder {
         frames[k] = f.id;
       }
       this.lfCount = n;
-      this.lfHash = h;
       return p;
     }
     let f: unknown;
@@ -549,7 +614,7 @@ export class SnapshotBuilder implements PickleBuilder {
     const end = this.laneFramesValue(b, at, memo, slot);
     // (The machine took EMPTY_LIST's 64 already.)
     if (end < 0 || this.lfCount === 0 || end - at > lane.maxSpan || this.lfCharge - 64 > lane.budget) return -1;
-    const stack = this.commitFrames();
+    const stack = this.commitFrames(b);
     const node = new RawList();
     node.stack = stack;
     node.slot = slot;
@@ -560,22 +625,85 @@ export class SnapshotBuilder implements PickleBuilder {
     return end;
   }
 
-  /** Interns what `laneFramesValue` decoded (and caches its index sequence); returns the stack id. */
-  private commitFrames(): number {
+  /** Interns what `laneFramesValue` decoded (and remembers its bytes); returns the stack id. */
+  private commitFrames(b: Uint8Array): number {
     const n = this.lfCount;
     if (n < 0) return this.lfStack;
     const stack = n === 0 ? 0 : this.t.internStack(this.laneFrames, n);
-    if (this.lfHash >= 0 && this.getSeqPool.length < 1 << 24) {
-      // Remember this index sequence (bounded: a file of all-distinct lists must not grow it forever).
-      this.getSeqByHash.set(this.lfHash, this.getSeqStack.length);
-      this.getSeqStart.push(this.getSeqPool.length);
-      this.getSeqLength.push(n);
-      this.getSeqStack.push(stack);
-      const gets = this.laneGets;
-      for (let k = 0; k < n; k++) this.getSeqPool.push(gets[k]!);
+    const cacheSlot = this.lfCacheSlot;
+    if (cacheSlot >= 0) {
+      const at = this.keepListBytes(b, this.lfBytesAt, this.lfBytesSpan);
+      if (at >= 0) {
+        this.listSlotHash[cacheSlot] = this.lfCacheHash;
+        this.listSlotSpan[cacheSlot] = this.lfBytesSpan;
+        this.listSlotGets[cacheSlot] = n;
+        this.listSlotStack[cacheSlot] = stack;
+        this.listSlotFirst[cacheSlot] = at;
+        const aligned = cacheSlot * 4;
+        this.listSlotAligned.fill(-1, aligned, aligned + 4);
+        this.listSlotAligned[aligned + (at & 3)] = at;
+      }
     }
     return stack;
   }
+
+  /**
+   * Copies `b[p, p + span)` into `listBytes` at an offset with the same phase mod 4 as the source;
+   * returns it, or -1 once the cache holds its maximum (a file of all-distinct lists must not grow
+   * it forever).
+   */
+  private keepListBytes(b: Uint8Array, p: number, span: number): number {
+    const used = this.listBytesUsed;
+    const at = used + ((b.byteOffset + p - used) & 3);
+    if (at + span > MAX_LIST_BYTES) return -1;
+    if (at + span > this.listBytes.length) {
+      const grown = new Uint8Array(Math.min(MAX_LIST_BYTES, Math.max(at + span, this.listBytes.length * 2)));
+      grown.set(this.listBytes.subarray(0, used));
+      this.listBytes = grown;
+      this.listWords = new Int32Array(grown.buffer);
+    }
+    this.listBytes.set(b.subarray(p, p + span), at);
+    this.listBytesUsed = at + span;
+    return at;
+  }
+
+  /**
+   * Whether `b[p, p + span)` is the list the cache slot holds: compared as Int32 words against a
+   * copy at the same phase mod 4 (made from the first copy, byte by byte, the first time a list
+   * turns up at a new phase).
+   */
+  private isKnownList(b: Uint8Array, p: number, span: number, cacheSlot: number): boolean {
+    const base = b.byteOffset + p;
+    const alignedSlot = cacheSlot * 4 + (base & 3);
+    let at = this.listSlotAligned[alignedSlot]!;
+    const kept = this.listBytes;
+    if (at < 0) {
+      const first = this.listSlotFirst[cacheSlot]!;
+      for (let k = 0; k < span; k++) if (b[p + k] !== kept[first + k]) return false;
+      at = this.keepListBytes(b, p, span);
+      if (at >= 0) this.listSlotAligned[alignedSlot] = at;
+      return true;
+    }
+    if (this.sourceBytes !== b) {
+      this.sourceBytes = b;
+      this.sourceWords = new Int32Array(b.buffer, 0, b.buffer.byteLength >> 2);
+    }
+    const src = this.sourceWords;
+    const words = this.listWords;
+    const head = Math.min(span, (4 - (base & 3)) & 3);
+    let k = 0;
+    for (; k < head; k++) if (b[p + k] !== kept[at + k]) return false;
+    const w = (span - head) >> 2;
+    const s0 = (base + head) >> 2;
+    const k0 = (at + head) >> 2;
+    for (let i = 0; i < w; i++) if (src[s0 + i] !== words[k0 + i]) return false;
+    for (k = head + 4 * w; k < span; k++) if (b[p + k] !== kept[at + k]) return false;
+    return true;
+  }
+
+
+
+
 
   newList(): unknown {
     return new RawList();

@@ -1,9 +1,9 @@
 // Runs python3 (present on every machine memscope is developed on) to make or check pickles.
 import { execFileSync } from 'node:child_process';
 
-/** Runs a python3 script; `input` goes to stdin; returns stdout bytes. */
-export function python(script: string, input?: Uint8Array): Buffer {
-  return execFileSync('python3', ['-c', script], { input, maxBuffer: 1 << 30 });
+/** Runs a python3 script with `args` (its sys.argv[1:]); `input` goes to stdin; returns stdout bytes. */
+export function python(script: string, input?: Uint8Array, args: readonly string[] = []): Buffer {
+  return execFileSync('python3', ['-c', script, ...args], { input, maxBuffer: 1 << 30 });
 }
 
 /** pickle.dumps(eval(expr), protocol) from python3. */

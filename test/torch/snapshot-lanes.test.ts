@@ -5,7 +5,7 @@ import { MemscopeError } from '../../src/core/errors.js';
 import type { PickleLimits } from '../../src/torch/pickle/machine.js';
 import { readPickle } from '../../src/torch/pickle/reader.js';
 import { readSnapshot } from '../../src/torch/snapshot.js';
-import { pythonPickle } from './python.js';
+import { python, pythonPickle } from './python.js';
 
 // readSnapshot decodes trace entries, blocks and frame lists in fast lanes that skip the VM stack
 // (src/torch/snapshot-builder.ts). Limits must not notice: a lane gives way to the general path
@@ -142,5 +142,46 @@ describe('fast lanes and a re-PUT memo slot', () => {
     expect(t.count).toBe(4);
     expect(Array.from(t.stream)).toEqual([0, 0, 7, 0]);
     expect(Array.from(t.timeUs)).toEqual([NaN, NaN, NaN, 6]);
+  });
+});
+
+describe('frame lists recognised by their bytes', () => {
+  // The lanes remember each frame list's bytes and reuse its stack when the same bytes come again
+  // (src/torch/snapshot-builder.ts, `isKnownList`). The generic reader is the reference.
+  const script = resolve(import.meta.dirname, 'make-frame-list-pickles.py');
+  const framesOf = (snap: ReturnType<typeof readSnapshot>, i: number): string[] => {
+    const t = snap.traces[0]!;
+    const stack = t.stack[i]!;
+    return Array.from(snap.stacks.frameIds.subarray(snap.stacks.offsets[stack]!, snap.stacks.offsets[stack + 1]!), (id) => snap.frames[id]!.name);
+  };
+  const expectLikeGeneric = (bytes: Uint8Array): string[][] => {
+    const generic = readPickle(bytes) as Map<string, unknown>;
+    const entries = (generic.get('device_traces') as Map<string, unknown>[][])[0]!;
+    const snap = readSnapshot(bytes);
+    const got = entries.map((_, i) => [snap.actionNames[snap.traces[0]!.action[i]!]!, ...framesOf(snap, i)]);
+    const want = entries.map((e) => [e.get('action') as string, ...(e.get('frames') as Map<string, unknown>[]).map((f) => f.get('name') as string)]);
+    expect(got).toEqual(want);
+    return got;
+  };
+
+  it('two lists of the same length and hash (indices 65536 apart) keep their own stacks', () => {
+    const bytes = new Uint8Array(python(readFileSync(script, 'utf8')));
+    const rows = expectLikeGeneric(bytes);
+    // Both lists occur many times, after each other, so each is looked up while the other is cached.
+    expect(rows.filter((r) => r[1] === 'fa')).toHaveLength(14);
+    expect(rows.filter((r) => r[1] === 'fb')).toHaveLength(26);
+  });
+
+  it('a re-PUT frame or action name is read with its new value, not a remembered one', () => {
+    const bytes = new Uint8Array(python(readFileSync(script, 'utf8'), undefined, ['reput']));
+    const rows = expectLikeGeneric(bytes);
+    expect(rows.slice(18, 24)).toEqual([
+      ['alloc', 'fa', 'fc'],
+      ['free_requested', 'fb', 'fc'],
+      ['free_completed', 'fb', 'fz'],
+      ['free_requested', 'fa', 'fz'],
+      ['free_completed', 'fb', 'fz'],
+      ['free_requested', 'fb', 'fz'],
+    ]);
   });
 });
