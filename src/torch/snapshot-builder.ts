@@ -77,10 +77,10 @@ export class SnapshotBuilder implements PickleBuilder {
   onMemoize(value: unknown, index: number, replaced: boolean): void {
     if (value instanceof RawDict || value instanceof RawList) value.slot = index;
     // The caches below are keyed by memo index, so a re-PUT (also of a slot a lane filled) voids them.
-    if (replaced) this.forgetGetSequences();
+    if (replaced) this.forgetMemoCaches();
   }
 
-  private forgetGetSequences(): void {
+  private forgetMemoCaches(): void {
     this.keyCacheIndex.fill(-1);
     this.actionCacheIndex.fill(-1);
     this.listSlotFirst.fill(-1);
@@ -148,15 +148,17 @@ export class SnapshotBuilder implements PickleBuilder {
   /**
    * Frame lists seen before, recognised by their bytes. The same frames are the same memo entries,
    * so a list that repeats an earlier one repeats its bytes, and the bytes of `MARK GET… APPENDS`
-   * fix its memo indices: equal bytes mean the same stack. Comparing bytes four at a time is far
+   * fix its memo indices: equal bytes mean the same stack. Comparing bytes four at a time is
    * cheaper than decoding each GET, and trace entries (most of a big file) repeat a few hundred
    * stacks. A direct-mapped table keyed by a hash taken while stepping over the GETs; each slot
    * holds one list (its bytes in `listBytes`), verified byte for byte before it is used, so a
    * collision only costs a decode. Emptied if the file ever re-PUTs an existing memo index
    * (PyTorch never does), since the same bytes would then name other values.
+   *
+   * `listBytes` starts small so that the primer (snapshot-primer.ts) already grows it: V8 then
+   * compiles the lanes for a field that changes, instead of discarding their code when a big file
+   * first grows it.
    */
-  // Starts small so that the primer (snapshot-primer.ts) already grows it: V8 then compiles the
-  // lanes for a field that changes, instead of discarding their code when a big file first grows it.
   private listBytes = new Uint8Array(256);
   private listWords = new Int32Array(this.listBytes.buffer);
   private listBytesUsed = 0;
@@ -700,10 +702,6 @@ export class SnapshotBuilder implements PickleBuilder {
     for (k = head + 4 * w; k < span; k++) if (b[p + k] !== kept[at + k]) return false;
     return true;
   }
-
-
-
-
 
   newList(): unknown {
     return new RawList();
