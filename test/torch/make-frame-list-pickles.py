@@ -7,7 +7,7 @@
 # [fb, fc] of entry 20 repeats the bytes of entry 19's but not its frames.
 #
 # usage: python3 make-frame-list-pickles.py [reput]  -> the pickle on stdout
-import pickle, pickletools, json, base64, sys, struct
+import pickle, pickletools, sys, struct
 def frame(n, l): return {'filename': 'x.py', 'line': l, 'name': n}
 def build(pad):
     fa, fb, fc, fd = frame('fa', 1), frame('fb', 2), frame('fc', 3), frame('fd', 4)
