@@ -555,12 +555,7 @@ function primeFor(totalBytes: number): void {
     // In small pieces and into small tables, so that the paths where a piece ends and where a
     // column grows are met as well.
     const bytes = primerSnapshotBytes();
-    const readAt: ReadAt = (into, offset) => {
-      const n = Math.min(into.length, bytes.length - offset);
-      into.set(bytes.subarray(offset, offset + n));
-      return n;
-    };
-    readPieces(readAt, bytes.length, { pieceBytes: PRIMER_PIECE_BYTES }, PRIMER_TABLE_CAPACITY);
+    readPieces(readerOf(bytes), bytes.length, { pieceBytes: PRIMER_PIECE_BYTES }, PRIMER_TABLE_CAPACITY);
   } catch {
     // The primer only makes the read faster; it must never be why a read fails (its tests check it reads).
   }
@@ -591,6 +586,15 @@ const DEFAULT_PIECE_BYTES = 8 << 20;
 
 /** Reads up to `into.length` bytes of the file at `fileOffset` into `into`; returns how many. */
 export type ReadAt = (into: Uint8Array, fileOffset: number) => number;
+
+/** A ReadAt over bytes already in memory (the primer; tests that read a buffer in pieces). */
+export function readerOf(bytes: Uint8Array): ReadAt {
+  return (into, fileOffset) => {
+    const n = Math.min(into.length, bytes.length - fileOffset);
+    into.set(bytes.subarray(fileOffset, fileOffset + n));
+    return n;
+  };
+}
 
 /** As for `readSnapshot`, except that `onProgress` is called after each piece (8 MiB by default). */
 export interface ReadSnapshotPiecesOptions extends ReadSnapshotOptions {

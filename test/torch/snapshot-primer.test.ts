@@ -3,20 +3,12 @@
 import { describe, it, expect } from 'vitest';
 import { readPickle } from '../../src/torch/pickle/reader.js';
 import { writePickle } from '../../src/torch/pickle/writer.js';
-import { normaliseSnapshot, readSnapshot, readSnapshotPieces, snapshotReaderPrimed, type ReadAt } from '../../src/torch/snapshot-decoder.js';
+import { normaliseSnapshot, readerOf, readSnapshot, readSnapshotPieces, snapshotReaderPrimed } from '../../src/torch/snapshot-decoder.js';
 import { primerSnapshotBytes } from '../../src/torch/snapshot-primer.js';
 import { writePrimerSnapshot } from '../../src/torch/snapshot-primer-source.js';
 import { python } from './python.js';
 import { resolved } from './resolved-snapshot.js';
 
-/** A ReadAt over bytes in memory. */
-const readerOf =
-  (bytes: Uint8Array): ReadAt =>
-  (into, at) => {
-    const n = Math.min(into.length, bytes.length - at);
-    into.set(bytes.subarray(at, at + n));
-    return n;
-  };
 const piecesOf = (bytes: Uint8Array, pieceBytes: number) => readSnapshotPieces(readerOf(bytes), bytes.length, { pieceBytes });
 
 describe('the primer snapshot', () => {

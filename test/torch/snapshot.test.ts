@@ -4,7 +4,7 @@ import { resolve } from 'node:path';
 import { MemscopeError } from '../../src/core/errors.js';
 import { readPickle } from '../../src/torch/pickle/reader.js';
 import { writePickle } from '../../src/torch/pickle/writer.js';
-import { readSnapshotPieces } from '../../src/torch/snapshot-decoder.js';
+import { readerOf, readSnapshotPieces } from '../../src/torch/snapshot-decoder.js';
 import { readSnapshotFile } from '../../src/torch/snapshot-node.js';
 import {
   blockAt,
@@ -150,11 +150,7 @@ describe('readSnapshot on every real PyTorch snapshot', () => {
       // The generic path (readPickle + normaliseSnapshot) builds the same model.
       expect(resolved(normaliseSnapshot(readPickle(bytes)))).toEqual(resolved(s));
       // So does reading the file in small pieces (the machine resumes at opcode boundaries).
-      const pieces = readSnapshotPieces((into, at) => {
-        const n = Math.min(into.length, bytes.length - at);
-        into.set(bytes.subarray(at, at + n));
-        return n;
-      }, bytes.length, { pieceBytes: 4096 });
+      const pieces = readSnapshotPieces(readerOf(bytes), bytes.length, { pieceBytes: 4096 });
       expect(resolved(pieces)).toEqual(resolved(s));
     });
   }
@@ -166,15 +162,7 @@ describe('readSnapshot on every real PyTorch snapshot', () => {
     const bytes = readFileSync(resolve(local, 'small_3seg.pickle'));
     const whole = resolved(readSnapshot(bytes));
     for (let size = 64; size <= 400; size++) {
-      const s = readSnapshotPieces(
-        (into, at) => {
-          const n = Math.min(into.length, bytes.length - at);
-          into.set(bytes.subarray(at, at + n));
-          return n;
-        },
-        bytes.length,
-        { pieceBytes: size },
-      );
+      const s = readSnapshotPieces(readerOf(bytes), bytes.length, { pieceBytes: size });
       expect(resolved(s), `pieces of ${size} bytes`).toEqual(whole);
     }
   });
