@@ -4,13 +4,13 @@
  * APPENDS, everything else kept as generic nodes for the assembler (snapshot-decoder.ts).
  */
 import { decodeLong, decodeUtf8, pickleError, type FastLane, type PickleBuilder } from './pickle/machine.js';
+import { PickleMemo } from './pickle/memo.js';
 import {
   BLOCK,
   FRAME,
   FastPathBail,
   GENERIC,
   MAX_RELEASED_SLOT,
-  RELEASED,
   RawDict,
   RawList,
   SEGMENT,
@@ -53,10 +53,9 @@ function bitCount(x: number): number {
 // The recognising builder (fast path)
 
 export class SnapshotBuilder implements PickleBuilder {
-  private memo: unknown[] = [];
+  private memo = new PickleMemo();
+  /** Per memo index: the kind of node a released entry was (its id is kept by the memo). */
   private releasedKind: Uint8Array;
-  private releasedId: Int32Array;
-  readonly memoSentinel = RELEASED;
   readonly memoCapacityHint: number;
 
   /** `expectedMemo`: a guess from the file size (PyTorch memoizes ~1 value per 40–50 bytes). */
@@ -67,10 +66,9 @@ export class SnapshotBuilder implements PickleBuilder {
     this.memoCapacityHint = expectedMemo;
     // Zero-filled lazily by the OS: capacity that is never used costs address space only.
     this.releasedKind = new Uint8Array(Math.min(expectedMemo, MAX_RELEASED_SLOT));
-    this.releasedId = new Int32Array(Math.min(expectedMemo, MAX_RELEASED_SLOT));
   }
 
-  attachMemo(memo: unknown[]): void {
+  attachMemo(memo: PickleMemo): void {
     this.memo = memo;
   }
 
@@ -95,28 +93,23 @@ export class SnapshotBuilder implements PickleBuilder {
    */
   private release(node: RawDict | RawList, kind: number, id: number): void {
     const slot = node.slot;
-    if (slot < 0 || slot >= MAX_RELEASED_SLOT || this.memo[slot] !== node) return;
+    if (slot < 0 || slot >= MAX_RELEASED_SLOT || this.memo.valueAt(slot) !== node) return;
     this.releaseSlot(slot, kind, id);
   }
 
+  /** `slot` is inside the memo's index (a lane checked it is free, or it holds the node released). */
   private releaseSlot(slot: number, kind: number, id: number): void {
     if (slot >= this.releasedKind.length) {
-      const size = Math.max(slot + 1, this.releasedKind.length * 2, 1024);
-      const kinds = new Uint8Array(size);
+      const kinds = new Uint8Array(Math.max(slot + 1, this.releasedKind.length * 2, 1024));
       kinds.set(this.releasedKind);
-      const ids = new Int32Array(size);
-      ids.set(this.releasedId);
       this.releasedKind = kinds;
-      this.releasedId = ids;
     }
     this.releasedKind[slot] = kind;
-    this.releasedId[slot] = id;
-    this.memo[slot] = RELEASED;
+    this.memo.release(slot, id);
   }
 
-  materialize(index: number): unknown {
+  materialize(index: number, id: number): unknown {
     const kind = this.releasedKind[index]!;
-    const id = this.releasedId[index]!;
     let node: RawDict | RawList;
     if (kind === STACK) {
       node = new RawList();
@@ -133,7 +126,7 @@ export class SnapshotBuilder implements PickleBuilder {
       node.sealed = true;
     } else node = nodeFor(kind, id);
     node.slot = index;
-    this.memo[index] = node; // later GETs see the same object again
+    this.memo.put(index, node); // later GETs see the same object again
     return node;
   }
 
@@ -209,7 +202,7 @@ export class SnapshotBuilder implements PickleBuilder {
    * up (-1, nothing changed) on anything else, leaving the dict to the general path, whose
    * `trace` / `block` recognisers accept exactly what the lanes accept and more.
    */
-  fastDict(b: Uint8Array, at: number, memo: unknown[], lane: FastLane): number {
+  fastDict(b: Uint8Array, at: number, memo: PickleMemo, lane: FastLane): number {
     const len = b.length;
     const p = at + 3;
     if (p + 1 > len || b[at + 1] !== 0x94 /* MEMOIZE */ || b[at + 2] !== 0x28 /* MARK */) return -1;
@@ -222,7 +215,7 @@ export class SnapshotBuilder implements PickleBuilder {
 
   /** Bit of the key string GET at p (BINGET / LONG_BINGET), or -1; `keyEnd` gets the offset after it. */
   private keyEnd = 0;
-  private laneKey(b: Uint8Array, p: number, memo: unknown[]): number {
+  private laneKey(b: Uint8Array, p: number, memo: PickleMemo): number {
     const len = b.length;
     let keyIndex: number;
     if (b[p] === 0x68 /* BINGET */ && p + 1 < len) {
@@ -234,7 +227,7 @@ export class SnapshotBuilder implements PickleBuilder {
     } else return -1;
     const keySlot = keyIndex & 255;
     if (this.keyCacheIndex[keySlot] === keyIndex) return this.keyCacheBit[keySlot]!;
-    const bit = LANE_KEY_BIT.get(memo[keyIndex]);
+    const bit = LANE_KEY_BIT.get(memo.valueAt(keyIndex));
     if (bit === undefined) return -1;
     this.keyCacheIndex[keySlot] = keyIndex;
     this.keyCacheBit[keySlot] = bit;
@@ -242,14 +235,14 @@ export class SnapshotBuilder implements PickleBuilder {
   }
 
   /** The trace-entry lane (see fastDict) for the dict at `at`. */
-  private fastTrace(b: Uint8Array, at: number, memo: unknown[], lane: FastLane): number {
+  private fastTrace(b: Uint8Array, at: number, memo: PickleMemo, lane: FastLane): number {
     const len = b.length;
     let p = at + 3;
     let charge = 0;
     const t = this.t;
     let next = lane.memoCount;
     const dictSlot = next++;
-    if (memo[dictSlot] !== undefined) return -1;
+    if (!memo.isFree(dictSlot)) return -1;
     let mask = 0;
     let action: unknown = undefined;
     let actionCode = -1;
@@ -303,14 +296,14 @@ export class SnapshotBuilder implements PickleBuilder {
             actionIndex = -1;
             continue;
           }
-          v = memo[index];
+          v = memo.valueAt(index);
           if (bit === 0) actionIndex = index;
         } else if (op === 0x8c /* SHORT_BINUNICODE */ && bit !== 0 && p + 1 < len) {
           const n = b[p + 1]!;
           if (p + 2 + n >= len || b[p + 2 + n] !== 0x94 /* MEMOIZE */) return -1;
           v = decodeUtf8(b, p + 2, p + 2 + n);
           const slot = next++;
-          if (memo[slot] !== undefined) return -1;
+          if (!memo.isFree(slot)) return -1;
           this.laneStrings[newStrings] = v as string;
           this.laneStringSlots[newStrings++] = slot;
           charge += n + 16;
@@ -374,7 +367,7 @@ export class SnapshotBuilder implements PickleBuilder {
     );
     this.releaseSlot(dictSlot, TRACE, id);
     if (hasFrames && this.lfListSlot >= 0) this.releaseSlot(this.lfListSlot, STACK, stack);
-    for (let i = 0; i < newStrings; i++) memo[this.laneStringSlots[i]!] = this.laneStrings[i];
+    for (let i = 0; i < newStrings; i++) memo.put(this.laneStringSlots[i]!, this.laneStrings[i]);
     lane.memoCount = next;
     lane.charge = charge;
     lane.value = nodeFor(TRACE, id);
@@ -385,13 +378,13 @@ export class SnapshotBuilder implements PickleBuilder {
    * The block lane (see fastDict): `{address, size, requested_size?, state, frames?}` as
    * `SnapshotBuilder.block` accepts it (any other key, e.g. legacy `history`, goes generic).
    */
-  private fastBlock(b: Uint8Array, at: number, memo: unknown[], lane: FastLane): number {
+  private fastBlock(b: Uint8Array, at: number, memo: PickleMemo, lane: FastLane): number {
     const len = b.length;
     let p = at + 3;
     let charge = 0;
     let next = lane.memoCount;
     const dictSlot = next++;
-    if (memo[dictSlot] !== undefined) return -1;
+    if (!memo.isFree(dictSlot)) return -1;
     let mask = 0;
     let address = 0;
     let size = 0;
@@ -421,17 +414,17 @@ export class SnapshotBuilder implements PickleBuilder {
       }
       if (bit === STATE_BIT) {
         if (op === 0x68 && p + 1 < len) {
-          state = memo[b[p + 1]!];
+          state = memo.valueAt(b[p + 1]!);
           p += 2;
         } else if (op === 0x6a && p + 4 < len) {
-          state = memo[(b[p + 1]! | (b[p + 2]! << 8) | (b[p + 3]! << 16) | (b[p + 4]! << 24)) >>> 0];
+          state = memo.valueAt((b[p + 1]! | (b[p + 2]! << 8) | (b[p + 3]! << 16) | (b[p + 4]! << 24)) >>> 0);
           p += 5;
         } else if (op === 0x8c /* SHORT_BINUNICODE */ && p + 1 < len) {
           const n = b[p + 1]!;
           if (p + 2 + n >= len || b[p + 2 + n] !== 0x94 /* MEMOIZE */) return -1;
           state = decodeUtf8(b, p + 2, p + 2 + n);
           newState = next++;
-          if (memo[newState] !== undefined) return -1;
+          if (!memo.isFree(newState)) return -1;
           charge += n + 16;
           p += 3 + n;
         } else return -1;
@@ -470,7 +463,7 @@ export class SnapshotBuilder implements PickleBuilder {
     const id = t.pushBlock(address, size, mask & (1 << REQUESTED_BIT) ? requested : size, t.stateCode(state as string), stack);
     this.releaseSlot(dictSlot, BLOCK, id);
     if (hasFrames && this.lfListSlot >= 0) this.releaseSlot(this.lfListSlot, STACK, stack);
-    if (newState >= 0) memo[newState] = state;
+    if (newState >= 0) memo.put(newState, state);
     lane.memoCount = next;
     lane.charge = charge;
     lane.value = nodeFor(BLOCK, id);
@@ -482,7 +475,7 @@ export class SnapshotBuilder implements PickleBuilder {
    * an earlier frames list — into the lf* fields without changing anything; `slot` is the memo
    * slot a new list takes. Returns the offset after the value, or -1 for anything else.
    */
-  private laneFramesValue(b: Uint8Array, p: number, memo: unknown[], slot: number): number {
+  private laneFramesValue(b: Uint8Array, p: number, memo: PickleMemo, slot: number): number {
     const len = b.length;
     this.lfListSlot = -1;
     this.lfCount = -1;
@@ -499,13 +492,18 @@ export class SnapshotBuilder implements PickleBuilder {
         i = (b[p + 1]! | (b[p + 2]! << 8) | (b[p + 3]! << 16) | (b[p + 4]! << 24)) >>> 0;
         p += 5;
       } else return -1;
-      const v = memo[i];
-      if (v === RELEASED && this.releasedKind[i] === STACK) this.lfStack = this.releasedId[i]!;
-      else if (v instanceof RawList && v.stack >= 0) this.lfStack = v.stack;
-      else return -1;
+      const released = memo.releasedId(i);
+      if (released >= 0) {
+        if (this.releasedKind[i] !== STACK) return -1;
+        this.lfStack = released;
+      } else {
+        const v = memo.valueAt(i);
+        if (!(v instanceof RawList) || v.stack < 0) return -1;
+        this.lfStack = v.stack;
+      }
       return p;
     }
-    if (p + 2 > len || b[p + 1] !== 0x94 /* MEMOIZE */ || memo[slot] !== undefined) return -1;
+    if (p + 2 > len || b[p + 1] !== 0x94 /* MEMOIZE */ || !memo.isFree(slot)) return -1;
     this.lfListSlot = slot;
     this.lfCharge = 64; // EMPTY_LIST
     p += 2;
@@ -576,7 +574,7 @@ export class SnapshotBuilder implements PickleBuilder {
       if (this.laneFrames.length < n) this.laneFrames = new Int32Array(n * 2);
       const frames = this.laneFrames;
       for (let k = 0; k < n; k++) {
-        const f = memo[gets[k]!];
+        const f = memo.valueAt(gets[k]!);
         if (!(f instanceof RawDict) || f.kind !== FRAME) return -1;
         frames[k] = f.id;
       }
@@ -585,10 +583,10 @@ export class SnapshotBuilder implements PickleBuilder {
     }
     let f: unknown;
     if (c0 === 0x68 && p + 2 < len && b[p + 2] === 0x61 /* APPEND */) {
-      f = memo[b[p + 1]!];
+      f = memo.valueAt(b[p + 1]!);
       p += 3;
     } else if (c0 === 0x6a && p + 5 < len && b[p + 5] === 0x61) {
-      f = memo[(b[p + 1]! | (b[p + 2]! << 8) | (b[p + 3]! << 16) | (b[p + 4]! << 24)) >>> 0];
+      f = memo.valueAt((b[p + 1]! | (b[p + 2]! << 8) | (b[p + 3]! << 16) | (b[p + 4]! << 24)) >>> 0);
       p += 6;
     } else {
       // an empty list: the next key follows
@@ -607,7 +605,7 @@ export class SnapshotBuilder implements PickleBuilder {
    * `EMPTY_LIST MEMOIZE MARK GET… APPENDS` of memoized frame dicts becomes the interned stack that
    * `appendItems` would make of it — same node, same released memo slot — without the VM stack.
    */
-  fastList(b: Uint8Array, at: number, memo: unknown[], lane: FastLane): number {
+  fastList(b: Uint8Array, at: number, memo: PickleMemo, lane: FastLane): number {
     if (at + 4 > b.length || b[at + 1] !== 0x94 /* MEMOIZE */ || b[at + 2] !== 0x28 /* MARK */) return -1;
     const c = b[at + 3];
     if (c !== 0x68 /* BINGET */ && c !== 0x6a /* LONG_BINGET */) return -1;

@@ -105,8 +105,6 @@ export class RawList {
 export const STACK = 4;
 /** Released memo kind: a segment's `blocks` list (id: the segment's raw id). */
 export const SEGMENT_BLOCKS = 6;
-/** Memo slots whose value was stored in the tables hold this; `materialize` rebuilds a node. */
-export const RELEASED = Symbol('released memo entry');
 /** Memo indices beyond this keep their node (a hostile LONG_BINPUT must not size our side arrays). */
 export const MAX_RELEASED_SLOT = 1 << 28;
 

@@ -15,6 +15,7 @@
  * (an opcode cut short waits for the next piece); `runPickle` runs a whole buffer at once.
  */
 import { MemscopeError } from '../../core/errors.js';
+import { PickleMemo } from './memo.js';
 import { opcodeName } from './opcodes.js';
 
 export interface PickleLimits {
@@ -45,14 +46,14 @@ export interface PickleBuilder {
   appendItems(target: unknown, stack: unknown[], start: number, end: number, at: number): void;
   /** Called once on the value STOP returns. */
   finish(value: unknown): unknown;
-  /** Told the memo array and every memo put, a builder may replace finished values in the memo by
-   * `memoSentinel` (to let them be collected) and rebuild them in `materialize` on a later GET. */
-  attachMemo?(memo: unknown[]): void;
+  /** Told the memo and every memo put, a builder may release finished values from the memo
+   * (`PickleMemo.release`, to let them be collected) and rebuild them in `materialize` on a later GET. */
+  attachMemo?(memo: PickleMemo): void;
   /** `replaced`: the slot held a value already (a re-PUT; CPython never writes one, a hostile file can). */
   onMemoize?(value: unknown, index: number, replaced: boolean): void;
-  readonly memoSentinel?: unknown;
-  materialize?(index: number): unknown;
-  /** Expected number of memo entries: the memo array is allocated at that size up front. */
+  /** The value for a GET of memo entry `index`, which the builder released under `id`. */
+  materialize?(index: number, id: number): unknown;
+  /** Expected number of memo entries: the memo's index is allocated at that size up front. */
   readonly memoCapacityHint?: number;
   /**
    * Optional fast lane, tried at each EMPTY_DICT at offset `at`: a builder that recognises the
@@ -64,9 +65,9 @@ export interface PickleBuilder {
    * `lane.budget`); the machine then proceeds normally, so limit errors and their offsets are the
    * same with or without lanes. It must never throw for bad input.
    */
-  fastDict?(bytes: Uint8Array, at: number, memo: unknown[], lane: FastLane): number;
+  fastDict?(bytes: Uint8Array, at: number, memo: PickleMemo, lane: FastLane): number;
   /** The same for a list, tried at each EMPTY_LIST. */
-  fastList?(bytes: Uint8Array, at: number, memo: unknown[], lane: FastLane): number;
+  fastList?(bytes: Uint8Array, at: number, memo: PickleMemo, lane: FastLane): number;
 }
 
 /** In/out state of `PickleBuilder.fastDict` (one object per read, reused). */
@@ -81,8 +82,6 @@ export interface FastLane {
   charge: number;
   value: unknown;
 }
-
-const NEVER = Symbol('never stored');
 
 /** Tuples are read as frozen arrays (`Object.isFrozen`), so the writer can write them back as tuples. */
 export function makeTuple<T>(items: T[]): readonly T[] {
@@ -270,7 +269,7 @@ export class PickleMachine {
   // The VM stack: a preallocated array and a pointer (setting an array's length is a runtime call).
   private readonly stack: unknown[] = new Array(1024);
   private readonly marks: number[] = [];
-  private readonly memo: unknown[];
+  private readonly memo: PickleMemo;
   private readonly lane: FastLane;
   private sp = 0;
   private memoCount = 0;
@@ -283,8 +282,7 @@ export class PickleMachine {
     private readonly limits: PickleLimits,
     private readonly onProgress?: (bytesRead: number, totalBytes: number) => void,
   ) {
-    // Preallocated (holey) when the builder expects many entries, so it is not regrown and copied.
-    this.memo = builder.memoCapacityHint ? new Array(Math.min(builder.memoCapacityHint, 1 << 24)) : [];
+    this.memo = new PickleMemo(builder.memoCapacityHint ?? 0);
     builder.attachMemo?.(this.memo);
     this.lane = { memoCount: 0, maxMemoEntries: limits.maxMemoEntries, maxSpan: 0, budget: 0, charge: 0, value: null };
     this.budget = limits.maxBytes;
@@ -322,11 +320,14 @@ export class PickleMachine {
     const stack = this.stack;
     const marks = this.marks;
     const memo = this.memo;
+    // The memo's two arrays as locals for GET, the hottest opcode; `refs` is reloaded after a put
+    // (which may grow it).
+    let memoRefs = memo.refs;
+    const memoValues = memo.values;
     const trackMemo = builder.onMemoize !== undefined;
     const hasFastDict = builder.fastDict !== undefined;
     const hasFastList = builder.fastList !== undefined;
     const lane = this.lane;
-    const sentinel = builder.memoSentinel ?? NEVER;
     const maxDepth = limits.maxDepth;
     const maxItems = limits.maxContainerItems;
     const maxMemo = limits.maxMemoEntries;
@@ -343,11 +344,13 @@ export class PickleMachine {
       pickleError('pickle-limit', at, `decoded data exceeds the memory limit of ${limits.maxBytes} bytes (limits.maxBytes)`);
     const tooMany = (at: number): MemscopeError =>
       pickleError('pickle-limit', at, `container with more than ${maxItems} items (limits.maxContainerItems)`);
-    /** A memo entry for GET that is missing or released by the builder. */
+    /** A memo entry for GET that is not a held value in `refs`: released by the builder, sparse, or missing. */
     const memoValue = (i: number, at: number): unknown => {
-      const v = memo[i];
+      const id = memo.releasedId(i);
+      if (id >= 0) return builder.materialize!(i, id);
+      const v = memo.sparseValue(i);
       if (v === undefined) throw pickleError('pickle-corrupt', at, `memo entry ${i} does not exist`);
-      return v === sentinel ? builder.materialize!(i) : v;
+      return v;
     };
 
     try {
@@ -381,8 +384,9 @@ export class PickleMachine {
                 pos += 4;
               }
               if (sp >= maxDepth) throw depthError(at, maxDepth);
-              const v = memo[i];
-              stack[sp++] = v === undefined || v === sentinel ? memoValue(i, at) : v;
+              // Past the end of `refs`, r is undefined and memoValue decides.
+              const r = memoRefs[i]!;
+              stack[sp++] = r > 0 ? memoValues[r - 1] : memoValue(i, at);
               if (pos >= len) break;
               code = b[pos]!;
               if (code !== 0x68 /* BINGET */ && code !== 0x6a /* LONG_BINGET */) break;
@@ -404,12 +408,13 @@ export class PickleMachine {
               pos += 4;
             }
             if (sp === 0 || (marks.length > 0 && marks[marks.length - 1]! >= sp)) throw emptyStackError(b, at);
-            const replaced = memo[i] !== undefined;
+            const replaced = memo.has(i);
             if (!replaced && ++memoCount > maxMemo) {
               throw pickleError('pickle-limit', at, `more than ${maxMemo} memo entries (limits.maxMemoEntries)`);
             }
             const v = stack[sp - 1];
-            memo[i] = v;
+            memo.put(i, v);
+            memoRefs = memo.refs;
             if (trackMemo) builder.onMemoize!(v, i, replaced);
             break;
           }
