@@ -213,8 +213,30 @@ export function snapshotDevices(snapshot: MemorySnapshot): number[] {
   return [...set].sort((a, b) => a - b);
 }
 
+/**
+ * Totals already computed, per snapshot and device (null: all devices). `memscope summary` asks
+ * for the whole snapshot's and then, for memory_stats, each device's: on a one-device snapshot
+ * they are the same walk over every block, ~25 ms on the 97 MB bench file in a fresh process. A
+ * snapshot is not changed after it is read; the cached totals are frozen.
+ */
+const totalsCache = new WeakMap<MemorySnapshot, Map<number | null, SnapshotTotals>>();
+
 /** Reserved / allocated / active / requested totals, per pool, from segment fields and from blocks. */
 export function snapshotTotals(snapshot: MemorySnapshot, device: number | null = null): SnapshotTotals {
+  let cached = totalsCache.get(snapshot);
+  if (cached === undefined) totalsCache.set(snapshot, (cached = new Map()));
+  let totals = cached.get(device);
+  if (totals === undefined) {
+    const whole = device === null ? undefined : cached.get(null);
+    // Every segment on this device: its totals are the whole snapshot's.
+    totals = whole !== undefined && snapshot.segments.every((s) => s.device === device) ? { ...whole, device } : computeTotals(snapshot, device);
+    for (const pool of [totals.all, totals.large, totals.small]) Object.freeze(pool);
+    cached.set(device, Object.freeze(totals));
+  }
+  return totals;
+}
+
+function computeTotals(snapshot: MemorySnapshot, device: number | null): SnapshotTotals {
   const pools = { all: emptyPool(), large: emptyPool(), small: emptyPool() };
   const stateAllocated = snapshot.stateNames.indexOf('active_allocated');
   // Per state code, once: is it an active state?
