@@ -48,7 +48,7 @@ r = resource.getrusage(resource.RUSAGE_SELF)
 print(json.dumps({'loadMs': load * 1000, 'cpuMs': (r.ru_utime + r.ru_stime) * 1000, 'maxRssBytes': r.ru_maxrss * 1024}))`;
 
 /** `memscope summary FILE --json` end to end through the real CLI, under /usr/bin/time -v. */
-const cliMain = resolve(here, '../dist/cli/main.js');
+const cliMain = resolve(here, '../dist/cli/memscope.js');
 function runCli(file) {
   if (!existsSync(cliMain) || !existsSync('/usr/bin/time')) return null;
   const t = performance.now();

@@ -1,6 +1,6 @@
 import { describe, it, expect, beforeAll, vi } from 'vitest';
 import { execFileSync, spawnSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { readSnapshot, type MemorySnapshot } from '../../src/torch/snapshot.js';
@@ -399,5 +399,38 @@ describe('the CLI', () => {
     }
     expect(cli('--help').stdout).toMatch(/summary \[options\] <file>[\s\S]*plot \[options\] <file>/);
     expect(cli('no-such-verb').status).toBe(2);
+  }, 180_000);
+});
+
+describe('the built bin (dist/cli/memscope.js, bundled by scripts/build-cli.mjs)', () => {
+  const bin = path.join(repoRoot, 'dist/cli/memscope.js');
+  const run = (...args: string[]) => spawnSync(process.execPath, [bin, ...args], { encoding: 'utf8', cwd: tmp, maxBuffer: 1 << 26 });
+  const fromSource = (...args: string[]) =>
+    spawnSync(path.join(repoRoot, 'node_modules/.bin/tsx'), [path.join(repoRoot, 'src/cli/main.ts'), ...args], { encoding: 'utf8', cwd: tmp, maxBuffer: 1 << 26 });
+
+  it('is the package bin, and answers as the source CLI does, bundled verbs and the rest alike', () => {
+    expect(existsSync(bin), 'run `npm run build` first').toBe(true);
+    expect(JSON.parse(readFileSync(path.join(repoRoot, 'package.json'), 'utf8')).bin).toEqual({ memscope: 'dist/cli/memscope.js' });
+    const traces = path.join(shared, 'torch-traces');
+    for (const args of [
+      ['summary', snapshotPath('newest_format_trace'), '--json'],
+      ['stats', snapshotPath('small_3seg'), '--json'],
+      ['summary', path.join(traces, 'kineto_modern_memory.json.gz'), '--json', '--top', '3'],
+      ['trace', snapshotPath('small_3seg')],
+    ]) {
+      const built = run(...args);
+      expect({ args, status: built.status, stderr: built.stderr }).toEqual({ args, status: 0, stderr: '' });
+      expect(built.stdout).toBe(fromSource(...args).stdout);
+    }
+    // Bad input inside a bundled verb and inside one loaded from dist/ (replay): one line, exit 1,
+    // so MemscopeError is one class on both sides.
+    writeFileSync(path.join(tmp, 'garbage.json.gz'), Buffer.from([0x1f, 0x8b, 8, 0, 0, 0, 0, 0, 0, 3, 1, 2, 3, 4, 5]));
+    for (const args of [['summary', 'garbage.json.gz'], ['replay', 'garbage.json.gz']]) {
+      const bad = run(...args);
+      expect({ args, status: bad.status, lines: bad.stderr.trim().split('\n').length }).toEqual({ args, status: 1, lines: 1 });
+      expect(bad.stderr).toMatch(/^memscope: garbage\.json\.gz: /);
+    }
+    expect(run('demo', '--help').stdout).toMatch(/^Usage: memscope demo/);
+    expect(run('no-such-verb').status).toBe(2);
   }, 180_000);
 });
