@@ -130,6 +130,26 @@ sys.stdout.buffer.write(pickle.dumps([Evil()], protocol=2))`));
     expect(errorOf(() => readPickle(new TextEncoder().encode('(lp0\nI1\na.'))).code).toBe('pickle-unsupported');
   });
 
+  it('memo indices anywhere in 32 bits: far ones do not size the memo, near ones grow it, missing ones are named', () => {
+    const le32 = (i: number) => [i & 0xff, (i >>> 8) & 0xff, (i >>> 16) & 0xff, i >>> 24];
+    // [x, x, y, y] with x = ['far'] put at LONG_BINPUT 0xfffffff0 and y = 'near' at 5000 (past the
+    // memo's first 1024 entries), each read back by LONG_BINGET: shared references stay shared.
+    const far = 0xfffffff0;
+    const shared = Uint8Array.from([
+      0x80, 0x04, 0x5d, 0x28, // PROTO 4, EMPTY_LIST, MARK
+      0x5d, 0x8c, 0x03, ...new TextEncoder().encode('far'), 0x61, 0x72, ...le32(far), // ['far'], LONG_BINPUT far
+      0x6a, ...le32(far), // LONG_BINGET far
+      0x8c, 0x04, ...new TextEncoder().encode('near'), 0x72, ...le32(5000), 0x6a, ...le32(5000),
+      0x65, 0x2e, // APPENDS, STOP
+    ]);
+    const list = readPickle(shared) as PickleValue[];
+    expect(list).toEqual([['far'], ['far'], 'near', 'near']);
+    expect(list[0]).toBe(list[1]);
+    expect(errorOf(() => readPickle(Uint8Array.of(0x80, 0x04, 0x6a, ...le32(far), 0x2e))).message).toBe(
+      `pickle: memo entry ${far} does not exist at offset 2`,
+    );
+  });
+
   it('refuses out-of-band buffers clearly', () => {
     expect(errorOf(() => readPickle(Uint8Array.of(0x80, 0x05, 0x97, 0x2e))).message).toMatch(/NEXT_BUFFER \(0x97\).*out-of-band/);
   });
