@@ -3,7 +3,7 @@
  * from the opcode bytes, frames / blocks / trace entries / frame lists recognised at SETITEMS and
  * APPENDS, everything else kept as generic nodes for the assembler (snapshot-decoder.ts).
  */
-import { decodeLong, decodeUtf8, pickleError, type FastLane, type PickleBuilder } from './pickle/machine.js';
+import { DEFAULT_PICKLE_LIMITS, decodeLong, decodeUtf8, makeTuple, pickleError, type FastLane, type PickleBuilder } from './pickle/machine.js';
 import { PickleMemo } from './pickle/memo.js';
 import {
   BLOCK,
@@ -11,6 +11,7 @@ import {
   FastPathBail,
   GENERIC,
   MAX_RELEASED_SLOT,
+  POOL_TUPLE,
   RawDict,
   RawList,
   SEGMENT,
@@ -34,7 +35,19 @@ const ACTION_BIT = TRACE_KEY_BIT.get('action')!;
 const ADDRESS_BIT = TRACE_KEY_COUNT;
 const REQUESTED_BIT = TRACE_KEY_COUNT + 1;
 const STATE_BIT = TRACE_KEY_COUNT + 2;
-const LANE_KEY_BIT = new Map<unknown, number>([...TRACE_KEY_BIT, ['address', ADDRESS_BIT], ['requested_size', REQUESTED_BIT], ['state', STATE_BIT]]);
+// Then the segment keys that are neither trace nor block keys.
+const DEVICE_BIT = TRACE_KEY_COUNT + 3;
+const SEGMENT_ONLY_KEYS = ['device', 'total_size', 'allocated_size', 'active_size', 'segment_type', 'segment_pool_id', 'is_expandable', 'blocks'];
+const LANE_KEY_BIT = new Map<unknown, number>([
+  ...TRACE_KEY_BIT,
+  ['address', ADDRESS_BIT],
+  ['requested_size', REQUESTED_BIT],
+  ['state', STATE_BIT],
+  ...SEGMENT_ONLY_KEYS.map((k, i): [string, number] => [k, DEVICE_BIT + i]),
+]);
+/** Lane key bit → the key's bit in SEGMENT_KEYS, or -1 for a key segments do not have. */
+const SEGMENT_BIT_OF_LANE_BIT = new Int8Array(DEVICE_BIT + SEGMENT_ONLY_KEYS.length).fill(-1);
+for (const [key, bit] of SEGMENT_KEY_BIT) SEGMENT_BIT_OF_LANE_BIT[LANE_KEY_BIT.get(key)!] = bit;
 const BLOCK_KEY_MASK = (1 << ADDRESS_BIT) | (1 << SIZE_BIT) | (1 << REQUESTED_BIT) | (1 << STATE_BIT) | (1 << FRAMES_BIT);
 const BLOCK_REQUIRED_MASK = (1 << ADDRESS_BIT) | (1 << SIZE_BIT) | (1 << STATE_BIT);
 
@@ -58,10 +71,15 @@ export class SnapshotBuilder implements PickleBuilder {
   private releasedKind: Uint8Array;
   readonly memoCapacityHint: number;
 
-  /** `expectedMemo`: a guess from the file size (PyTorch memoizes ~1 value per 40–50 bytes). */
+  /**
+   * `expectedMemo`: a guess from the file size (PyTorch memoizes ~1 value per 40–50 bytes).
+   * `maxItems`: limits.maxContainerItems, which a list or dict filled by several APPENDS /
+   * SETITEMS batches must not pass in total (the machine checks each batch).
+   */
   constructor(
     private readonly t: SnapshotTables,
     expectedMemo = 0,
+    private readonly maxItems = DEFAULT_PICKLE_LIMITS.maxContainerItems,
   ) {
     this.memoCapacityHint = expectedMemo;
     // Zero-filled lazily by the OS: capacity that is never used costs address space only.
@@ -81,6 +99,7 @@ export class SnapshotBuilder implements PickleBuilder {
   private forgetMemoCaches(): void {
     this.keyCacheIndex.fill(-1);
     this.actionCacheIndex.fill(-1);
+    this.typeCacheIndex.fill(-1);
     this.listSlotFirst.fill(-1);
     this.listSlotAligned.fill(-1);
     this.listBytesUsed = 0;
@@ -111,6 +130,13 @@ export class SnapshotBuilder implements PickleBuilder {
   materialize(index: number, id: number): unknown {
     const kind = this.releasedKind[index]!;
     let node: RawDict | RawList;
+    if (kind === POOL_TUPLE) {
+      // The segment lane stored the pair in the segment columns; the same tuple the machine makes.
+      const t = this.t;
+      const tuple = makeTuple([t.sPool0.data[id]!, t.sPool1.data[id]!]);
+      this.memo.put(index, tuple);
+      return tuple;
+    }
     if (kind === STACK) {
       node = new RawList();
       node.stack = id;
@@ -210,6 +236,267 @@ export class SnapshotBuilder implements PickleBuilder {
     const first = this.laneKey(b, p, memo);
     if (first === ACTION_BIT) return this.fastTrace(b, at, memo, lane);
     if (first === ADDRESS_BIT) return this.fastBlock(b, at, memo, lane);
+    if (first === DEVICE_BIT) return this.fastSegment(b, at, memo, lane);
+    return -1;
+  }
+
+  /**
+   * The int at p for the lanes (BININT1 / BININT2 / BININT, or a LONG1 that is a safe integer),
+   * with `intEnd` set to the offset after it; NaN for anything else (NaN is no pickled int).
+   */
+  private intEnd = 0;
+  private laneInt(b: Uint8Array, p: number): number {
+    const len = b.length;
+    const op = b[p];
+    if (op === 0x4b /* BININT1 */ && p + 1 < len) {
+      this.intEnd = p + 2;
+      return b[p + 1]!;
+    }
+    if (op === 0x4d /* BININT2 */ && p + 2 < len) {
+      this.intEnd = p + 3;
+      return b[p + 1]! | (b[p + 2]! << 8);
+    }
+    if (op === 0x4a /* BININT */ && p + 4 < len) {
+      this.intEnd = p + 5;
+      return b[p + 1]! | (b[p + 2]! << 8) | (b[p + 3]! << 16) | (b[p + 4]! << 24);
+    }
+    if (op === 0x8a /* LONG1 */ && p + 1 < len) {
+      const n = b[p + 1]!;
+      if (n > 8 || p + 2 + n > len) return NaN;
+      const x = decodeLong(b, p + 2, n);
+      if (typeof x !== 'number') return NaN;
+      this.intEnd = p + 2 + n;
+      return x;
+    }
+    return NaN;
+  }
+
+  /** Direct-mapped cache: memo index of a segment_type string → its code in the tables. */
+  private readonly typeCacheIndex = new Int32Array(64).fill(-1);
+  private readonly typeCacheCode = new Int32Array(64);
+
+  /**
+   * The segment lane (see fastDict): a segment dict as `segment` accepts it, its blocks through
+   * `fastBlock` and its frames through `laneFramesValue`, so that no key, value or block list goes
+   * through the VM stack and no generic dict or pool tuple is made per segment. PyTorch writes
+   *   EMPTY_DICT MEMOIZE MARK (key value)* SETITEMS
+   * with keys as GETs, ints, `segment_type` as a GET or a new string, `segment_pool_id` as
+   * `int int TUPLE2 MEMOIZE`, `is_expandable` as NEWTRUE / NEWFALSE, and `blocks` as
+   * `EMPTY_LIST MEMOIZE` then nothing, one `block APPEND`, or `MARK block… APPENDS` batches.
+   *
+   * Unlike the other lanes it commits before it knows it will succeed: each block is pushed by
+   * `fastBlock` as it is read. Giving up then undoes that (`abandonSegment`: the blocks dropped,
+   * the memo entries taken emptied), so the general path finds everything as it was; interned
+   * stacks and states stay, which changes no result.
+   */
+  private fastSegment(b: Uint8Array, at: number, memo: PickleMemo, lane: FastLane): number {
+    // Nesting: the segment's MARK, its blocks list's, a block's and that block's frames list's.
+    if (lane.markRoom < 4) return -1;
+    const len = b.length;
+    const t = this.t;
+    const firstSlot = lane.memoCount;
+    const maxSpan = lane.maxSpan;
+    const budget = lane.budget;
+    const firstBlock = t.bSize.length;
+    let p = at + 3;
+    let charge = 0;
+    let next = firstSlot;
+    const dictSlot = next++;
+    if (!memo.isFree(dictSlot)) return -1;
+    let mask = 0;
+    let device = NaN, address = NaN, total = NaN, allocated = NaN, active = NaN, requested = NaN, stream = NaN;
+    let pool0 = NaN, pool1 = NaN;
+    let poolSlot = -1;
+    let type = -1;
+    let typeString: string | null = null;
+    let typeSlot = -1;
+    let expandable = 2;
+    let stack = 0;
+    let blocksSlot = -1;
+    let blockCount = 0;
+    for (;;) {
+      if (p >= len) return this.abandonSegment(memo, firstSlot, next, firstBlock);
+      if (b[p] === 0x75 /* SETITEMS */) {
+        p++;
+        break;
+      }
+      const laneBit = this.laneKey(b, p, memo);
+      const bit = laneBit < 0 ? -1 : SEGMENT_BIT_OF_LANE_BIT[laneBit]!;
+      if (bit < 0 || mask & (1 << bit)) return this.abandonSegment(memo, firstSlot, next, firstBlock);
+      mask |= 1 << bit;
+      p = this.keyEnd;
+      if (p >= len) return this.abandonSegment(memo, firstSlot, next, firstBlock);
+      const op = b[p]!;
+      if (bit <= 6) {
+        // ints; None only where `segment` reads it as "not given"
+        let v = NaN;
+        if (op === 0x4e /* NONE */ && (bit === 0 || bit === 5 || bit === 6)) p++;
+        else {
+          v = this.laneInt(b, p);
+          if (Number.isNaN(v)) return this.abandonSegment(memo, firstSlot, next, firstBlock);
+          p = this.intEnd;
+        }
+        if (bit === 0) device = v;
+        else if (bit === 1) address = v;
+        else if (bit === 2) total = v;
+        else if (bit === 3) allocated = v;
+        else if (bit === 4) active = v;
+        else if (bit === 5) requested = v;
+        else stream = v;
+      } else if (bit === 7) {
+        // segment_type: a string seen before, or a new one
+        let index = -1;
+        if (op === 0x68 /* BINGET */ && p + 1 < len) {
+          index = b[p + 1]!;
+          p += 2;
+        } else if (op === 0x6a /* LONG_BINGET */ && p + 4 < len) {
+          index = (b[p + 1]! | (b[p + 2]! << 8) | (b[p + 3]! << 16) | (b[p + 4]! << 24)) >>> 0;
+          p += 5;
+        }
+        if (index >= 0) {
+          const cached = index & 63;
+          if (this.typeCacheIndex[cached] === index) type = this.typeCacheCode[cached]!;
+          else {
+            const v = memo.valueAt(index);
+            if (typeof v !== 'string') return this.abandonSegment(memo, firstSlot, next, firstBlock);
+            type = t.segmentTypeCode(v);
+            this.typeCacheIndex[cached] = index;
+            this.typeCacheCode[cached] = type;
+          }
+        } else if (op === 0x8c /* SHORT_BINUNICODE */ && p + 1 < len) {
+          const n = b[p + 1]!;
+          if (p + 2 + n >= len || b[p + 2 + n] !== 0x94 /* MEMOIZE */) return this.abandonSegment(memo, firstSlot, next, firstBlock);
+          typeSlot = next++;
+          if (!memo.isFree(typeSlot)) return this.abandonSegment(memo, firstSlot, next - 1, firstBlock);
+          typeString = decodeUtf8(b, p + 2, p + 2 + n);
+          type = t.segmentTypeCode(typeString);
+          charge += n + 16;
+          p += 3 + n;
+        } else return this.abandonSegment(memo, firstSlot, next, firstBlock);
+      } else if (bit === 8) {
+        // segment_pool_id: None, `int int TUPLE2 MEMOIZE`, or a GET of such a pair
+        if (op === 0x4e /* NONE */) p++;
+        else if (op === 0x68 /* BINGET */ || op === 0x6a /* LONG_BINGET */) {
+          let index = -1;
+          if (op === 0x68 && p + 1 < len) {
+            index = b[p + 1]!;
+            p += 2;
+          } else if (op === 0x6a && p + 4 < len) {
+            index = (b[p + 1]! | (b[p + 2]! << 8) | (b[p + 3]! << 16) | (b[p + 4]! << 24)) >>> 0;
+            p += 5;
+          } else return this.abandonSegment(memo, firstSlot, next, firstBlock);
+          const released = memo.releasedId(index);
+          if (released >= 0 && this.releasedKind[index] === POOL_TUPLE) {
+            pool0 = t.sPool0.data[released]!;
+            pool1 = t.sPool1.data[released]!;
+          } else {
+            const v = memo.valueAt(index);
+            if (!Array.isArray(v) || v.length !== 2 || !safeInt(v[0]) || !safeInt(v[1])) return this.abandonSegment(memo, firstSlot, next, firstBlock);
+            pool0 = v[0];
+            pool1 = v[1];
+          }
+        } else {
+          pool0 = this.laneInt(b, p);
+          if (Number.isNaN(pool0)) return this.abandonSegment(memo, firstSlot, next, firstBlock);
+          pool1 = this.laneInt(b, this.intEnd);
+          if (Number.isNaN(pool1)) return this.abandonSegment(memo, firstSlot, next, firstBlock);
+          p = this.intEnd;
+          if (p + 1 >= len || b[p] !== 0x86 /* TUPLE2 */ || b[p + 1] !== 0x94 /* MEMOIZE */) return this.abandonSegment(memo, firstSlot, next, firstBlock);
+          poolSlot = next++;
+          if (!memo.isFree(poolSlot)) return this.abandonSegment(memo, firstSlot, next - 1, firstBlock);
+          p += 2;
+        }
+      } else if (bit === 9) {
+        if (op === 0x88 /* NEWTRUE */) expandable = 1;
+        else if (op === 0x89 /* NEWFALSE */) expandable = 0;
+        else return this.abandonSegment(memo, firstSlot, next, firstBlock);
+        p++;
+      } else if (bit === 10) {
+        // frames: None, or a frames list (interned now: a block's frames reuse the lf* fields)
+        if (op === 0x4e /* NONE */) {
+          stack = 0;
+          p++;
+        } else {
+          p = this.laneFramesValue(b, p, memo, next);
+          if (p < 0) return this.abandonSegment(memo, firstSlot, next, firstBlock);
+          charge += this.lfCharge;
+          stack = this.commitFrames(b);
+          if (this.lfListSlot >= 0) {
+            next++;
+            this.releaseSlot(this.lfListSlot, STACK, stack);
+          }
+        }
+      } else {
+        // blocks: None, or a new list of blocks
+        if (op === 0x4e /* NONE */) {
+          p++;
+          continue;
+        }
+        if (op !== 0x5d /* EMPTY_LIST */ || p + 2 >= len || b[p + 1] !== 0x94 /* MEMOIZE */) return this.abandonSegment(memo, firstSlot, next, firstBlock);
+        blocksSlot = next++;
+        if (!memo.isFree(blocksSlot)) return this.abandonSegment(memo, firstSlot, next - 1, firstBlock);
+        charge += 64;
+        p += 2;
+        if (b[p] === 0x7d /* EMPTY_DICT */) {
+          // one block: `block APPEND`
+          p = this.laneBlock(b, p, memo, lane, next, budget - charge);
+          if (p < 0 || p >= len || b[p] !== 0x61 /* APPEND */) return this.abandonSegment(memo, firstSlot, Math.max(next, lane.memoCount), firstBlock);
+          next = lane.memoCount;
+          charge += lane.charge + 16;
+          blockCount = 1;
+          p++;
+        } else {
+          // `MARK block… APPENDS` batches (PyTorch's pickler writes 1000 per batch)
+          while (p < len && b[p] === 0x28 /* MARK */) {
+            p++;
+            let batch = 0;
+            while (p < len && b[p] === 0x7d /* EMPTY_DICT */) {
+              p = this.laneBlock(b, p, memo, lane, next, budget - charge);
+              if (p < 0) return this.abandonSegment(memo, firstSlot, next, firstBlock);
+              next = lane.memoCount;
+              charge += lane.charge;
+              batch++;
+            }
+            if (p >= len || b[p] !== 0x65 /* APPENDS */) return this.abandonSegment(memo, firstSlot, next, firstBlock);
+            p++;
+            charge += 8 * batch;
+            blockCount += batch;
+          }
+        }
+      }
+    }
+    if (Number.isNaN(address) || Number.isNaN(total) || next > lane.maxMemoEntries) return this.abandonSegment(memo, firstSlot, next, firstBlock);
+    // SETITEMS takes 8 per key and per value.
+    charge += 16 * bitCount(mask);
+    if (p - at > maxSpan || charge > budget) return this.abandonSegment(memo, firstSlot, next, firstBlock);
+    // Commit (the blocks are in already).
+    const id = t.pushSegment(mask, device, address, total, allocated, active, requested, stream, type, pool0, pool1, expandable, stack, null, firstBlock, blockCount);
+    this.releaseSlot(dictSlot, SEGMENT, id);
+    if (blocksSlot >= 0) this.releaseSlot(blocksSlot, SEGMENT_BLOCKS, id);
+    if (poolSlot >= 0) this.releaseSlot(poolSlot, POOL_TUPLE, id);
+    if (typeSlot >= 0) memo.put(typeSlot, typeString);
+    lane.memoCount = next;
+    lane.charge = charge;
+    lane.value = nodeFor(SEGMENT, id);
+    return p;
+  }
+
+  /**
+   * `fastBlock` at p for the segment lane, with memo slots from `next` and `budget` left. Sets
+   * lane.memoCount, and lane.charge including the 64 the machine takes for EMPTY_DICT before a lane.
+   */
+  private laneBlock(b: Uint8Array, p: number, memo: PickleMemo, lane: FastLane, next: number, budget: number): number {
+    lane.memoCount = next;
+    lane.budget = budget - 64;
+    const end = this.fastBlock(b, p, memo, lane);
+    lane.charge += 64;
+    return end;
+  }
+
+  /** The segment lane gives up: undoes what it committed (blocks from `firstBlock`, memo entries [fromSlot, toSlot)). */
+  private abandonSegment(memo: PickleMemo, fromSlot: number, toSlot: number, firstBlock: number): number {
+    memo.forget(fromSlot, toSlot);
+    this.t.truncateBlocks(firstBlock);
     return -1;
   }
 
@@ -753,6 +1040,8 @@ export class SnapshotBuilder implements PickleBuilder {
       }
       target.items.push(x);
     }
+    const size = target.items !== null ? target.items.length : target.ids !== null ? target.ids.length : 0;
+    if (size > this.maxItems) throw pickleError('pickle-limit', at, `list with more than ${this.maxItems} items`);
   }
 
   private readonly frameNodes: RawDict[] = [];
@@ -794,6 +1083,7 @@ export class SnapshotBuilder implements PickleBuilder {
       }
       map.set(key, stack[i + 1]);
     }
+    if (map.size > this.maxItems) throw pickleError('pickle-limit', at, `dict with more than ${this.maxItems} items`);
   }
 
   finish(value: unknown): unknown {

@@ -583,7 +583,7 @@ export function readSnapshot(bytes: Uint8Array, options: ReadSnapshotOptions = {
   const tables = new SnapshotTables(Math.max(1024, Math.min(Math.floor(bytes.length / 100), 1 << 27)));
   let root: unknown;
   try {
-    root = runPickle(bytes, new SnapshotBuilder(tables, Math.floor(bytes.length / 40)), limits, options.onProgress);
+    root = runPickle(bytes, new SnapshotBuilder(tables, Math.floor(bytes.length / 40), limits.maxContainerItems), limits, options.onProgress);
   } catch (e) {
     if (!(e instanceof FastPathBail)) throw e;
     // Something the fast path does not model (e.g. a recognised dict modified later): read generically.
@@ -630,7 +630,7 @@ export function readSnapshotPieces(readAt: ReadAt, totalBytes: number, options: 
 function readPieces(readAt: ReadAt, totalBytes: number, options: ReadSnapshotPiecesOptions, tableCapacity: number): MemorySnapshot {
   const limits: PickleLimits = { ...DEFAULT_PICKLE_LIMITS, ...options.limits };
   const tables = new SnapshotTables(tableCapacity);
-  const builder = new SnapshotBuilder(tables, Math.floor(totalBytes / 40));
+  const builder = new SnapshotBuilder(tables, Math.floor(totalBytes / 40), limits.maxContainerItems);
   // Progress is reported here, after each piece, not by the machine inside its loop: a call out to
   // the caller's function there is a site the optimised loop has to be compiled for, and a new
   // callback (the CLI makes one per file) threw that code away twice per read.

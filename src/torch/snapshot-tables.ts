@@ -105,6 +105,8 @@ export class RawList {
 export const STACK = 4;
 /** Released memo kind: a segment's `blocks` list (id: the segment's raw id). */
 export const SEGMENT_BLOCKS = 6;
+/** Released memo kind: a segment's `segment_pool_id` tuple (id: the segment's raw id). */
+export const POOL_TUPLE = 7;
 /** Memo indices beyond this keep their node (a hostile LONG_BINPUT must not size our side arrays). */
 export const MAX_RELEASED_SLOT = 1 << 28;
 
@@ -332,6 +334,9 @@ export class SnapshotTables {
     expandable: number,
     stack: number,
     blockIds: readonly number[] | null,
+    /** Or, with `blockIds` null, the raw block ids [firstBlock, firstBlock + blockCount) (the segment lane's). */
+    firstBlock = 0,
+    blockCount = 0,
   ): number {
     this.sKeyMask.push(keyMask);
     this.sDevice.push(device);
@@ -347,6 +352,7 @@ export class SnapshotTables {
     this.sExpandable.push(expandable);
     this.sStack.push(stack);
     if (blockIds !== null) for (let i = 0; i < blockIds.length; i++) this.segmentBlocks.push(blockIds[i]!);
+    else for (let i = 0; i < blockCount; i++) this.segmentBlocks.push(firstBlock + i);
     this.sBlockStart.push(this.segmentBlocks.length);
     return this.sTotal.length - 1;
   }
@@ -358,6 +364,11 @@ export class SnapshotTables {
     this.bState.push(state);
     this.bStack.push(stack);
     return this.bSize.length - 1;
+  }
+
+  /** Drops the raw blocks from id `count` on (pushed by a segment lane that then gave up). */
+  truncateBlocks(count: number): void {
+    this.bAddress.length = this.bSize.length = this.bRequested.length = this.bState.length = this.bStack.length = count;
   }
 
   pushTrace(

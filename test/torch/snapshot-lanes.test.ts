@@ -2,10 +2,14 @@ import { describe, it, expect } from 'vitest';
 import { existsSync, readFileSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { MemscopeError } from '../../src/core/errors.js';
-import type { PickleLimits } from '../../src/torch/pickle/machine.js';
+import { DEFAULT_PICKLE_LIMITS, runPickle, type PickleLimits } from '../../src/torch/pickle/machine.js';
 import { readPickle } from '../../src/torch/pickle/reader.js';
-import { readSnapshot } from '../../src/torch/snapshot.js';
+import { SnapshotBuilder } from '../../src/torch/snapshot-builder.js';
+import { readSnapshotPieces, readerOf } from '../../src/torch/snapshot-decoder.js';
+import { SnapshotTables } from '../../src/torch/snapshot-tables.js';
+import { normaliseSnapshot, readSnapshot } from '../../src/torch/snapshot.js';
 import { python, pythonPickle } from './python.js';
+import { resolved } from './resolved-snapshot.js';
 
 // readSnapshot decodes trace entries, blocks and frame lists in fast lanes that skip the VM stack
 // (src/torch/snapshot-builder.ts). Limits must not notice: a lane gives way to the general path
@@ -183,5 +187,88 @@ describe('frame lists recognised by their bytes', () => {
       ['free_completed', 'fb', 'fz'],
       ['free_requested', 'fb', 'fz'],
     ]);
+  });
+});
+
+describe('the segment lane', () => {
+  // Segments are read by a lane too (`fastSegment`), which reads their blocks through the block
+  // lane as it goes and undoes them if it then gives up. The generic reader is the reference; a
+  // builder that records the segment dicts reaching the general path shows which ones the lane took.
+  const script = resolve(import.meta.dirname, 'make-segment-pickles.py');
+  const make = (variant?: string): Uint8Array => new Uint8Array(python(readFileSync(script, 'utf8'), undefined, variant ? [variant] : []));
+
+  /**
+   * Indices of the segments whose dicts reached the general path (SETITEMS with first key
+   * 'device'), and how many blocks the builder stored (a lane that gives up must take back the
+   * blocks it stored, or they would be stored twice).
+   */
+  const generalSegments = (bytes: Uint8Array): { segments: number[]; storedBlocks: number } => {
+    const seen: number[] = [];
+    class Recording extends SnapshotBuilder {
+      override setItems(target: unknown, stack: unknown[], start: number, end: number, at: number): void {
+        if (stack[start] === 'device') {
+          const address = stack[stack.indexOf('address', start) + 1] as number;
+          seen.push(Math.round((address - 2 ** 47 - 2 ** 31) / 2 ** 33));
+        }
+        super.setItems(target, stack, start, end, at);
+      }
+    }
+    // A memo index as big as the file: the lanes give up on memo indices beyond it (this file has
+    // more memo entries per byte than readSnapshot's guess, whose index then grows).
+    const tables = new SnapshotTables();
+    runPickle(bytes, new Recording(tables, bytes.length), { ...DEFAULT_PICKLE_LIMITS });
+    return { segments: seen, storedBlocks: tables.bSize.length };
+  };
+
+  it('reads every shape PyTorch writes as the generic reader does, and leaves the rest to it', () => {
+    const bytes = make();
+    const snap = readSnapshot(bytes);
+    // (Stack ids may differ: the lane interns a segment's stack before its blocks'.)
+    expect(resolved(snap)).toEqual(resolved(normaliseSnapshot(readPickle(bytes))));
+    // 0 defines the frames; 5's blocks hold a FRAME opcode, 9 has an unknown key and 10 a legacy
+    // block, each after blocks the lane had read already.
+    // (Every block but the legacy one, which the assembler reads later, is stored once.)
+    expect(generalSegments(bytes)).toEqual({ segments: [0, 5, 9, 10], storedBlocks: 1512 });
+    // The pool tuple segment 7's lane released, rebuilt for a later GET.
+    expect(snap.extra).toEqual({ pool: [3, 4] });
+    expect(snap.segments.map((s) => s.blockCount)).toEqual([1, 3, 1, 0, 0, 1500, 1, 1, 1, 2, 2, 1]);
+    expect(snap.blocks.count).toBe(1513);
+    const s = snap.segments;
+    expect([s[2]!.segmentType, s[2]!.poolId, s[2]!.isExpandable]).toEqual(['small', null, true]);
+    expect([s[3]!.device, s[3]!.requestedSize, s[3]!.stream]).toEqual([-1, null, 0]);
+    expect([s[5]!.stream, s[6]!.device, s[6]!.allocatedSize, s[8]!.poolId]).toEqual([140000000000, -1, 0, [3, 4]]);
+    expect(snap.stateNames[snap.blocks.state[s[6]!.firstBlock]!]).toBe('weird_state');
+  });
+
+  it('gives the same result when the file is read in pieces cut anywhere', () => {
+    const bytes = make();
+    const whole = resolved(readSnapshot(bytes));
+    for (const pieceBytes of [64, 97, 256, 1000, 4099]) {
+      expect(resolved(readSnapshotPieces(readerOf(bytes), bytes.length, { pieceBytes }))).toEqual(whole);
+    }
+  });
+
+  it('a re-PUT segment_type string is read with its new value, not a remembered one', () => {
+    const bytes = make('reput');
+    const snap = readSnapshot(bytes);
+    expect(resolved(snap)).toEqual(resolved(normaliseSnapshot(readPickle(bytes))));
+    expect(snap.segments.map((s) => s.segmentType).join(' ')).toBe('large large small large large huge huge huge huge huge huge huge');
+  });
+
+  it('the same limit errors, at the same offsets, as the general path', () => {
+    const bytes = make();
+    const results = new Set<string>();
+    const cases: Partial<PickleLimits>[] = [];
+    for (let maxDepth = 4; maxDepth <= 40; maxDepth += 3) cases.push({ maxDepth });
+    for (const maxContainerItems of [10, 12, 100, 1000, 1499, 1500]) cases.push({ maxContainerItems });
+    for (let f = 0.05; f < 2; f += 0.1) cases.push({ maxBytes: Math.round(bytes.length * f) + 3 });
+    for (const maxMemoEntries of [100, 500, 1000, 2000, 3000]) cases.push({ maxMemoEntries });
+    for (const limits of cases) {
+      const generic = outcome(() => readPickle(bytes, limits));
+      expect({ limits, result: outcome(() => readSnapshot(bytes, { limits })) }).toEqual({ limits, result: generic });
+      results.add(generic);
+    }
+    expect(results.size).toBeGreaterThan(15);
+    expect(results.has('ok')).toBe(true);
   });
 });

@@ -76,6 +76,8 @@ export interface FastLane {
   maxMemoEntries: number;
   /** Longest run of opcodes (bytes) a lane may take: no stack depth, MARK or container-size limit can be reached within it. */
   maxSpan: number;
+  /** How many more MARKs may be open at once (limits.maxDepth less those open): a lane nesting more gives up. */
+  markRoom: number;
   /** What is left of the `maxBytes` budget; a lane needing more gives up. */
   budget: number;
   /** Out: the budget the lane's opcodes used, exactly as the general path counts it. */
@@ -284,7 +286,7 @@ export class PickleMachine {
   ) {
     this.memo = new PickleMemo(builder.memoCapacityHint ?? 0);
     builder.attachMemo?.(this.memo);
-    this.lane = { memoCount: 0, maxMemoEntries: limits.maxMemoEntries, maxSpan: 0, budget: 0, charge: 0, value: null };
+    this.lane = { memoCount: 0, maxMemoEntries: limits.maxMemoEntries, maxSpan: 0, markRoom: 0, budget: 0, charge: 0, value: null };
     this.budget = limits.maxBytes;
   }
 
@@ -524,6 +526,7 @@ export class PickleMachine {
               // Each opcode pushes at most one item and takes at least one byte: a span shorter than
               // this cannot reach the depth, MARK or container-size limits.
               lane.maxSpan = marks.length + 2 <= maxDepth ? Math.min(maxDepth - sp - 2, maxItems) : 0;
+              lane.markRoom = maxDepth - marks.length;
               lane.budget = budget;
               const end = isDict ? builder.fastDict!(b, at, memo, lane) : builder.fastList!(b, at, memo, lane);
               if (end > 0) {

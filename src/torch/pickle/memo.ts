@@ -80,6 +80,19 @@ export class PickleMemo {
     this.refs[i] = -1 - id;
   }
 
+  /**
+   * Empties the entries [from, to), which a lane filled or released and then gave up on: they
+   * must be free again when the general path puts the same values there. Only for indices a lane
+   * found free (`isFree`), so inside `refs`.
+   */
+  forget(from: number, to: number): void {
+    for (let i = from; i < to; i++) {
+      const r = this.refs[i]!;
+      if (r > 0) this.values[r - 1] = undefined;
+      this.refs[i] = 0;
+    }
+  }
+
   /** The value in a sparse entry, or undefined. */
   sparseValue(i: number): unknown {
     return this.sparse?.get(i);
