@@ -296,88 +296,224 @@ export interface SnapshotStatsResult {
 const SMALL_SIZE = 1 << 20;
 const SMALL_SEGMENT = 2 << 20;
 
-interface ReplaySums {
-  readonly sum: Float64Array;
-  readonly highest: Float64Array;
-  readonly allocatedTotal: Float64Array;
-  readonly freedTotal: Float64Array;
-}
-
-/** Adds `v` to slot `slot` (family × 3 + pool): running sum, its highest prefix, +/− totals. */
-function bump(r: ReplaySums, slot: number, v: number): void {
-  const s = r.sum[slot]! + v;
-  r.sum[slot] = s;
-  if (s > r.highest[slot]!) r.highest[slot] = s;
-  if (v > 0) r.allocatedTotal[slot]! += v;
-  else r.freedTotal[slot]! -= v;
-}
-
-/** A stat moves in the "all" row and in its pool's row together (memory_stats' `all` / `small_pool` / `large_pool`). */
-function bumpPooled(r: ReplaySums, stat: number, pool: number, v: number): void {
-  bump(r, stat + POOL_ALL, v);
-  bump(r, stat + pool, v);
-}
-
 const POOL_ALL = 0;
 const POOL_LARGE = 1;
 const POOL_SMALL = 2;
 
+/** The memory_stats families a trace moves; slot = index × 3 + pool (all / large / small). */
+const REPLAYED_FAMILIES = ['allocation', 'allocated_bytes', 'active', 'active_bytes', 'segment', 'reserved_bytes'];
+const ALLOCATION = 0;
+const ALLOCATED_BYTES = 3;
+const ACTIVE = 6;
+const ACTIVE_BYTES = 9;
+const SEGMENT = 12;
+const RESERVED_BYTES = 15;
+
+// What a trace event does to the families (0: nothing).
+const ALLOC = 1;
+const FREE_REQUESTED = 2;
+const FREE_COMPLETED = 3;
+const SEGMENT_ALLOC = 4;
+const SEGMENT_FREE = 5;
+const SEGMENT_MAP = 6;
+const SEGMENT_UNMAP = 7;
+const OOM = 8;
+const EVENT_KINDS = 9;
+const EVENT_KIND_OF_ACTION = new Map<string, number>([
+  ['alloc', ALLOC],
+  ['free_requested', FREE_REQUESTED],
+  ['free_completed', FREE_COMPLETED],
+  ['segment_alloc', SEGMENT_ALLOC],
+  ['segment_free', SEGMENT_FREE],
+  ['segment_map', SEGMENT_MAP],
+  ['segment_unmap', SEGMENT_UNMAP],
+  ['oom', OOM],
+]);
+
+/** One pass over a device's trace: what memory_stats and the action counts need from it. */
+interface TraceReplay {
+  /** Events per action code, and the codes in the order they first occur. */
+  readonly byCode: Float64Array;
+  readonly order: readonly number[];
+  /** Per slot of REPLAYED_FAMILIES: the sum of the trace's deltas, its highest prefix, and the positive / negative totals. */
+  readonly sum: Float64Array;
+  readonly highest: Float64Array;
+  readonly allocatedTotal: Float64Array;
+  readonly freedTotal: Float64Array;
+  readonly ooms: number;
+}
+
+/** Replays already made, per trace (a snapshot is not changed after it is read). */
+const replayCache = new WeakMap<TraceTable, TraceReplay>();
+
+function traceReplay(snapshot: MemorySnapshot, trace: TraceTable): TraceReplay {
+  let replay = replayCache.get(trace);
+  if (replay === undefined) replayCache.set(trace, (replay = replayTrace(snapshot, trace)));
+  return replay;
+}
+
 /**
- * The forward pass of snapshotMemoryStats over one device's trace: per family and pool (slot
- * family × 3 + pool; the "all" pool and the event's own pool), the running sum of the deltas, its
- * highest prefix, and the positive / negative totals. Returns the number of OOM events. One plain
- * loop over the columns (no closures), so it is optimised early.
+ * The forward pass over one trace. It runs once per read in a fresh process (`memscope summary`),
+ * mostly before V8 has optimised it, so each event does as little as it can: running sums and
+ * their highest prefix (only an increase can raise one); the totals come after the loop from
+ * events and bytes per event kind and pool. An event with a negative or NaN size (no pickler
+ * writes one) goes the general way, `replayEvent`.
  */
-function replayTraceDeltas(snapshot: MemorySnapshot, trace: TraceTable, family: Record<string, number>, r: ReplaySums): number {
-  // Action codes → names once, not per event.
-  const ALLOC = snapshot.actionNames.indexOf('alloc');
-  const FREE_REQUESTED = snapshot.actionNames.indexOf('free_requested');
-  const FREE_COMPLETED = snapshot.actionNames.indexOf('free_completed');
-  const SEGMENT_ALLOC = snapshot.actionNames.indexOf('segment_alloc');
-  const SEGMENT_FREE = snapshot.actionNames.indexOf('segment_free');
-  const SEGMENT_MAP = snapshot.actionNames.indexOf('segment_map');
-  const SEGMENT_UNMAP = snapshot.actionNames.indexOf('segment_unmap');
-  const OOM = snapshot.actionNames.indexOf('oom');
-  const allocation = family['allocation']! * 3;
-  const allocatedBytes = family['allocated_bytes']! * 3;
-  const active = family['active']! * 3;
-  const activeBytes = family['active_bytes']! * 3;
-  const segment = family['segment']! * 3;
-  const reservedBytes = family['reserved_bytes']! * 3;
+function replayTrace(snapshot: MemorySnapshot, trace: TraceTable): TraceReplay {
+  const slots = REPLAYED_FAMILIES.length * 3;
+  const r = {
+    byCode: new Float64Array(256),
+    order: [] as number[],
+    sum: new Float64Array(slots),
+    highest: new Float64Array(slots),
+    allocatedTotal: new Float64Array(slots),
+    freedTotal: new Float64Array(slots),
+    ooms: 0,
+  };
+  const kindOf = new Uint8Array(256);
+  snapshot.actionNames.forEach((name, code) => {
+    if (code < 256) kindOf[code] = EVENT_KIND_OF_ACTION.get(name) ?? 0;
+  });
+  const events = new Float64Array(EVENT_KINDS * 3);
+  const bytes = new Float64Array(EVENT_KINDS * 3);
+  r.ooms = replayEvents(trace, kindOf, r, events, bytes);
+  addReplayTotals(r, events, bytes);
+  return r;
+}
+
+/**
+ * The loop of `replayTrace`, alone in its function: V8 optimises it while it runs (on-stack
+ * replacement), and code after the loop would be compiled with it, unseen, and thrown away
+ * when first reached. Returns the number of OOM events.
+ */
+function replayEvents(trace: TraceTable, kindOf: Uint8Array, r: TraceReplay, events: Float64Array, bytes: Float64Array): number {
+  const { byCode, order, sum, highest } = r;
   const actions = trace.action;
   const sizes = trace.size;
   let ooms = 0;
   for (let i = 0; i < trace.count; i++) {
-    const action = actions[i]!;
-    const size = sizes[i]!;
-    const blockPool = size <= SMALL_SIZE ? POOL_SMALL : POOL_LARGE;
-    const segPool = size === SMALL_SEGMENT ? POOL_SMALL : POOL_LARGE;
-    if (action === ALLOC) {
-      bumpPooled(r, allocation, blockPool, 1);
-      bumpPooled(r, allocatedBytes, blockPool, size);
-      bumpPooled(r, active, blockPool, 1);
-      bumpPooled(r, activeBytes, blockPool, size);
-    } else if (action === FREE_REQUESTED) {
-      bumpPooled(r, allocation, blockPool, -1);
-      bumpPooled(r, allocatedBytes, blockPool, -size);
-    } else if (action === FREE_COMPLETED) {
-      bumpPooled(r, active, blockPool, -1);
-      bumpPooled(r, activeBytes, blockPool, -size);
-    } else if (action === SEGMENT_ALLOC) {
-      bumpPooled(r, segment, segPool, 1);
-      bumpPooled(r, reservedBytes, segPool, size);
-    } else if (action === SEGMENT_FREE) {
-      bumpPooled(r, segment, segPool, -1);
-      bumpPooled(r, reservedBytes, segPool, -size);
-    } else if (action === SEGMENT_MAP) {
-      bumpPooled(r, reservedBytes, POOL_LARGE, size);
-    } else if (action === SEGMENT_UNMAP) {
-      bumpPooled(r, reservedBytes, POOL_LARGE, -size);
-    } else if (action === OOM) {
+    const code = actions[i]!;
+    if (byCode[code]++ === 0) (order as number[]).push(code);
+    const kind = kindOf[code]!;
+    if (kind === 0) continue;
+    if (kind === OOM) {
       ooms++;
+      continue;
+    }
+    const size = sizes[i]!;
+    if (!(size >= 0)) {
+      replayEvent(r, kind, size);
+      continue;
+    }
+    // Blocks up to 1 MiB come from the small pool, whose segments are 2 MiB.
+    const pool = kind <= FREE_COMPLETED ? (size <= SMALL_SIZE ? POOL_SMALL : POOL_LARGE) : kind <= SEGMENT_FREE && size === SMALL_SEGMENT ? POOL_SMALL : POOL_LARGE;
+    events[kind * 3 + pool]++;
+    bytes[kind * 3 + pool] += size;
+    let s: number;
+    if (kind === ALLOC) {
+      s = ++sum[ALLOCATION]!;
+      if (s > highest[ALLOCATION]!) highest[ALLOCATION] = s;
+      s = ++sum[ALLOCATION + pool]!;
+      if (s > highest[ALLOCATION + pool]!) highest[ALLOCATION + pool] = s;
+      s = sum[ALLOCATED_BYTES]! += size;
+      if (s > highest[ALLOCATED_BYTES]!) highest[ALLOCATED_BYTES] = s;
+      s = sum[ALLOCATED_BYTES + pool]! += size;
+      if (s > highest[ALLOCATED_BYTES + pool]!) highest[ALLOCATED_BYTES + pool] = s;
+      s = ++sum[ACTIVE]!;
+      if (s > highest[ACTIVE]!) highest[ACTIVE] = s;
+      s = ++sum[ACTIVE + pool]!;
+      if (s > highest[ACTIVE + pool]!) highest[ACTIVE + pool] = s;
+      s = sum[ACTIVE_BYTES]! += size;
+      if (s > highest[ACTIVE_BYTES]!) highest[ACTIVE_BYTES] = s;
+      s = sum[ACTIVE_BYTES + pool]! += size;
+      if (s > highest[ACTIVE_BYTES + pool]!) highest[ACTIVE_BYTES + pool] = s;
+    } else if (kind === FREE_REQUESTED) {
+      sum[ALLOCATION]!--;
+      sum[ALLOCATION + pool]!--;
+      sum[ALLOCATED_BYTES]! -= size;
+      sum[ALLOCATED_BYTES + pool]! -= size;
+    } else if (kind === FREE_COMPLETED) {
+      sum[ACTIVE]!--;
+      sum[ACTIVE + pool]!--;
+      sum[ACTIVE_BYTES]! -= size;
+      sum[ACTIVE_BYTES + pool]! -= size;
+    } else if (kind === SEGMENT_ALLOC || kind === SEGMENT_MAP) {
+      if (kind === SEGMENT_ALLOC) {
+        s = ++sum[SEGMENT]!;
+        if (s > highest[SEGMENT]!) highest[SEGMENT] = s;
+        s = ++sum[SEGMENT + pool]!;
+        if (s > highest[SEGMENT + pool]!) highest[SEGMENT + pool] = s;
+      }
+      s = sum[RESERVED_BYTES]! += size;
+      if (s > highest[RESERVED_BYTES]!) highest[RESERVED_BYTES] = s;
+      s = sum[RESERVED_BYTES + pool]! += size;
+      if (s > highest[RESERVED_BYTES + pool]!) highest[RESERVED_BYTES + pool] = s;
+    } else {
+      // segment_free, segment_unmap
+      if (kind === SEGMENT_FREE) {
+        sum[SEGMENT]!--;
+        sum[SEGMENT + pool]!--;
+      }
+      sum[RESERVED_BYTES]! -= size;
+      sum[RESERVED_BYTES + pool]! -= size;
     }
   }
   return ooms;
+}
+
+/** Tot Alloc / Tot Freed from the events and bytes per event kind and pool: per pool, and the same again in the "all" row. */
+function addReplayTotals(r: TraceReplay, events: Float64Array, bytes: Float64Array): void {
+  const { allocatedTotal, freedTotal } = r;
+  const total = (slot: number, pool: number, allocated: number, freed: number): void => {
+    allocatedTotal[slot + pool]! += allocated;
+    allocatedTotal[slot + POOL_ALL]! += allocated;
+    freedTotal[slot + pool]! += freed;
+    freedTotal[slot + POOL_ALL]! += freed;
+  };
+  for (const pool of [POOL_LARGE, POOL_SMALL]) {
+    const n = (kind: number): number => events[kind * 3 + pool]!;
+    const b = (kind: number): number => bytes[kind * 3 + pool]!;
+    total(ALLOCATION, pool, n(ALLOC), n(FREE_REQUESTED));
+    total(ALLOCATED_BYTES, pool, b(ALLOC), b(FREE_REQUESTED));
+    total(ACTIVE, pool, n(ALLOC), n(FREE_COMPLETED));
+    total(ACTIVE_BYTES, pool, b(ALLOC), b(FREE_COMPLETED));
+    total(SEGMENT, pool, n(SEGMENT_ALLOC), n(SEGMENT_FREE));
+    total(RESERVED_BYTES, pool, b(SEGMENT_ALLOC) + b(SEGMENT_MAP), b(SEGMENT_FREE) + b(SEGMENT_UNMAP));
+  }
+}
+
+/** One event the general way, for any size: each delta moves the running sum and, by its sign, one of the totals. */
+function replayEvent(r: TraceReplay, kind: number, size: number): void {
+  const { sum, highest, allocatedTotal, freedTotal } = r;
+  const blockPool = size <= SMALL_SIZE ? POOL_SMALL : POOL_LARGE;
+  const segmentPool = size === SMALL_SEGMENT ? POOL_SMALL : POOL_LARGE;
+  const move = (family: number, pool: number, v: number): void => {
+    for (const slot of [family + POOL_ALL, family + pool]) {
+      const s = (sum[slot]! += v);
+      if (s > highest[slot]!) highest[slot] = s;
+      if (v > 0) allocatedTotal[slot]! += v;
+      else freedTotal[slot]! -= v;
+    }
+  };
+  if (kind === ALLOC) {
+    move(ALLOCATION, blockPool, 1);
+    move(ALLOCATED_BYTES, blockPool, size);
+    move(ACTIVE, blockPool, 1);
+    move(ACTIVE_BYTES, blockPool, size);
+  } else if (kind === FREE_REQUESTED) {
+    move(ALLOCATION, blockPool, -1);
+    move(ALLOCATED_BYTES, blockPool, -size);
+  } else if (kind === FREE_COMPLETED) {
+    move(ACTIVE, blockPool, -1);
+    move(ACTIVE_BYTES, blockPool, -size);
+  } else if (kind === SEGMENT_ALLOC) {
+    move(SEGMENT, segmentPool, 1);
+    move(RESERVED_BYTES, segmentPool, size);
+  } else if (kind === SEGMENT_FREE) {
+    move(SEGMENT, segmentPool, -1);
+    move(RESERVED_BYTES, segmentPool, -size);
+  } else if (kind === SEGMENT_MAP) move(RESERVED_BYTES, POOL_LARGE, size);
+  else if (kind === SEGMENT_UNMAP) move(RESERVED_BYTES, POOL_LARGE, -size);
 }
 
 /**
@@ -406,22 +542,14 @@ export function snapshotMemoryStats(snapshot: MemorySnapshot, device: number): S
   for (const [family, get] of Object.entries(families)) {
     current[family] = { all: get(byPool.all), large_pool: get(byPool.large_pool), small_pool: get(byPool.small_pool) };
   }
-  // Replay, forward in one pass: per family and pool, the running sum of the trace's deltas, its
+  // The trace replayed forward (traceReplay): per family and pool, the sum of its deltas, its
   // highest prefix, and the positive / negative totals. The value before the trace is current −
   // sum, so the peak over the window is that plus the highest prefix (0 and the whole sum
   // included: the start and the current state are both instants of the window).
-  const familyNames = Object.keys(families);
-  const F = Object.fromEntries(familyNames.map((f, i) => [f, i])) as Record<string, number>;
-  const slots = familyNames.length * 3;
-  const sum = new Float64Array(slots);
-  const highest = new Float64Array(slots);
-  const allocatedTotal = new Float64Array(slots);
-  const freedTotal = new Float64Array(slots);
   const trace = snapshot.traces.find((t) => t.device === device && t.count > 0);
-  let ooms = 0;
+  const replay = trace ? traceReplay(snapshot, trace) : null;
   const notes: string[] = [];
   if (trace) {
-    ooms = replayTraceDeltas(snapshot, trace, F, { sum, highest, allocatedTotal, freedTotal });
     notes.push(
       `Peak, Tot Alloc and Tot Freed cover the ${trace.count} events of the snapshot's trace (the allocator's history ring buffer), not the whole process; requested and non-releasable memory are not in the trace, so their peak is the current value.`,
     );
@@ -429,16 +557,18 @@ export function snapshotMemoryStats(snapshot: MemorySnapshot, device: number): S
     notes.push('This snapshot has no trace: Peak Usage equals Cur Usage and Tot Alloc / Tot Freed are 0 (not recorded).');
   }
   const stats: Record<string, number> = {};
-  familyNames.forEach((family, f) => {
+  for (const family of Object.keys(families)) {
+    const replayed = REPLAYED_FAMILIES.indexOf(family);
     pools.forEach((pool, p) => {
-      const slot = f * 3 + p;
+      const slot = replayed * 3 + p;
       const cur = current[family]![pool];
+      const moved = replay !== null && replayed >= 0;
       stats[`${family}.${pool}.current`] = cur;
-      stats[`${family}.${pool}.peak`] = cur - sum[slot]! + highest[slot]!;
-      stats[`${family}.${pool}.allocated`] = allocatedTotal[slot]!;
-      stats[`${family}.${pool}.freed`] = freedTotal[slot]!;
+      stats[`${family}.${pool}.peak`] = moved ? cur - replay.sum[slot]! + replay.highest[slot]! : cur;
+      stats[`${family}.${pool}.allocated`] = moved ? replay.allocatedTotal[slot]! : 0;
+      stats[`${family}.${pool}.freed`] = moved ? replay.freedTotal[slot]! : 0;
     });
-  });
+  }
   // Oversize: larger than max_split_size, which is unlimited unless the settings say otherwise.
   const maxSplit = Number(snapshot.allocatorSettings?.['max_split_size'] ?? -1);
   let oversizeAllocations = 0;
@@ -461,7 +591,7 @@ export function snapshotMemoryStats(snapshot: MemorySnapshot, device: number): S
     stats[`${key}.allocated`] = 0;
     stats[`${key}.freed`] = 0;
   }
-  stats['num_ooms'] = ooms;
+  stats['num_ooms'] = replay?.ooms ?? 0;
   stats['num_alloc_retries'] = 0;
   notes.push('cudaMalloc retries are not recorded in snapshots (shown as 0).');
   return { stats, traceEvents: trace?.count ?? 0, notes };
@@ -782,14 +912,8 @@ export function traceActionCounts(snapshot: MemorySnapshot): TraceActionCounts[]
   return snapshot.traces
     .filter((t) => t.count > 0)
     .map((t) => {
-      // Count by action code (a byte), then name them in order of first appearance.
-      const byCode = new Float64Array(256);
-      const order: number[] = [];
-      const action = t.action;
-      for (let i = 0; i < t.count; i++) {
-        const a = action[i]!;
-        if (byCode[a]++ === 0) order.push(a);
-      }
+      // Counted by action code (a byte) in the pass memory_stats makes too, named in order of first appearance.
+      const { byCode, order } = traceReplay(snapshot, t);
       const counts: Record<string, number> = {};
       for (const a of order) counts[snapshot.actionNames[a]!] = byCode[a]!;
       return { device: t.device, counts };
