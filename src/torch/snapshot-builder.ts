@@ -118,13 +118,16 @@ export class SnapshotBuilder implements PickleBuilder {
 
   /** `slot` is inside the memo's index (a lane checked it is free, or it holds the node released). */
   private releaseSlot(slot: number, kind: number, id: number): void {
-    if (slot >= this.releasedKind.length) {
-      const kinds = new Uint8Array(Math.max(slot + 1, this.releasedKind.length * 2, 1024));
-      kinds.set(this.releasedKind);
-      this.releasedKind = kinds;
-    }
+    // Small enough for V8 to inline into the lanes; growing is rare and out of line.
+    if (slot >= this.releasedKind.length) this.growReleasedKinds(slot);
     this.releasedKind[slot] = kind;
     this.memo.release(slot, id);
+  }
+
+  private growReleasedKinds(slot: number): void {
+    const kinds = new Uint8Array(Math.max(slot + 1, this.releasedKind.length * 2, 1024));
+    kinds.set(this.releasedKind);
+    this.releasedKind = kinds;
   }
 
   materialize(index: number, id: number): unknown {
@@ -196,7 +199,7 @@ export class SnapshotBuilder implements PickleBuilder {
   private sourceWords: Int32Array<ArrayBufferLike> = new Int32Array(0);
   private sourceBytes: Uint8Array | null = null;
   /** The source's bytes as a DataView, made once per piece (`sourceViewBytes`). */
-  private sourceView = new DataView(new ArrayBuffer(0));
+  private sourceView: DataView<ArrayBufferLike> = new DataView(new ArrayBuffer(0));
   private sourceViewBytes: Uint8Array | null = null;
 
   private sourceViewOf(b: Uint8Array): DataView {

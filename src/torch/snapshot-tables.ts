@@ -17,12 +17,14 @@ export class F64Column {
   }
   length = 0;
   push(v: number): void {
-    if (this.length === this.data.length) {
-      const next = new Float64Array(this.data.length * 2);
-      next.set(this.data);
-      this.data = next;
-    }
+    if (this.length === this.data.length) this.grow();
     this.data[this.length++] = v;
+  }
+  /** Doubles the capacity. */
+  grow(): void {
+    const next = new Float64Array(Math.max(16, this.data.length * 2));
+    next.set(this.data);
+    this.data = next;
   }
   finish(): Float64Array {
     return this.data.slice(0, this.length);
@@ -36,12 +38,14 @@ export class I32Column {
   }
   length = 0;
   push(v: number): void {
-    if (this.length === this.data.length) {
-      const next = new Int32Array(this.data.length * 2);
-      next.set(this.data);
-      this.data = next;
-    }
+    if (this.length === this.data.length) this.grow();
     this.data[this.length++] = v;
+  }
+  /** Doubles the capacity. */
+  grow(): void {
+    const next = new Int32Array(Math.max(16, this.data.length * 2));
+    next.set(this.data);
+    this.data = next;
   }
   finish(): Int32Array {
     return this.data.slice(0, this.length);
@@ -55,12 +59,14 @@ export class U8Column {
   }
   length = 0;
   push(v: number): void {
-    if (this.length === this.data.length) {
-      const next = new Uint8Array(this.data.length * 2);
-      next.set(this.data);
-      this.data = next;
-    }
+    if (this.length === this.data.length) this.grow();
     this.data[this.length++] = v;
+  }
+  /** Doubles the capacity. */
+  grow(): void {
+    const next = new Uint8Array(Math.max(16, this.data.length * 2));
+    next.set(this.data);
+    this.data = next;
   }
 }
 
@@ -382,17 +388,31 @@ export class SnapshotTables {
     user: number,
     deviceFree: number,
   ): number {
+    // The six columns always have one length and one capacity: one check, then plain stores
+    // (this runs once per trace entry, most of a big file).
     const i = this.tAddr.length;
-    this.tAction.push(action);
-    this.tAddr.push(addr);
-    this.tSize.push(size);
-    this.tStream.push(stream);
-    this.tTime.push(time);
-    this.tStack.push(stack);
+    if (i === this.tAddr.data.length) this.growTraceColumns();
+    const n = i + 1;
+    this.tAction.data[i] = action;
+    this.tAction.length = n;
+    this.tAddr.data[i] = addr;
+    this.tAddr.length = n;
+    this.tSize.data[i] = size;
+    this.tSize.length = n;
+    this.tStream.data[i] = stream;
+    this.tStream.length = n;
+    this.tTime.data[i] = time;
+    this.tTime.length = n;
+    this.tStack.data[i] = stack;
+    this.tStack.length = n;
     if (compile >= 0 || this.tCompile) (this.tCompile ??= filledI32(i, -1)).push(compile);
     if (user >= 0 || this.tUser) (this.tUser ??= filledI32(i, -1)).push(user);
     if (!Number.isNaN(deviceFree) || this.tDeviceFree) (this.tDeviceFree ??= filledF64(i, NaN)).push(deviceFree);
     return i;
+  }
+
+  private growTraceColumns(): void {
+    for (const column of [this.tAction, this.tAddr, this.tSize, this.tStream, this.tTime, this.tStack]) column.grow();
   }
 }
 

@@ -39,20 +39,28 @@ export class PickleMemo {
     return this.sparse !== null && this.sparse.has(i);
   }
 
+  // The lanes' accessors test the index against `refs` themselves: a read past its end would give
+  // `undefined`, and comparing that makes V8 compile a generic comparison into every lane.
+
   /** Whether a lane may put an entry at i without growing anything: it is free and inside `refs`. */
   isFree(i: number): boolean {
-    return this.refs[i] === 0;
+    const refs = this.refs;
+    return i < refs.length && refs[i] === 0;
   }
 
   /** The held value at i; `undefined` for no entry, a released one, or one outside `refs`. */
   valueAt(i: number): unknown {
-    const r = this.refs[i]!;
+    const refs = this.refs;
+    if (i >= refs.length) return undefined;
+    const r = refs[i]!;
     return r > 0 ? this.values[r - 1] : undefined;
   }
 
   /** The builder's id of the released entry at i, or -1 if i is not released. */
   releasedId(i: number): number {
-    const r = this.refs[i]!;
+    const refs = this.refs;
+    if (i >= refs.length) return -1;
+    const r = refs[i]!;
     return r < 0 ? -1 - r : -1;
   }
 
