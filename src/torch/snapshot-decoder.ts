@@ -234,6 +234,8 @@ class Assembler {
     return s;
   }
 
+  private lastPoolId: readonly [number, number] | null = null;
+
   /** A segment the builder recognised (snapshot-builder.ts `segment`): the same defaults as below. */
   private recognisedSegment(id: number, index: number, raw: I32Column, owner: I32Column): Segment {
     const t = this.t;
@@ -243,23 +245,29 @@ class Assembler {
       raw.push(blockIds[k]!);
       owner.push(index);
     }
-    const num = (c: Float64Array, fallback: number): number => (Number.isNaN(c[id]!) ? fallback : c[id]!);
+    const device = t.sDevice.data[id]!;
+    const stream = t.sStream.data[id]!;
     const allocated = t.sAllocated.data[id]!;
     const active = t.sActive.data[id]!;
     const requested = t.sRequested.data[id]!;
     const type = t.sType.data[id]!;
     const pool0 = t.sPool0.data[id]!;
+    const pool1 = t.sPool1.data[id]!;
+    // Segments of one pool share its (frozen) id tuple: one array per pool, not per segment.
+    let poolId = this.lastPoolId;
+    if (Number.isNaN(pool0)) poolId = null;
+    else if (poolId === null || poolId[0] !== pool0 || poolId[1] !== pool1) this.lastPoolId = poolId = makeTuple([pool0, pool1]) as readonly [number, number];
     return {
       index,
-      device: num(t.sDevice.data, -1),
+      device: Number.isNaN(device) ? -1 : device,
       address: t.sAddress.data[id]!,
       totalSize: t.sTotal.data[id]!,
       allocatedSize: Number.isNaN(allocated) ? this.sumBlocks(raw, firstBlock, (s) => s === 'active_allocated') : allocated,
       activeSize: Number.isNaN(active) ? this.sumBlocks(raw, firstBlock, (s) => s.startsWith('active')) : active,
       requestedSize: Number.isNaN(requested) ? null : requested,
-      stream: num(t.sStream.data, 0),
+      stream: Number.isNaN(stream) ? 0 : stream,
       segmentType: type < 0 ? 'large' : t.segmentTypes[type]!,
-      poolId: Number.isNaN(pool0) ? null : (makeTuple([pool0, t.sPool1.data[id]!]) as readonly [number, number]),
+      poolId,
       isExpandable: t.sExpandable.data[id] === 1,
       stack: t.sStack.data[id]!,
       firstBlock,
