@@ -169,6 +169,13 @@ describe.each(SNAPSHOTS)('analyses of %s', (name) => {
     const byFrame = totalsByFrame(s);
     expect(byFrame.reduce((a, r) => a + r.bytes, 0)).toBe(f.allocated_size);
     expect(byFrame.reduce((a, r) => a + r.blocks, 0)).toBe(f.allocated_blocks);
+    // The n largest are the first n of a stable sort by size, then address, for a short list
+    // (kept while scanning) and a long one (sorted).
+    const allocatedState = s.stateNames.indexOf('active_allocated');
+    const sorted = Array.from({ length: s.blocks.count }, (_, i) => i)
+      .filter((i) => s.blocks.state[i] === allocatedState)
+      .sort((x, y) => s.blocks.size[y]! - s.blocks.size[x]! || s.blocks.address[x]! - s.blocks.address[y]!);
+    for (const n of [1, 7, 64, 65, 1000]) expect(largestAllocations(s, n).map((a) => a.block)).toEqual(sorted.slice(0, n));
   });
 
   it('flame-graph stacks weigh exactly the reserved bytes (requested + <gaps>)', () => {
@@ -284,6 +291,25 @@ snap = {'segments': [
   'allocator_settings': {}, 'external_annotations': []}
 sys.stdout.buffer.write(pickle.dumps(snap, protocol=4))`;
 
+  it('largest allocations: equal size and address on two devices keep block order, as a stable sort does', () => {
+    const s = readSnapshot(
+      new Uint8Array(
+        execFileSync('python3', [
+          '-c',
+          `${TWO_GPUS.replace('sys.stdout.buffer.write(pickle.dumps(snap, protocol=4))', '')}
+same = {'address': 3 << 30, 'size': 8 << 20, 'requested_size': 8 << 20, 'state': 'active_allocated', 'frames': []}
+snap['segments'] = [seg(1, 3 << 30, [dict(same)]), seg(0, 3 << 30, [dict(same)])] + snap['segments']
+sys.stdout.buffer.write(pickle.dumps(snap, protocol=4))`,
+        ]),
+      ),
+    );
+    expect(largestAllocations(s, 3).map((a) => [a.block, a.device, a.size >> 20])).toEqual([
+      [4, 1, 20],
+      [0, 1, 8],
+      [1, 0, 8],
+    ]);
+  });
+
   it('keeps devices apart in totals, memory_summary, flame graphs and timelines', () => {
     const s = readSnapshot(new Uint8Array(execFileSync('python3', ['-c', TWO_GPUS])));
     expect(snapshotTotals(s, 0).all.reserved).toBe(20 << 20);
@@ -307,6 +333,7 @@ sys.stdout.buffer.write(pickle.dumps(snap, protocol=4))`;
     expect(timeline.devices.map((d) => d.device)).toEqual(['cuda:1']);
     expect(Array.from(timeline.devices[0]!.allocated)).toEqual([0, 20 << 20]);
     expect(totalsByFrame(s, 0)).toEqual([{ frame: 'train.py:10:forward', blocks: 1, bytes: 4 << 20, requested: 3 << 20 }]);
+
   });
 });
 
