@@ -242,43 +242,77 @@ function computeTotals(snapshot: MemorySnapshot, device: number | null): Snapsho
   // Per state code, once: is it an active state?
   const activeState = Uint8Array.from(snapshot.stateNames, (name) => (name.startsWith('active') ? 1 : 0));
   const b = snapshot.blocks;
+  // One segment's figures, from one walk over its blocks, then added to "all" and to its pool.
+  const one = emptyPool();
   for (const seg of snapshot.segments) {
     if (device !== null && seg.device !== device) continue;
-    addSegment(pools.all, seg, b, stateAllocated, activeState);
-    addSegment(seg.segmentType === 'small' ? pools.small : pools.large, seg, b, stateAllocated, activeState);
+    segmentFigures(one, seg, b, stateAllocated, activeState);
+    addFigures(pools.all, one);
+    addFigures(seg.segmentType === 'small' ? pools.small : pools.large, one);
   }
   return { device, ...pools };
 }
 
-function addSegment(p: PoolTotals, seg: Segment, b: BlockTable, stateAllocated: number, activeState: Uint8Array): void {
-  p.segments++;
-  p.reserved += seg.totalSize;
-  p.allocated += seg.allocatedSize;
-  p.active += seg.activeSize;
-  if (seg.requestedSize === null || p.requested === null) p.requested = null;
-  else p.requested += seg.requestedSize;
-  const split = seg.blockCount > 1;
+/** Sets `p` to one segment's figures. */
+function segmentFigures(p: PoolTotals, seg: Segment, b: BlockTable, stateAllocated: number, activeState: Uint8Array): void {
+  p.segments = 1;
+  p.reserved = seg.totalSize;
+  p.allocated = seg.allocatedSize;
+  p.active = seg.activeSize;
+  p.requested = seg.requestedSize;
+  let allocations = 0;
+  let allocatedFromBlocks = 0;
+  let requestedFromBlocks = 0;
+  let activeBlocks = 0;
+  let activeFromBlocks = 0;
+  let inactiveBytes = 0;
+  let inactiveBlocks = 0;
   const end = seg.firstBlock + seg.blockCount;
   for (let i = seg.firstBlock; i < end; i++) {
     const state = b.state[i]!;
     const size = b.size[i]!;
-    p.blocks++;
     if (state === stateAllocated) {
-      p.allocations++;
-      p.allocatedFromBlocks += size;
-      p.requestedFromBlocks += b.requestedSize[i]!;
+      allocations++;
+      allocatedFromBlocks += size;
+      requestedFromBlocks += b.requestedSize[i]!;
     }
     if (activeState[state] === 1) {
-      p.activeBlocks++;
-      p.activeFromBlocks += size;
+      activeBlocks++;
+      activeFromBlocks += size;
     } else {
-      p.inactiveBytes += size;
-      if (split) {
-        p.inactiveSplit++;
-        p.inactiveSplitBytes += size;
-      }
+      inactiveBytes += size;
+      inactiveBlocks++;
     }
   }
+  p.blocks = seg.blockCount;
+  p.allocations = allocations;
+  p.allocatedFromBlocks = allocatedFromBlocks;
+  p.requestedFromBlocks = requestedFromBlocks;
+  p.activeBlocks = activeBlocks;
+  p.activeFromBlocks = activeFromBlocks;
+  p.inactiveBytes = inactiveBytes;
+  // Inactive blocks of a split segment are what PyTorch calls non-releasable.
+  const split = seg.blockCount > 1;
+  p.inactiveSplit = split ? inactiveBlocks : 0;
+  p.inactiveSplitBytes = split ? inactiveBytes : 0;
+}
+
+/** Adds one segment's figures to a pool's (requested stays null once a segment lacks it). */
+function addFigures(p: PoolTotals, one: PoolTotals): void {
+  p.segments += one.segments;
+  p.reserved += one.reserved;
+  p.allocated += one.allocated;
+  p.active += one.active;
+  p.requested = p.requested === null || one.requested === null ? null : p.requested + one.requested;
+  p.blocks += one.blocks;
+  p.allocatedFromBlocks += one.allocatedFromBlocks;
+  p.activeFromBlocks += one.activeFromBlocks;
+  p.requestedFromBlocks += one.requestedFromBlocks;
+  p.allocations += one.allocations;
+  p.activeBlocks += one.activeBlocks;
+  p.inactiveSplit += one.inactiveSplit;
+  p.inactiveSplitBytes += one.inactiveSplitBytes;
+  p.inactiveBytes += one.inactiveBytes;
 }
 
 // ---------------------------------------------------------------- memory_stats-style figures
