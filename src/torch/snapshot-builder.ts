@@ -783,27 +783,7 @@ export class SnapshotBuilder implements PickleBuilder {
     this.lfCacheSlot = -1;
     this.lfCharge = 0;
     const op = b[p]!;
-    if (op !== 0x5d /* EMPTY_LIST */) {
-      // a GET of a list seen before
-      let i: number;
-      if (op === 0x68 && p + 1 < len) {
-        i = b[p + 1]!;
-        p += 2;
-      } else if (op === 0x6a && p + 4 < len) {
-        i = (b[p + 1]! | (b[p + 2]! << 8) | (b[p + 3]! << 16) | (b[p + 4]! << 24)) >>> 0;
-        p += 5;
-      } else return -1;
-      const released = memo.releasedId(i);
-      if (released >= 0) {
-        if (this.releasedKind[i] !== STACK) return -1;
-        this.lfStack = released;
-      } else {
-        const v = memo.valueAt(i);
-        if (!(v instanceof RawList) || v.stack < 0) return -1;
-        this.lfStack = v.stack;
-      }
-      return p;
-    }
+    if (op !== 0x5d /* EMPTY_LIST */) return this.laneFramesGet(b, p, memo);
     if (p + 2 > len || b[p + 1] !== 0x94 /* MEMOIZE */ || !memo.isFree(slot)) return -1;
     this.lfListSlot = slot;
     this.lfCharge = 64; // EMPTY_LIST
@@ -814,7 +794,7 @@ export class SnapshotBuilder implements PickleBuilder {
       p++;
       // Step over the GETs to the APPENDS, hashing the low bytes of each index, and look the bytes
       // up among the lists seen before. Stops 5 bytes short of the piece's end, so no read passes
-      // it; a list that reaches that far is decoded below.
+      // it; a list that reaches that far is decoded by laneFramesDecode.
       // One 4-byte read per GET (its opcode and the low bytes of its index): TurboFan checks
       // bounds and reloads the view's fields on every access in this loop, so fewer accesses is
       // what makes it cheaper.
@@ -850,42 +830,7 @@ export class SnapshotBuilder implements PickleBuilder {
         this.lfBytesAt = p;
         this.lfBytesSpan = span;
       }
-      // Not seen before: read the memo indices up to APPENDS and check each is a frame.
-      let gets = this.laneGets;
-      let n = 0;
-      for (;;) {
-        if (p >= len) return -1;
-        const c = b[p]!;
-        let i: number;
-        if (c === 0x68 && p + 1 < len) {
-          i = b[p + 1]!;
-          p += 2;
-        } else if (c === 0x6a && p + 4 < len) {
-          i = (b[p + 1]! | (b[p + 2]! << 8) | (b[p + 3]! << 16) | (b[p + 4]! << 24)) >>> 0;
-          p += 5;
-        } else if (c === 0x65 /* APPENDS */) {
-          p++;
-          break;
-        } else return -1;
-        if (n === gets.length) {
-          const grown = new Int32Array(n * 2);
-          grown.set(gets);
-          this.laneGets = gets = grown;
-        }
-        gets[n++] = i;
-      }
-      // A second APPENDS batch (> 1000 frames). A lone `GET APPEND` after it fails as the next key.
-      if (p < len && b[p] === 0x28 /* MARK */) return -1;
-      this.lfCharge += 8 * n; // APPENDS
-      if (this.laneFrames.length < n) this.laneFrames = new Int32Array(n * 2);
-      const frames = this.laneFrames;
-      for (let k = 0; k < n; k++) {
-        const f = memo.valueAt(gets[k]!);
-        if (!(f instanceof RawDict) || f.kind !== FRAME) return -1;
-        frames[k] = f.id;
-      }
-      this.lfCount = n;
-      return p;
+      return this.laneFramesDecode(b, p, memo);
     }
     let f: unknown;
     if (c0 === 0x68 && p + 2 < len && b[p + 2] === 0x61 /* APPEND */) {
@@ -903,6 +848,75 @@ export class SnapshotBuilder implements PickleBuilder {
     this.laneFrames[0] = f.id;
     this.lfCount = 1;
     this.lfCharge += 16; // APPEND
+    return p;
+  }
+
+  // The two parts of laneFramesValue that run rarely, kept out of it: V8 compiles (and inlines)
+  // a function in time roughly in proportion to its size, and laneFramesValue runs once per
+  // trace entry from the first megabytes of a file on, so every millisecond its compile takes is
+  // spent running it unoptimised.
+
+  /** `frames` as a GET of a list seen before (laneFramesValue). */
+  private laneFramesGet(b: Uint8Array, p: number, memo: PickleMemo): number {
+    const len = b.length;
+    const op = b[p];
+    let i: number;
+    if (op === 0x68 && p + 1 < len) {
+      i = b[p + 1]!;
+      p += 2;
+    } else if (op === 0x6a && p + 4 < len) {
+      i = (b[p + 1]! | (b[p + 2]! << 8) | (b[p + 3]! << 16) | (b[p + 4]! << 24)) >>> 0;
+      p += 5;
+    } else return -1;
+    const released = memo.releasedId(i);
+    if (released >= 0) {
+      if (this.releasedKind[i] !== STACK) return -1;
+      this.lfStack = released;
+    } else {
+      const v = memo.valueAt(i);
+      if (!(v instanceof RawList) || v.stack < 0) return -1;
+      this.lfStack = v.stack;
+    }
+    return p;
+  }
+
+  /** A `MARK GET… APPENDS` frames list not seen before (laneFramesValue): its memo indices, each checked to be a frame. */
+  private laneFramesDecode(b: Uint8Array, p: number, memo: PickleMemo): number {
+    const len = b.length;
+    let gets = this.laneGets;
+    let n = 0;
+    for (;;) {
+      if (p >= len) return -1;
+      const c = b[p]!;
+      let i: number;
+      if (c === 0x68 && p + 1 < len) {
+        i = b[p + 1]!;
+        p += 2;
+      } else if (c === 0x6a && p + 4 < len) {
+        i = (b[p + 1]! | (b[p + 2]! << 8) | (b[p + 3]! << 16) | (b[p + 4]! << 24)) >>> 0;
+        p += 5;
+      } else if (c === 0x65 /* APPENDS */) {
+        p++;
+        break;
+      } else return -1;
+      if (n === gets.length) {
+        const grown = new Int32Array(n * 2);
+        grown.set(gets);
+        this.laneGets = gets = grown;
+      }
+      gets[n++] = i;
+    }
+    // A second APPENDS batch (> 1000 frames). A lone `GET APPEND` after it fails as the next key.
+    if (p < len && b[p] === 0x28 /* MARK */) return -1;
+    this.lfCharge += 8 * n; // APPENDS
+    if (this.laneFrames.length < n) this.laneFrames = new Int32Array(n * 2);
+    const frames = this.laneFrames;
+    for (let k = 0; k < n; k++) {
+      const f = memo.valueAt(gets[k]!);
+      if (!(f instanceof RawDict) || f.kind !== FRAME) return -1;
+      frames[k] = f.id;
+    }
+    this.lfCount = n;
     return p;
   }
 
