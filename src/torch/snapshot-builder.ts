@@ -7,6 +7,11 @@ import { DEFAULT_PICKLE_LIMITS, decodeLong, decodeUtf8, makeTuple, pickleError, 
 import { PickleMemo } from './pickle/memo.js';
 import {
   BLOCK,
+  ENTRY_ADDR,
+  ENTRY_DEVICE_FREE,
+  ENTRY_SIZE,
+  ENTRY_STREAM,
+  ENTRY_TIME,
   FRAME,
   FastPathBail,
   GENERIC,
@@ -655,17 +660,13 @@ export class SnapshotBuilder implements PickleBuilder {
         this.actionCacheCode[actionIndex & 255] = actionCode;
       }
     }
-    const id = t.pushTrace(
-      actionCode,
-      addr,
-      size,
-      stream,
-      time,
-      stack,
-      compile === null ? -1 : t.string(compile),
-      user === null ? -1 : t.string(user),
-      deviceFree,
-    );
+    const entry = t.traceEntry;
+    entry[ENTRY_ADDR] = addr;
+    entry[ENTRY_SIZE] = size;
+    entry[ENTRY_STREAM] = stream;
+    entry[ENTRY_TIME] = time;
+    entry[ENTRY_DEVICE_FREE] = deviceFree;
+    const id = t.pushTraceEntry(actionCode, stack, compile === null ? -1 : t.string(compile), user === null ? -1 : t.string(user));
     this.releaseSlot(dictSlot, TRACE, id);
     if (hasFrames && this.lfListSlot >= 0) this.releaseSlot(this.lfListSlot, STACK, stack);
     for (let i = 0; i < newStrings; i++) memo.put(this.laneStringSlots[i]!, this.laneStrings[i]);
