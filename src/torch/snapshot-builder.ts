@@ -15,6 +15,7 @@ import {
   FRAME,
   FastPathBail,
   GENERIC,
+  I32Column,
   MAX_RELEASED_SLOT,
   POOL_TUPLE,
   RawDict,
@@ -154,7 +155,7 @@ export class SnapshotBuilder implements PickleBuilder {
       const start = t.sBlockStart.data[id]!;
       const end = t.sBlockStart.data[id + 1]!;
       if (end > start) {
-        node.ids = Array.from(t.segmentBlocks.data.subarray(start, end));
+        node.ids = I32Column.from(t.segmentBlocks.data.subarray(start, end));
         node.idKind = BLOCK;
       }
       node.sealed = true;
@@ -1058,7 +1059,7 @@ export class SnapshotBuilder implements PickleBuilder {
       const x = stack[i];
       if (target.items === null && x instanceof RawDict && (x.kind === TRACE || x.kind === BLOCK || x.kind === SEGMENT) && (target.ids === null || target.idKind === x.kind)) {
         if (target.ids === null) {
-          target.ids = [];
+          target.ids = new I32Column(8);
           target.idKind = x.kind;
         }
         target.ids.push(x.id);
@@ -1068,7 +1069,8 @@ export class SnapshotBuilder implements PickleBuilder {
         target.items = [];
         if (target.ids !== null) {
           // Mixed list: turn the ids back into nodes.
-          for (const id of target.ids) target.items.push(nodeFor(target.idKind, id));
+          const ids = target.ids;
+          for (let k = 0; k < ids.length; k++) target.items.push(nodeFor(target.idKind, ids.data[k]!));
           target.ids = null;
         }
       }
@@ -1214,7 +1216,7 @@ export class SnapshotBuilder implements PickleBuilder {
       }
     }
     if (Number.isNaN(address) || Number.isNaN(total)) return -1;
-    const id = t.pushSegment(mask, device, address, total, allocated, active, requested, stream, type, pool0, pool1, expandable, stack, blocks?.ids ?? null);
+    const id = t.pushSegment(mask, device, address, total, allocated, active, requested, stream, type, pool0, pool1, expandable, stack, blocks?.ids?.view() ?? null);
     if (blocks !== null) {
       blocks.sealed = true;
       this.release(blocks, SEGMENT_BLOCKS, id);

@@ -70,7 +70,7 @@ class Assembler {
     if (Array.isArray(v)) return v;
     if (v instanceof RawList) {
       if (v.stack >= 0) return this.stackToFrameDicts(v.stack);
-      if (v.ids !== null) return v.ids.map((id) => nodeFor(v.idKind, id));
+      if (v.ids !== null) return Array.from(v.ids.view(), (id) => nodeFor(v.idKind, id));
       return v.items ?? [];
     }
     throw shapeError(path, `expected a list, found ${describe(v)}`);
@@ -78,7 +78,7 @@ class Assembler {
 
   /** Raw ids of a list of recognised blocks / trace entries; other lists go through `each`. */
   rows(v: unknown, kind: number, path: string, each: (node: unknown, path: string) => number): Int32Array {
-    if (v instanceof RawList && v.ids !== null && v.idKind === kind) return Int32Array.from(v.ids);
+    if (v instanceof RawList && v.ids !== null && v.idKind === kind) return v.ids.finish();
     const items = this.list(v, path);
     const out = new Int32Array(items.length);
     for (let i = 0; i < items.length; i++) out[i] = each(items[i], `${path}[${i}]`);
@@ -199,7 +199,7 @@ class Assembler {
     const segments: Segment[] = [];
     if (v instanceof RawList && v.ids !== null && v.idKind === SEGMENT) {
       // Recognised segments (the normal case): straight from the columns, no node per segment.
-      const ids = v.ids;
+      const ids = v.ids.view();
       for (let i = 0; i < ids.length; i++) segments.push(this.recognisedSegment(ids[i]!, i, raw, owner));
     } else {
       this.list(v, 'segments').forEach((node, index) => {
@@ -283,7 +283,7 @@ class Assembler {
     const blockList = d.get('blocks') ?? [];
     if (blockList instanceof RawList && blockList.ids !== null && blockList.idKind === BLOCK) {
       // Recognised blocks: their raw ids, without a copy per segment.
-      const ids = blockList.ids;
+      const ids = blockList.ids.view();
       for (let j = 0; j < ids.length; j++) {
         raw.push(ids[j]!);
         owner.push(index);
