@@ -2,7 +2,7 @@ import { describe, it, expect } from 'vitest';
 import { existsSync, readFileSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { MemscopeError } from '../../src/core/errors.js';
-import { DEFAULT_PICKLE_LIMITS, runPickle, type PickleLimits } from '../../src/torch/pickle/machine.js';
+import { DEFAULT_PICKLE_LIMITS, PickleMachine, runPickle, type PickleLimits } from '../../src/torch/pickle/machine.js';
 import { readPickle } from '../../src/torch/pickle/reader.js';
 import { SnapshotBuilder } from '../../src/torch/snapshot-builder.js';
 import { readSnapshotPieces, readerOf } from '../../src/torch/snapshot-decoder.js';
@@ -301,5 +301,31 @@ describe('ints in the lanes', () => {
       const generic = outcome(() => resolved(normaliseSnapshot(readPickle(big))));
       expect(outcome(() => resolved(readSnapshot(big)))).toEqual(generic);
     }
+  });
+});
+
+describe('the byte budget held in slices', () => {
+  // The machine counts the maxBytes budget down in slices below 2^30 (`PickleMachine.refill`),
+  // refilled from the rest when one runs out. With slices of a few bytes, refills happen at
+  // nearly every charging opcode and lanes give way at slice ends: the outcome, and the offset of
+  // a limit error, must be the same as with one slice that holds the whole budget.
+  const file = resolve(repoRoot, '../shared/fixtures/torch-snapshots/transformer_forward_trace.pickle');
+  it.runIf(existsSync(file))('gives the same result and the same limit errors whatever the slice', () => {
+    const bytes = new Uint8Array(readFileSync(file));
+    const read = (maxBytes: number, slice: number): string => {
+      const limits = { ...DEFAULT_PICKLE_LIMITS, maxBytes };
+      const tables = new SnapshotTables();
+      const machine = new PickleMachine(new SnapshotBuilder(tables, Math.floor(bytes.length / 40), limits.maxContainerItems), limits, undefined, slice);
+      return outcome(() => machine.run(bytes, 0, true, bytes.length)) + ` ${tables.tAddr.length} events ${tables.bSize.length} blocks`;
+    };
+    const results = new Set<string>();
+    for (const maxBytes of [bytes.length, bytes.length * 3, bytes.length * 6, bytes.length * 9, 2 ** 33]) {
+      const whole = read(maxBytes, 2 ** 40);
+      for (const slice of [1, 7, 64, 1000, 65536]) expect({ maxBytes, slice, result: read(maxBytes, slice) }).toEqual({ maxBytes, slice, result: whole });
+      results.add(whole.split(' ')[0]!);
+    }
+    // Both outcomes occur: some budgets run out, some do not.
+    expect(results.has('ok')).toBe(true);
+    expect(results.size).toBeGreaterThan(1);
   });
 });
