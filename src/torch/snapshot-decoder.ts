@@ -253,7 +253,8 @@ class Assembler {
     const type = t.sType.data[id]!;
     const pool0 = t.sPool0.data[id]!;
     const pool1 = t.sPool1.data[id]!;
-    // Segments of one pool share its (frozen) id tuple: one array per pool, not per segment.
+    // Consecutive segments of one pool share its (frozen) id tuple: one array per run of a pool,
+    // not one per segment.
     let poolId = this.lastPoolId;
     if (Number.isNaN(pool0)) poolId = null;
     else if (poolId === null || poolId[0] !== pool0 || poolId[1] !== pool1) this.lastPoolId = poolId = makeTuple([pool0, pool1]) as readonly [number, number];
