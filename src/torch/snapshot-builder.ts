@@ -291,6 +291,12 @@ export class SnapshotBuilder implements PickleBuilder {
     return NaN;
   }
 
+  /**
+   * A segment's int fields being read, by their SEGMENT_KEYS bit (device, address, total_size,
+   * allocated_size, active_size, requested_size, stream); NaN for one not given (or None).
+   */
+  private readonly segmentInts = new Float64Array(7);
+
   /** Direct-mapped cache: memo index of a segment_type string → its code in the tables. */
   private readonly typeCacheIndex = new Int32Array(64).fill(-1);
   private readonly typeCacheCode = new Int32Array(64);
@@ -324,7 +330,7 @@ export class SnapshotBuilder implements PickleBuilder {
     const dictSlot = next++;
     if (!memo.isFree(dictSlot)) return -1;
     let mask = 0;
-    let device = NaN, address = NaN, total = NaN, allocated = NaN, active = NaN, requested = NaN, stream = NaN;
+    const ints = this.segmentInts.fill(NaN);
     let pool0 = NaN, pool1 = NaN;
     let poolSlot = -1;
     let type = -1;
@@ -349,20 +355,13 @@ export class SnapshotBuilder implements PickleBuilder {
       const op = b[p]!;
       if (bit <= 6) {
         // ints; None only where `segment` reads it as "not given"
-        let v = NaN;
         if (op === 0x4e /* NONE */ && (bit === 0 || bit === 5 || bit === 6)) p++;
         else {
-          v = this.laneInt(b, p);
+          const v = this.laneInt(b, p);
           if (Number.isNaN(v)) return this.abandonSegment(memo, firstSlot, next, firstBlock);
+          ints[bit] = v;
           p = this.intEnd;
         }
-        if (bit === 0) device = v;
-        else if (bit === 1) address = v;
-        else if (bit === 2) total = v;
-        else if (bit === 3) allocated = v;
-        else if (bit === 4) active = v;
-        else if (bit === 5) requested = v;
-        else stream = v;
       } else if (bit === 7) {
         // segment_type: a string seen before, or a new one
         let index = -1;
@@ -485,12 +484,12 @@ export class SnapshotBuilder implements PickleBuilder {
         }
       }
     }
-    if (Number.isNaN(address) || Number.isNaN(total) || next > lane.maxMemoEntries) return this.abandonSegment(memo, firstSlot, next, firstBlock);
+    if (Number.isNaN(ints[1]!) || Number.isNaN(ints[2]!) || next > lane.maxMemoEntries) return this.abandonSegment(memo, firstSlot, next, firstBlock);
     // SETITEMS takes 8 per key and per value.
     charge += 16 * bitCount(mask);
     if (p - at > maxSpan || charge > budget) return this.abandonSegment(memo, firstSlot, next, firstBlock);
     // Commit (the blocks are in already).
-    const id = t.pushSegment(mask, device, address, total, allocated, active, requested, stream, type, pool0, pool1, expandable, stack, null, firstBlock, blockCount);
+    const id = t.pushSegment(mask, ints, type, pool0, pool1, expandable, stack, null, firstBlock, blockCount);
     this.releaseSlot(dictSlot, SEGMENT, id);
     if (blocksSlot >= 0) this.releaseSlot(blocksSlot, SEGMENT_BLOCKS, id);
     if (poolSlot >= 0) this.releaseSlot(poolSlot, POOL_TUPLE, id);
@@ -1167,7 +1166,7 @@ export class SnapshotBuilder implements PickleBuilder {
    */
   private segment(kv: unknown[], start: number, end: number): number {
     let mask = 0;
-    let device = NaN, address = NaN, total = NaN, allocated = NaN, active = NaN, requested = NaN, stream = NaN;
+    const ints = this.segmentInts.fill(NaN);
     let pool0 = NaN, pool1 = NaN;
     let type = -1;
     let expandable = 2;
@@ -1203,20 +1202,12 @@ export class SnapshotBuilder implements PickleBuilder {
         else return -1;
       } else {
         // ints; None only where the assembler reads it as "not given"
-        let x = NaN;
-        if (safeInt(v)) x = v;
+        if (safeInt(v)) ints[bit] = v;
         else if (!none || bit === 1 || bit === 2 || bit === 3 || bit === 4) return -1;
-        if (bit === 0) device = x;
-        else if (bit === 1) address = x;
-        else if (bit === 2) total = x;
-        else if (bit === 3) allocated = x;
-        else if (bit === 4) active = x;
-        else if (bit === 5) requested = x;
-        else stream = x;
       }
     }
-    if (Number.isNaN(address) || Number.isNaN(total)) return -1;
-    const id = t.pushSegment(mask, device, address, total, allocated, active, requested, stream, type, pool0, pool1, expandable, stack, blocks?.ids?.view() ?? null);
+    if (Number.isNaN(ints[1]!) || Number.isNaN(ints[2]!)) return -1;
+    const id = t.pushSegment(mask, ints, type, pool0, pool1, expandable, stack, blocks?.ids?.view() ?? null);
     if (blocks !== null) {
       blocks.sealed = true;
       this.release(blocks, SEGMENT_BLOCKS, id);

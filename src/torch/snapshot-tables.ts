@@ -341,13 +341,8 @@ export class SnapshotTables {
   /** Appends a recognised segment; `blockIds` are its blocks' raw ids, in list order. */
   pushSegment(
     keyMask: number,
-    device: number,
-    address: number,
-    total: number,
-    allocated: number,
-    active: number,
-    requested: number,
-    stream: number,
+    /** device, address, total_size, allocated_size, active_size, requested_size, stream (SEGMENT_KEYS order); NaN where not given. */
+    ints: Float64Array,
     type: number,
     pool0: number,
     pool1: number,
@@ -359,13 +354,13 @@ export class SnapshotTables {
     blockCount = 0,
   ): number {
     this.sKeyMask.push(keyMask);
-    this.sDevice.push(device);
-    this.sAddress.push(address);
-    this.sTotal.push(total);
-    this.sAllocated.push(allocated);
-    this.sActive.push(active);
-    this.sRequested.push(requested);
-    this.sStream.push(stream);
+    this.sDevice.push(ints[0]!);
+    this.sAddress.push(ints[1]!);
+    this.sTotal.push(ints[2]!);
+    this.sAllocated.push(ints[3]!);
+    this.sActive.push(ints[4]!);
+    this.sRequested.push(ints[5]!);
+    this.sStream.push(ints[6]!);
     this.sType.push(type);
     this.sPool0.push(pool0);
     this.sPool1.push(pool1);
