@@ -297,6 +297,26 @@ export class SnapshotBuilder implements PickleBuilder {
    */
   private readonly segmentInts = new Float64Array(7);
 
+  /**
+   * The memo index a BINGET / LONG_BINGET at p reads, or -1 (another opcode, or one the piece holds
+   * only part of); `getEnd` gets the offset after it. For the segment lane: the trace and block
+   * lanes decode their GETs inline, since a call there spent the inlining budget V8 gives them
+   * (docs/PICKLE.md, twelfth session).
+   */
+  private getEnd = 0;
+  private memoIndexAt(b: Uint8Array, p: number): number {
+    const op = b[p];
+    if (op === 0x68 /* BINGET */ && p + 1 < b.length) {
+      this.getEnd = p + 2;
+      return b[p + 1]!;
+    }
+    if (op === 0x6a /* LONG_BINGET */ && p + 4 < b.length) {
+      this.getEnd = p + 5;
+      return (b[p + 1]! | (b[p + 2]! << 8) | (b[p + 3]! << 16) | (b[p + 4]! << 24)) >>> 0;
+    }
+    return -1;
+  }
+
   /** Direct-mapped cache: memo index of a segment_type string → its code in the tables. */
   private readonly typeCacheIndex = new Int32Array(64).fill(-1);
   private readonly typeCacheCode = new Int32Array(64);
@@ -364,15 +384,9 @@ export class SnapshotBuilder implements PickleBuilder {
         }
       } else if (bit === 7) {
         // segment_type: a string seen before, or a new one
-        let index = -1;
-        if (op === 0x68 /* BINGET */ && p + 1 < len) {
-          index = b[p + 1]!;
-          p += 2;
-        } else if (op === 0x6a /* LONG_BINGET */ && p + 4 < len) {
-          index = (b[p + 1]! | (b[p + 2]! << 8) | (b[p + 3]! << 16) | (b[p + 4]! << 24)) >>> 0;
-          p += 5;
-        }
+        const index = this.memoIndexAt(b, p);
         if (index >= 0) {
+          p = this.getEnd;
           const cached = index & 63;
           if (this.typeCacheIndex[cached] === index) type = this.typeCacheCode[cached]!;
           else {
@@ -396,14 +410,9 @@ export class SnapshotBuilder implements PickleBuilder {
         // segment_pool_id: None, `int int TUPLE2 MEMOIZE`, or a GET of such a pair
         if (op === 0x4e /* NONE */) p++;
         else if (op === 0x68 /* BINGET */ || op === 0x6a /* LONG_BINGET */) {
-          let index = -1;
-          if (op === 0x68 && p + 1 < len) {
-            index = b[p + 1]!;
-            p += 2;
-          } else if (op === 0x6a && p + 4 < len) {
-            index = (b[p + 1]! | (b[p + 2]! << 8) | (b[p + 3]! << 16) | (b[p + 4]! << 24)) >>> 0;
-            p += 5;
-          } else return this.abandonSegment(memo, firstSlot, next, firstBlock);
+          const index = this.memoIndexAt(b, p);
+          if (index < 0) return this.abandonSegment(memo, firstSlot, next, firstBlock);
+          p = this.getEnd;
           const released = memo.releasedId(index);
           if (released >= 0 && this.releasedKind[index] === POOL_TUPLE) {
             pool0 = t.sPool0.data[released]!;
