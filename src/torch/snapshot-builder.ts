@@ -299,9 +299,9 @@ export class SnapshotBuilder implements PickleBuilder {
 
   /**
    * The memo index a BINGET / LONG_BINGET at p reads, or -1 (another opcode, or one the piece holds
-   * only part of); `getEnd` gets the offset after it. For the segment lane: the trace and block
-   * lanes decode their GETs inline, since a call there spent the inlining budget V8 gives them
-   * (docs/PICKLE.md, twelfth session).
+   * only part of); `getEnd` gets the offset after it. For the segment lane and the frame-list
+   * lane's rare parts: the trace and block lanes decode their GETs inline, since a call there
+   * spent the inlining budget V8 gives them (docs/PICKLE.md, twelfth session).
    */
   private getEnd = 0;
   private memoIndexAt(b: Uint8Array, p: number): number {
@@ -868,16 +868,9 @@ export class SnapshotBuilder implements PickleBuilder {
 
   /** `frames` as a GET of a list seen before (laneFramesValue). */
   private laneFramesGet(b: Uint8Array, p: number, memo: PickleMemo): number {
-    const len = b.length;
-    const op = b[p];
-    let i: number;
-    if (op === 0x68 && p + 1 < len) {
-      i = b[p + 1]!;
-      p += 2;
-    } else if (op === 0x6a && p + 4 < len) {
-      i = (b[p + 1]! | (b[p + 2]! << 8) | (b[p + 3]! << 16) | (b[p + 4]! << 24)) >>> 0;
-      p += 5;
-    } else return -1;
+    const i = this.memoIndexAt(b, p);
+    if (i < 0) return -1;
+    p = this.getEnd;
     const released = memo.releasedId(i);
     if (released >= 0) {
       if (this.releasedKind[i] !== STACK) return -1;
@@ -897,18 +890,13 @@ export class SnapshotBuilder implements PickleBuilder {
     let n = 0;
     for (;;) {
       if (p >= len) return -1;
-      const c = b[p]!;
-      let i: number;
-      if (c === 0x68 && p + 1 < len) {
-        i = b[p + 1]!;
-        p += 2;
-      } else if (c === 0x6a && p + 4 < len) {
-        i = (b[p + 1]! | (b[p + 2]! << 8) | (b[p + 3]! << 16) | (b[p + 4]! << 24)) >>> 0;
-        p += 5;
-      } else if (c === 0x65 /* APPENDS */) {
+      if (b[p] === 0x65 /* APPENDS */) {
         p++;
         break;
-      } else return -1;
+      }
+      const i = this.memoIndexAt(b, p);
+      if (i < 0) return -1;
+      p = this.getEnd;
       if (n === gets.length) {
         const grown = new Int32Array(n * 2);
         grown.set(gets);
