@@ -57,6 +57,10 @@ const tagOf = (device: number, category: number): number => device * CATEGORY_SL
 const categoryOf = (tag: number): CategoryIndex => (tag & (CATEGORY_SLOTS - 1)) as CategoryIndex;
 const deviceOf = (tag: number): number => tag >> 3;
 
+/** Queued allocations and frees (see MemRecorder.applyPending): at most this many, of this many numbers each. */
+const PENDING_EVENTS = 1024;
+const PENDING_STRIDE = 3;
+
 /**
  * Counters of every device with bytes, copied at one moment, by device index
  * (a hole where the device held nothing).
@@ -219,19 +223,68 @@ export class MemRecorder implements MemoryEventSink {
   private readonly optimizersSeen = new WeakSet<OptimizerRef>();
   /** Roots whose backward ended inside a gradient computation; their Post-Backward waits for its end. */
   private readonly pendingPostBackward: ModuleRecord[] = [];
+  /**
+   * Allocations and frees not applied yet, PENDING_STRIDE numbers each: storage id, bytes as the
+   * storage reports them (-1 for a free), tag. See `applyPending`.
+   */
+  private readonly pending = new Float64Array(PENDING_EVENTS * PENDING_STRIDE);
+  private pendingLength = 0;
 
   // ---- hot path -------------------------------------------------------------
 
+  // Allocations and frees are queued and applied by `applyPending`, which every other method
+  // calls first: events take effect in the order they arrived, so counters, peaks and local peaks
+  // come out as if each were applied when it came. Why: these two run once per tensor allocation
+  // and free, between ~7 µs of TFJS and wasm code that evicts them from the CPU's caches; applied
+  // one at a time, the table and peak code came in cold every time (docs/MEMTRACKER.md, tenth and
+  // thirteenth sessions). Queued, an event is a few stores, and the table code runs as one warm
+  // loop per module, gradient, optimizer or assign event.
+
   onStorageAlloc(storage: StorageRef, ctx: EventContext): void {
-    // `add` leaves a storage already known alone: it was classified from a TensorRef before its
-    // allocation event reached this sink.
     const phase = ctx.phase;
-    this.add(storage, phase === 'optimizer' ? OPT : phase === 'backward' ? TEMP : ACT);
+    const tag = tagOf(this.device(storage.device).index, phase === 'optimizer' ? OPT : phase === 'backward' ? TEMP : ACT);
+    let at = this.pendingLength;
+    if (at === PENDING_EVENTS * PENDING_STRIDE) {
+      this.applyPending();
+      at = 0;
+    }
+    const pending = this.pending;
+    pending[at] = storage.id;
+    pending[at + 1] = storage.bytes;
+    pending[at + 2] = tag;
+    this.pendingLength = at + PENDING_STRIDE;
   }
 
   onStorageFree(storage: StorageRef): void {
+    let at = this.pendingLength;
+    if (at === PENDING_EVENTS * PENDING_STRIDE) {
+      this.applyPending();
+      at = 0;
+    }
+    const pending = this.pending;
+    pending[at] = storage.id;
+    pending[at + 1] = -1;
+    this.pendingLength = at + PENDING_STRIDE;
+  }
+
+  /** Applies the queued allocations and frees, in order. */
+  private applyPending(): void {
+    const end = this.pendingLength;
+    if (end === 0) return;
+    this.pendingLength = 0;
+    const pending = this.pending;
+    for (let at = 0; at < end; at += PENDING_STRIDE) {
+      const bytes = pending[at + 1]!;
+      // `insert` leaves a storage already known alone: it was classified from a TensorRef
+      // before its allocation event was applied.
+      if (bytes >= 0) this.insert(pending[at]!, bytes, pending[at + 2]!);
+      else this.remove(pending[at]!);
+    }
+  }
+
+  private remove(id: number): void {
     const table = this.storages;
-    const slot = table.find(storage.id);
+    const slot = table.find(id);
     if (slot < 0) return;
     const bytes = table.bytesAt(slot);
     const tag = table.tagAt(slot);
@@ -262,12 +315,17 @@ export class MemRecorder implements MemoryEventSink {
 
   /** Tracks a storage not tracked yet in `category`; returns its device-rounded bytes (-1 if it was tracked already). */
   private add(storage: StorageRef, category: CategoryIndex): number {
-    const dev = this.device(storage.device);
-    const bytes = roundToDevice(storage.bytes, dev.spec);
-    if (!this.storages.insert(storage.id, bytes, tagOf(dev.index, category))) return -1;
+    return this.insert(storage.id, storage.bytes, tagOf(this.device(storage.device).index, category));
+  }
+
+  /** `add` by id, reported bytes and tag. */
+  private insert(id: number, reportedBytes: number, tag: number): number {
+    const dev = this.deviceList[deviceOf(tag)]!;
+    const bytes = roundToDevice(reportedBytes, dev.spec);
+    if (!this.storages.insert(id, bytes, tag)) return -1;
     if (bytes === 0) return 0;
     const counts = dev.counts;
-    counts[category]! += bytes;
+    counts[categoryOf(tag)]! += bytes;
     const total = (counts[TOTAL]! += bytes);
     // Only an allocation can raise a total, so peaks are updated here and nowhere else.
     if (total > dev.peakTotal) {
@@ -289,6 +347,7 @@ export class MemRecorder implements MemoryEventSink {
 
   /** Puts `storage` in `category`, tracking it first if it is new (PyTorch's `_update_and_maybe_create_winfos`). */
   classify(storage: StorageRef, category: CategoryIndex): number {
+    this.applyPending();
     const table = this.storages;
     const slot = table.find(storage.id);
     if (slot < 0) return this.add(storage, category);
@@ -307,16 +366,19 @@ export class MemRecorder implements MemoryEventSink {
 
   /** Classifies a variable's storage and remembers the variable's category for later `assign`s. */
   classifyVariable(tensor: TensorRef, category: CategoryIndex): number {
+    this.applyPending();
     if (tensor.variableName !== undefined) this.variableCategory.set(tensor.id, category);
     return this.classify(tensor.storage, category);
   }
 
   isTracked(storage: StorageRef): boolean {
+    this.applyPending();
     return this.storages.has(storage.id);
   }
 
   /** Forgets storages that died while no events arrived (between a stop and the next start). */
   dropStoragesNotIn(live: ReadonlySet<number>): void {
+    this.applyPending();
     const dead: number[] = [];
     this.storages.forEach((bytes, tag, id) => {
       if (live.has(id)) return;
@@ -328,6 +390,7 @@ export class MemRecorder implements MemoryEventSink {
 
   /** Parameters and buffers of `module` and its descendants; returns their bytes (each storage once). */
   trackModuleWeights(module: ModuleRef): { parameterMem: number; bufferMem: number } {
+    this.applyPending();
     const seen = new Set<number>();
     let parameterMem = 0;
     let bufferMem = 0;
@@ -353,6 +416,7 @@ export class MemRecorder implements MemoryEventSink {
   }
 
   trackOptimizerState(optimizer: OptimizerRef): void {
+    this.applyPending();
     for (const v of optimizer.stateVariables()) this.classifyVariable(v, OPT);
   }
 
@@ -414,6 +478,7 @@ export class MemRecorder implements MemoryEventSink {
   }
 
   onModuleEnter(module: ModuleRef, inputs: readonly TensorRef[]): void {
+    this.applyPending();
     this.flushPendingPostBackward();
     const firstCall = !this.records.has(module);
     const rec = this.record(module);
@@ -426,6 +491,7 @@ export class MemRecorder implements MemoryEventSink {
   }
 
   onModuleExit(module: ModuleRef, outputs: readonly TensorRef[]): void {
+    this.applyPending();
     const rec = this.record(module);
     // Weights are built lazily by the first call, inside forward: classify them again after it.
     if (rec.logs[POST_FW] === undefined) this.updateWeights(rec);
@@ -435,12 +501,14 @@ export class MemRecorder implements MemoryEventSink {
   }
 
   onBackwardModuleEnter(module: ModuleRef): void {
+    this.applyPending();
     const rec = this.record(module);
     this.beginCall(rec, PRE_BW, PEAK_BW);
     this.backwardActive.push(rec);
   }
 
   onBackwardModuleExit(module: ModuleRef): void {
+    this.applyPending();
     const rec = this.record(module);
     this.finishCall(this.backwardActive, rec);
     // TFJS knows a variable's final (accumulated) gradient only when the gradient
@@ -469,10 +537,12 @@ export class MemRecorder implements MemoryEventSink {
   // ---- gradients, optimizer, variables --------------------------------------------
 
   onGradientStart(): void {
+    this.applyPending();
     this.gradientDepth++;
   }
 
   onGradientEnd(pairs: readonly GradientPair[]): void {
+    this.applyPending();
     for (const { x, grad } of pairs) {
       // Gradients of variables are PyTorch's GRAD; gradients of other tensors stay Temp.
       if (grad !== null && x.variableName !== undefined) this.classify(grad.storage, GRAD);
@@ -482,10 +552,12 @@ export class MemRecorder implements MemoryEventSink {
   }
 
   onOptimizerStepStart(): void {
+    this.applyPending();
     this.flushPendingPostBackward();
   }
 
   onOptimizerStepEnd(optimizer: OptimizerRef): void {
+    this.applyPending();
     // PyTorch re-reads the state after every step. Once an optimizer's state has been
     // read, later state is caught without the walk: what a step allocates is Optstate by
     // phase, and a state variable's new storage after assign keeps its category.
@@ -495,6 +567,7 @@ export class MemRecorder implements MemoryEventSink {
   }
 
   onVariableAssign(variable: TensorRef, previous: StorageRef): void {
+    this.applyPending();
     let category = this.variableCategory.get(variable.id);
     if (category === undefined) {
       const slot = this.storages.find(previous.id);
@@ -516,10 +589,12 @@ export class MemRecorder implements MemoryEventSink {
   }
 
   currentSnapshot(): MemorySnapshot {
+    this.applyPending();
     return toSnapshot(this.takeSnap(), this.deviceList);
   }
 
   peakSnapshot(): MemorySnapshot {
+    this.applyPending();
     const snap: Snap = [];
     for (const dev of this.deviceList) if (dev.peak !== null && dev.peakTotal > 0) snap[dev.index] = dev.peak;
     return toSnapshot(snap, this.deviceList);
@@ -527,6 +602,7 @@ export class MemRecorder implements MemoryEventSink {
 
   /** PyTorch resets the peak to the current snapshot whenever the tracker is entered. */
   resetPeak(): void {
+    this.applyPending();
     for (const dev of this.devices.values()) {
       dev.peakTotal = dev.counts[TOTAL]!;
       dev.peak = dev.counts.slice();
@@ -535,6 +611,7 @@ export class MemRecorder implements MemoryEventSink {
 
   /** Ends calls left open (a user exception in forward or backward) so no module keeps collecting peaks. */
   closeOpenCalls(): void {
+    this.applyPending();
     this.flushPendingPostBackward();
     settleLocalPeaks(this.forwardActive);
     settleLocalPeaks(this.backwardActive);
@@ -544,6 +621,7 @@ export class MemRecorder implements MemoryEventSink {
   }
 
   resetModStats(): void {
+    this.applyPending();
     this.records.clear();
     this.forwardActive.length = 0;
     this.backwardActive.length = 0;
@@ -551,6 +629,7 @@ export class MemRecorder implements MemoryEventSink {
   }
 
   moduleStats(): ModuleMemStats[] {
+    this.applyPending();
     // Read in the middle of a call (a display inside a layer), the enclosing calls have not yet
     // learnt the peaks of the calls inside them.
     settleLocalPeaks(this.forwardActive);

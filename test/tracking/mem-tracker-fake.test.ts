@@ -5,7 +5,7 @@
 import { describe, expect, it } from 'vitest';
 import { MemscopeError } from '../../src/core/errors.js';
 import { MemTracker } from '../../src/tracking/mem-tracker.js';
-import type { ModuleMemStats } from '../../src/tracking/mem-types.js';
+import type { MemorySnapshot, ModuleMemStats } from '../../src/tracking/mem-types.js';
 import { FakeFramework, FakeModule, FakeOptimizer, type FakeTensor } from './mem-fake-framework.js';
 
 /** net{fc1, bn, fc2}: fc1 400+40 B, bn γβ 16+16 B trainable and 16+16 B moving stats, fc2 40+4 B. */
@@ -165,6 +165,39 @@ describe('MemTracker on a scripted framework', () => {
     const snap = tracker.snapshot();
     expect(snap.wasm!.Activation).toBe(8 + 16);
     expect(snap.cpu!.Activation).toBe(4);
+  });
+
+  it('applies allocations and frees in order, however many arrive between two other events', () => {
+    // The recorder queues allocations and frees (1,024 at most) and applies them before anything
+    // else it does: 3,000 events inside one call, on two devices, and reads in the middle of them.
+    const fw = new FakeFramework();
+    const net = new FakeModule('net', 'Sequential');
+    const inner = new FakeModule('inner', 'Dense', net);
+    const tracker = new MemTracker(fw);
+    let midCall: MemorySnapshot = {};
+    let midPeak: MemorySnapshot = {};
+    tracker.track(() => {
+      fw.forward(net, [], () => {
+        const held: FakeTensor[] = [];
+        for (let i = 0; i < 1000; i++) held.push(fw.alloc(8), fw.alloc(12, 'wasm')); // wasm rounds 12 to 16
+        midCall = tracker.snapshot();
+        for (const t of held.splice(0, 1500)) fw.free(t);
+        midPeak = tracker.snapshot('peak');
+        // Inside `inner`, a peak below net's: net keeps its own, inner gets its own.
+        return fw.forward(inner, [], () => fw.alloc(40), (r) => [r]);
+      }, (r) => [r]);
+    });
+    expect(midCall.cpu!.Activation).toBe(8000);
+    expect(midCall.wasm!.Activation).toBe(16000);
+    expect(midPeak.cpu!.Total).toBe(8000);
+    expect(midPeak.wasm!.Total).toBe(16000);
+    // 1,500 freed in order: the first 750 pairs; 250 pairs remain (2,000 + 4,000 B), then inner's 40.
+    const now = tracker.snapshot();
+    expect(now.cpu!.Activation).toBe(250 * 8 + 40);
+    expect(now.wasm!.Activation).toBe(250 * 16);
+    const stats = new Map(tracker.moduleStats().map((s) => [s.modFqn, s]));
+    expect(stats.get('net')!.localPeak).toEqual({ cpu: 8000, wasm: 16000 });
+    expect(stats.get('net.inner')!.localPeak).toEqual({ cpu: 250 * 8 + 40, wasm: 250 * 16 });
   });
 
   it('prints snapshots and module-wise snapshots in PyTorch layout', () => {
