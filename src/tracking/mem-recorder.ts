@@ -243,28 +243,29 @@ export class MemRecorder implements MemoryEventSink {
   onStorageAlloc(storage: StorageRef, ctx: EventContext): void {
     const phase = ctx.phase;
     const tag = tagOf(this.device(storage.device).index, phase === 'optimizer' ? OPT : phase === 'backward' ? TEMP : ACT);
-    let at = this.pendingLength;
-    if (at === PENDING_EVENTS * PENDING_STRIDE) {
-      this.applyPending();
-      at = 0;
-    }
+    const at = this.nextPending();
     const pending = this.pending;
     pending[at] = storage.id;
     pending[at + 1] = storage.bytes;
     pending[at + 2] = tag;
-    this.pendingLength = at + PENDING_STRIDE;
   }
 
   onStorageFree(storage: StorageRef): void {
+    const at = this.nextPending();
+    const pending = this.pending;
+    pending[at] = storage.id;
+    pending[at + 1] = -1;
+  }
+
+  /** Where the next queued event goes (applying a full queue first). */
+  private nextPending(): number {
     let at = this.pendingLength;
     if (at === PENDING_EVENTS * PENDING_STRIDE) {
       this.applyPending();
       at = 0;
     }
-    const pending = this.pending;
-    pending[at] = storage.id;
-    pending[at + 1] = -1;
     this.pendingLength = at + PENDING_STRIDE;
+    return at;
   }
 
   /** Applies the queued allocations and frees, in order. */
