@@ -7,7 +7,8 @@
 # [fb, fc] of entry 20 repeats the bytes of entry 19's but not its frames.
 #
 # usage: python3 make-frame-list-pickles.py [reput]  -> the pickle on stdout
-import pickle, pickletools, sys, struct
+import pickle, sys, struct
+from pickle_edits import ops, strip_frames
 def frame(n, l): return {'filename': 'x.py', 'line': l, 'name': n}
 def build(pad):
     fa, fb, fc, fd = frame('fa', 1), frame('fb', 2), frame('fc', 3), frame('fd', 4)
@@ -15,11 +16,6 @@ def build(pad):
                 'time_us': i, 'frames': [fa, fc] if i % 3 == 0 else [fb, fc]} for i in range(40)]
     return {'segments': [], 'pre': [str(i) for i in range(300)], 'a': [fa, fd], 'pad': [str(-i) for i in range(pad)],
             'b': [fb, fd], 'device_traces': [entries]}
-def ops(p):
-    memo = 0
-    for op, arg, pos in pickletools.genops(p):
-        yield op.name, arg, pos, memo
-        if op.name == 'MEMOIZE': memo += 1
 def list_gets(p, k):
     # memo indices of the k-th frame in the two-frame lists (MARK LONG_BINGET x LONG_BINGET y APPENDS)
     seq = list(ops(p)); found = set()
@@ -36,14 +32,7 @@ p = pickle.dumps(build(pad), protocol=4)
 g = first_gets(p)
 if len(g) != 2 or g[1] - g[0] != 65536:
     sys.exit(f'fa and fb are not 65536 memo entries apart: {g}')
-seq = list(ops(p))
-# strip FRAME opcodes (9 bytes each) so that bytes can be inserted
-out = bytearray(); last = 0
-for name, arg, pos, memo in seq:
-    if name == 'FRAME':
-        out += p[last:pos]; last = pos + 9
-out += p[last:]
-p = bytes(out)
+p = strip_frames(p)
 if len(sys.argv) > 1 and sys.argv[1] == 'reput':
     # Before entry 20: re-PUT fc's memo slot with another frame, and the slot of the string
     # 'alloc' with 'free_completed' (push, LONG_BINPUT, POP; CPython never does this).

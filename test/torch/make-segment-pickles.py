@@ -14,6 +14,7 @@
 #
 # usage: python3 make-segment-pickles.py [reput]  -> the pickle on stdout
 import pickle, pickletools, sys, struct
+from pickle_edits import ops, strip_frames
 
 frames = [{'name': f'f{i}', 'filename': f'm{i % 7}.py', 'line': i} for i in range(300)]
 GiB = 2 ** 30
@@ -75,23 +76,8 @@ frames_at = [pos for op, arg, pos in pickletools.genops(p) if op.name == 'FRAME'
 assert len(frames_at) == 1 and starts[5] < frames_at[0] < starts[6], f'FRAME opcodes at {frames_at}, segments at {starts}'
 
 if len(sys.argv) > 1 and sys.argv[1] == 'reput':
-    seq = []
-    memo = 0
-    for op, arg, pos in pickletools.genops(p):
-        seq.append((op.name, arg, pos, memo))
-        if op.name == 'MEMOIZE': memo += 1
-    # strip FRAME opcodes (9 bytes each) so that bytes can be inserted
-    out = bytearray(); last = 0
-    for name, arg, pos, memo in seq:
-        if name == 'FRAME':
-            out += p[last:pos]; last = pos + 9
-    out += p[last:]
-    p = bytes(out)
-    seq = []
-    memo = 0
-    for op, arg, pos in pickletools.genops(p):
-        seq.append((op.name, arg, pos, memo))
-        if op.name == 'MEMOIZE': memo += 1
+    p = strip_frames(p)
+    seq = list(ops(p))
     large = next(seq[i + 1][3] for i, (name, arg, pos, memo) in enumerate(seq) if name == 'SHORT_BINUNICODE' and arg == 'large')
     at = segment_starts(p)[5]
     p = p[:at] + bytes([0x8c, 4]) + b'huge' + b'\x72' + struct.pack('<I', large) + b'\x30' + p[at:]

@@ -8,7 +8,7 @@ import { SnapshotBuilder } from '../../src/torch/snapshot-builder.js';
 import { readSnapshotPieces, readerOf } from '../../src/torch/snapshot-decoder.js';
 import { SnapshotTables } from '../../src/torch/snapshot-tables.js';
 import { normaliseSnapshot, readSnapshot } from '../../src/torch/snapshot.js';
-import { python, pythonPickle } from './python.js';
+import { pythonFile, pythonPickle } from './python.js';
 import { resolved } from './resolved-snapshot.js';
 
 // readSnapshot decodes trace entries, blocks and frame lists in fast lanes that skip the VM stack
@@ -169,7 +169,7 @@ describe('frame lists recognised by their bytes', () => {
   };
 
   it('two lists of the same length and hash (indices 65536 apart) keep their own stacks', () => {
-    const bytes = new Uint8Array(python(readFileSync(script, 'utf8')));
+    const bytes = new Uint8Array(pythonFile(script));
     const rows = expectLikeGeneric(bytes);
     // Both lists occur many times, after each other, so each is looked up while the other is cached.
     expect(rows.filter((r) => r[1] === 'fa')).toHaveLength(14);
@@ -177,7 +177,7 @@ describe('frame lists recognised by their bytes', () => {
   });
 
   it('a re-PUT frame or action name is read with its new value, not a remembered one', () => {
-    const bytes = new Uint8Array(python(readFileSync(script, 'utf8'), undefined, ['reput']));
+    const bytes = new Uint8Array(pythonFile(script, ['reput']));
     const rows = expectLikeGeneric(bytes);
     expect(rows.slice(18, 24)).toEqual([
       ['alloc', 'fa', 'fc'],
@@ -195,7 +195,7 @@ describe('the segment lane', () => {
   // lane as it goes and undoes them if it then gives up. The generic reader is the reference; a
   // builder that records the segment dicts reaching the general path shows which ones the lane took.
   const script = resolve(import.meta.dirname, 'make-segment-pickles.py');
-  const make = (variant?: string): Uint8Array => new Uint8Array(python(readFileSync(script, 'utf8'), undefined, variant ? [variant] : []));
+  const make = (variant?: string): Uint8Array => new Uint8Array(pythonFile(script, variant ? [variant] : []));
 
   /**
    * Indices of the segments whose dicts reached the general path (SETITEMS with first key
