@@ -47,12 +47,18 @@ load = time.perf_counter() - t
 r = resource.getrusage(resource.RUSAGE_SELF)
 print(json.dumps({'loadMs': load * 1000, 'cpuMs': (r.ru_utime + r.ru_stime) * 1000, 'maxRssBytes': r.ru_maxrss * 1024}))`;
 
-/** `memscope summary FILE --json` end to end through the real CLI, under /usr/bin/time -v. */
-const cliMain = resolve(here, '../dist/cli/memscope.js');
-function runCli(file) {
+/**
+ * `memscope summary FILE --json` end to end through the real CLI, under /usr/bin/time -v. The bin
+ * keeps a V8 code cache (src/cli/compile-cache.ts): the bench gives it a directory of its own,
+ * written by the first run; `compileCache: false` runs without it, as a first run would.
+ */
+const cliMain = resolve(here, '../dist/cli/memscope.cjs');
+const compileCache = join(out, 'compile-cache');
+function runCli(file, { compileCache: cached = true } = {}) {
   if (!existsSync(cliMain) || !existsSync('/usr/bin/time')) return null;
+  const env = { ...process.env, MEMSCOPE_COMPILE_CACHE: cached ? compileCache : 'off' };
   const t = performance.now();
-  const r = spawnSync('/usr/bin/time', ['-v', process.execPath, cliMain, 'summary', file, '--json'], { encoding: 'utf8', maxBuffer: 1 << 26 });
+  const r = spawnSync('/usr/bin/time', ['-v', process.execPath, cliMain, 'summary', file, '--json'], { encoding: 'utf8', maxBuffer: 1 << 26, env });
   const wallMs = performance.now() - t;
   if (r.status !== 0) return { error: r.stderr.split('\n').find((l) => l.startsWith('memscope')) ?? `exit ${r.status}` };
   const field = (name) => Number(new RegExp(`${name}: ([0-9.]+)`).exec(r.stderr)?.[1] ?? NaN);
@@ -128,6 +134,8 @@ console.table(rows);
 // exit), and bench/pickle-floor-child.mjs (process start, reading the file, and stepping over every
 // opcode without decoding anything). What the target leaves beyond the second floor is all the
 // time any single-threaded JavaScript decoder and the summary could have (docs/PICKLE.md).
+// memscope runs with its compile cache (written by the runs in the table above, as any run after a
+// user's first would), and once more without it in each round, reported on a line of its own.
 if (memoryViz && existsSync(cliMain) && existsSync('/usr/bin/time')) {
   const repeat = Number(process.env.MEMSCOPE_BENCH_REPEAT ?? 5);
   const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor((xs.length - 1) / 2)];
@@ -135,6 +143,7 @@ if (memoryViz && existsSync(cliMain) && existsSync('/usr/bin/time')) {
   for (const size of sizes.filter((x) => x <= memoryVizMax)) {
     const file = join(out, `snapshot-${size}MB.pickle`);
     const cliMs = [];
+    const coldMs = [];
     const vizMs = [];
     const nodeMs = [];
     const floorMs = [];
@@ -143,6 +152,7 @@ if (memoryViz && existsSync(cliMain) && existsSync('/usr/bin/time')) {
       const cli = runCli(file);
       if (!cli?.wallMs) throw new Error(`memscope summary failed on ${file}: ${cli?.error}`);
       cliMs.push(cli.wallMs);
+      coldMs.push(runCli(file, { compileCache: false }).wallMs);
       const viz = run(process.execPath, [join(here, 'memoryviz-child.mjs'), file]);
       vizMs.push(viz.readMs + viz.unpickleMs);
       const t = performance.now();
@@ -159,6 +169,10 @@ if (memoryViz && existsSync(cliMain) && existsSync('/usr/bin/time')) {
       `${mb(statSync(file).size)} MB, ${repeat} runs each: memscope summary --json (CLI, process start to exit) median ${s(median(cliMs))} s (${spread(cliMs)}); ` +
         `MemoryViz.js read + unpickle median ${s(median(vizMs))} s (${spread(vizMs)}); ` +
         `MemoryViz.js / memscope = ${ratio.toFixed(2)}× — target ≥ 3×: ${ratio >= 3 ? 'MET' : 'NOT MET'}`,
+    );
+    console.log(
+      `  without the compile cache (as a first run; MEMSCOPE_COMPILE_CACHE=off): memscope median ${s(median(coldMs))} s (${spread(coldMs)}), ` +
+        `MemoryViz.js / memscope = ${(median(vizMs) / median(coldMs)).toFixed(2)}×`,
     );
     console.log(
       `  floors: node -e 0 median ${s(median(nodeMs))} s; node start + read + opcode walk (no decoding) median ${s(median(floorMs))} s ` +

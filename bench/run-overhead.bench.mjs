@@ -10,7 +10,7 @@ import { fileURLToPath } from 'node:url';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 const script = join(root, 'test/fixtures/scripts/train.mjs');
-const cli = join(root, 'dist/cli/memscope.js');
+const cli = join(root, 'dist/cli/memscope.cjs');
 const out = join(root, 'bench/out');
 mkdirSync(out, { recursive: true });
 const variants = {

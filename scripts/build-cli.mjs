@@ -1,54 +1,64 @@
 #!/usr/bin/env node
-// Bundles the CLI's entry (src/cli/main.ts) and the verbs that read PyTorch files into
-// dist/cli/memscope.js, the `memscope` bin, plus one chunk per verb beside it.
+// Builds the `memscope` bin: dist/cli/memscope.cjs (src/cli/bin.ts) and the bundle it runs,
+// dist/cli/memscope-cli.cjs (src/cli/cli.ts with the verbs that read PyTorch files, commander and
+// picocolors). Both CommonJS: the bin, because Node starts a CommonJS entry ~10 ms sooner than an
+// ES module one (its ESM loader is not set up); the bundle, because the bin runs it through a V8
+// code cache (src/cli/compile-cache.ts), which Node 20 offers only for scripts.
 //
-// Why: `memscope summary big.pickle` is often a one-shot command, and Node's ESM loader resolves,
-// reads and links each module on its own: ~35 files for the snapshot verbs cost ~25 ms of a
-// ~0.2 s run on a small file (docs/PICKLE.md, eleventh session). The rest of the CLI (the TFJS
-// verbs, the report viewer, `run`'s preload) finds files next to its own modules through
-// import.meta.url, so it stays the tsc output in dist/: main loads it through
-// ./commands/index.js, left external here. MemscopeError stays external as well, so that an
-// error thrown by either half is the one class main.ts tests for.
+// Why a bundle: `memscope summary big.pickle` is often a one-shot command, and Node's ESM loader
+// resolves, reads and links each module on its own: ~35 files for the snapshot verbs cost ~25 ms
+// of a ~0.2 s run on a small file (docs/PICKLE.md, eleventh session). The rest of the CLI (the TFJS verbs, the report viewer, `run`'s preload) finds files next to its
+// own modules through import.meta.url, so it stays the tsc output in dist/, which the bin imports.
+// The two halves each have their MemscopeError class; the CLI tells them by `isMemscopeError`.
 import { build } from 'esbuild';
-import { readdirSync, rmSync } from 'node:fs';
-import { fileURLToPath } from 'node:url';
+import { readdirSync, readFileSync, rmSync } from 'node:fs';
 
-const errorsModule = fileURLToPath(new URL('../src/core/errors.ts', import.meta.url));
+// Earlier layouts' files: an ES module bin (memscope.js) and its chunks (memscope-<hash>.js).
+for (const name of readdirSync('dist/cli')) if (/^memscope(-\w+)?\.js$/.test(name)) rmSync(`dist/cli/${name}`);
 
-/** Leaves an import to the tsc output in dist/ (paths relative to dist/cli/). */
-const keepOutside = {
-  name: 'keep-outside',
+/** `import.meta.url` in CommonJS output: the file's URL, defined after the bundle's "use strict". */
+const importMetaUrl = { inject: ['scripts/cjs-import-meta-url.js'], define: { 'import.meta.url': 'importMetaUrl' } };
+
+const common = { bundle: true, platform: 'node', target: 'node20', legalComments: 'none', logLevel: 'warning' };
+
+await build({
+  ...common,
+  entryPoints: ['src/cli/cli.ts'],
+  outfile: 'dist/cli/memscope-cli.cjs',
+  format: 'cjs',
+  // commander and picocolors go into the bundle too (reached through the ESM loader's CommonJS
+  // translation otherwise: ~10 more files resolved, read and wrapped at every start, ~12 ms of a
+  // ~150 ms run on a small file). The verbs outside the bundle (`run`, `report`) import
+  // commander's package for InvalidArgumentError: a second copy, which is fine, since commander
+  // tells that error by its `code`, not by its class. Everything else stays a package.
+  external: ['@tensorflow/*', 'cli-table3'],
+  // Modules that load a built-in lazily do it with createRequire(import.meta.url).
+  ...importMetaUrl,
+});
+// Code run by vm.Script cannot `import()` (Node 20 has no loader for it that survives a code
+// cache): a dynamic import in the bundle would only fail when a user's file reaches it.
+const bundled = readFileSync('dist/cli/memscope-cli.cjs', 'utf8');
+const dynamicImport = /\bimport\(/.exec(bundled);
+if (dynamicImport) {
+  const line = bundled.slice(0, dynamicImport.index).split('\n').length;
+  throw new Error(`dist/cli/memscope-cli.cjs:${line}: a dynamic import() in the CLI bundle; load it with require (createRequire) instead`);
+}
+
+/** Leaves the full registry to the tsc output in dist/ (paths relative to dist/cli/). */
+const registryOutside = {
+  name: 'registry-outside',
   setup(b) {
-    b.onResolve({ filter: /^\.\/commands\/index\.js$/ }, (args) =>
-      args.importer.endsWith('/src/cli/main.ts') ? { path: './commands/index.js', external: true } : undefined,
-    );
-    b.onResolve({ filter: /core\/errors\.js$|^\.\/errors\.js$/ }, async (args) => {
-      const resolved = await b.resolve(args.path.replace(/\.js$/, '.ts'), { resolveDir: args.resolveDir, kind: args.kind });
-      return resolved.path === errorsModule ? { path: '../core/errors.js', external: true } : undefined;
-    });
+    b.onResolve({ filter: /^\.\/commands\/index\.js$/ }, () => ({ path: './commands/index.js', external: true }));
   },
 };
 
-// Chunk names carry a content hash: drop the previous build's.
-for (const name of readdirSync('dist/cli')) if (/^memscope-\w+\.js$/.test(name)) rmSync(`dist/cli/${name}`);
-
 await build({
-  entryPoints: { memscope: 'src/cli/main.ts' },
-  outdir: 'dist/cli',
-  chunkNames: 'memscope-[hash]',
-  bundle: true,
-  splitting: true,
-  format: 'esm',
-  platform: 'node',
-  target: 'node20',
-  // commander and picocolors go into the bundle too (CommonJS, reached through the ESM loader's
-  // CommonJS translation otherwise: ~10 more files resolved, read and wrapped at every start,
-  // ~12 ms of a ~150 ms run on a small file); their `require`s of Node's built-ins get a real
-  // `require`. The verbs outside the bundle (`run`, `report`) import commander's package for
-  // InvalidArgumentError: a second copy, which is fine, since commander tells that error by its
-  // `code`, not by its class. Everything else stays a package.
-  external: ['@tensorflow/*', 'cli-table3'],
-  banner: { js: "import { createRequire as __memscopeRequire } from 'node:module'; const require = __memscopeRequire(import.meta.url);" },
-  plugins: [keepOutside],
-  legalComments: 'none',
+  ...common,
+  entryPoints: ['src/cli/bin.ts'],
+  outfile: 'dist/cli/memscope.cjs',
+  format: 'cjs',
+  // bin.ts finds its neighbours through import.meta.url, as an ES module (tsc's dist/cli/bin.js).
+  ...importMetaUrl,
+  // `import()` of the registry stays a real dynamic import in CommonJS (the registry is ESM).
+  plugins: [registryOutside],
 });

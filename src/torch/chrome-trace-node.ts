@@ -6,11 +6,16 @@
  */
 import { createReadStream } from 'node:fs';
 import { open, stat } from 'node:fs/promises';
+import { createRequire } from 'node:module';
 import type { Readable } from 'node:stream';
 import { MemscopeError } from '../core/errors.js';
 import { ChromeTraceReader } from './chrome-trace.js';
 import type { MemoryTrace } from './memory-trace.js';
 import { readMemoryTimeline } from './memory-timeline.js';
+
+// node:zlib is loaded when a gzipped file comes (see fileChunks), by `require`: the `memscope` bin
+// runs this module in a CommonJS bundle through vm.Script, where `import()` cannot run.
+const requireBuiltin = createRequire(import.meta.url);
 
 export interface ReadProgress {
   /** Bytes of the file read so far (compressed bytes for a .gz). */
@@ -84,7 +89,7 @@ export async function* fileChunks(path: string, options: FileReadOptions = {}): 
   if (gz) {
     // Loaded here: node:zlib and the stream modules it pulls in cost ~10 ms at start-up, and most
     // files memscope reads (snapshots, plain JSON) are not gzipped.
-    const { createGunzip } = await import('node:zlib');
+    const { createGunzip } = requireBuiltin('node:zlib') as typeof import('node:zlib');
     const gunzip = createGunzip({ chunkSize: 1 << 20 });
     raw.on('error', (err) => gunzip.destroy(err));
     stream = raw.pipe(gunzip);

@@ -1,6 +1,6 @@
 import { describe, it, expect, beforeAll, vi } from 'vitest';
 import { execFileSync, spawnSync } from 'node:child_process';
-import { existsSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { readSnapshot, type MemorySnapshot } from '../../src/torch/snapshot.js';
@@ -429,15 +429,17 @@ describe('the CLI', () => {
   }, 180_000);
 });
 
-describe('the built bin (dist/cli/memscope.js, bundled by scripts/build-cli.mjs)', () => {
-  const bin = path.join(repoRoot, 'dist/cli/memscope.js');
-  const run = (...args: string[]) => spawnSync(process.execPath, [bin, ...args], { encoding: 'utf8', cwd: tmp, maxBuffer: 1 << 26 });
+describe('the built bin (dist/cli/memscope.cjs, bundled by scripts/build-cli.mjs)', () => {
+  const bin = path.join(repoRoot, 'dist/cli/memscope.cjs');
+  const cacheDir = mkdtempSync(path.join(tmpdir(), 'memscope-bin-cache-'));
+  const run = (...args: string[]) =>
+    spawnSync(process.execPath, [bin, ...args], { encoding: 'utf8', cwd: tmp, maxBuffer: 1 << 26, env: { ...process.env, MEMSCOPE_COMPILE_CACHE: cacheDir } });
   const fromSource = (...args: string[]) =>
     spawnSync(path.join(repoRoot, 'node_modules/.bin/tsx'), [path.join(repoRoot, 'src/cli/main.ts'), ...args], { encoding: 'utf8', cwd: tmp, maxBuffer: 1 << 26 });
 
   it('is the package bin, and answers as the source CLI does, bundled verbs and the rest alike', () => {
     expect(existsSync(bin), 'run `npm run build` first').toBe(true);
-    expect(JSON.parse(readFileSync(path.join(repoRoot, 'package.json'), 'utf8')).bin).toEqual({ memscope: 'dist/cli/memscope.js' });
+    expect(JSON.parse(readFileSync(path.join(repoRoot, 'package.json'), 'utf8')).bin).toEqual({ memscope: 'dist/cli/memscope.cjs' });
     const traces = path.join(shared, 'torch-traces');
     for (const args of [
       ['summary', snapshotPath('newest_format_trace'), '--json'],
@@ -460,4 +462,24 @@ describe('the built bin (dist/cli/memscope.js, bundled by scripts/build-cli.mjs)
     expect(run('demo', '--help').stdout).toMatch(/^Usage: memscope demo/);
     expect(run('no-such-verb').status).toBe(2);
   }, 180_000);
+
+  it('runs its bundle through a compile cache per verb: written by the first run, used by the next, never changing an answer', () => {
+    const dir = mkdtempSync(path.join(tmpdir(), 'memscope-bin-cache-'));
+    const reported = (env: Record<string, string>, ...args: string[]) =>
+      spawnSync(process.execPath, [bin, ...args], { encoding: 'utf8', cwd: tmp, maxBuffer: 1 << 26, env: { ...process.env, MEMSCOPE_COMPILE_CACHE_REPORT: '1', ...env } });
+    const args = ['summary', snapshotPath('small_3seg'), '--json'];
+    const expected = fromSource(...args).stdout;
+    const runs = [1, 2, 3].map(() => reported({ MEMSCOPE_COMPILE_CACHE: dir }, ...args));
+    expect(runs.map((r) => [r.status, r.stderr, r.stdout === expected])).toEqual([
+      [0, 'memscope: compile cache miss\n', true],
+      [0, 'memscope: compile cache hit\n', true],
+      [0, 'memscope: compile cache hit\n', true],
+    ]);
+    expect(reported({ MEMSCOPE_COMPILE_CACHE: dir }, 'stats', snapshotPath('small_3seg')).stderr).toMatch(/^memscope: compile cache miss\n/);
+    expect(reported({ MEMSCOPE_COMPILE_CACHE: dir }, 'demo', '--help').stderr).toBe('memscope: compile cache miss\n');
+    expect(readdirSync(dir).map((n) => n.split('.')[3]).sort()).toEqual(['other', 'stats', 'summary']);
+    // Off: nothing read or written, the same answer.
+    const off = reported({ MEMSCOPE_COMPILE_CACHE: 'off' }, ...args);
+    expect([off.status, off.stderr, off.stdout === expected]).toEqual([0, 'memscope: compile cache off\n', true]);
+  }, 120_000);
 });
