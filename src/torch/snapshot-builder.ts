@@ -15,7 +15,7 @@ import {
   FRAME,
   FastPathBail,
   GENERIC,
-  I32Column,
+  IdList,
   MAX_RELEASED_SLOT,
   POOL_TUPLE,
   RawDict,
@@ -155,7 +155,7 @@ export class SnapshotBuilder implements PickleBuilder {
       const start = t.sBlockStart.data[id]!;
       const end = t.sBlockStart.data[id + 1]!;
       if (end > start) {
-        node.ids = I32Column.from(t.segmentBlocks.data.subarray(start, end));
+        node.ids = IdList.from(t.segmentBlocks.data.subarray(start, end));
         node.idKind = BLOCK;
       }
       node.sealed = true;
@@ -1055,7 +1055,7 @@ export class SnapshotBuilder implements PickleBuilder {
       const x = stack[i];
       if (target.items === null && x instanceof RawDict && (x.kind === TRACE || x.kind === BLOCK || x.kind === SEGMENT) && (target.ids === null || target.idKind === x.kind)) {
         if (target.ids === null) {
-          target.ids = new I32Column(8);
+          target.ids = new IdList();
           target.idKind = x.kind;
         }
         target.ids.push(x.id);
@@ -1065,8 +1065,8 @@ export class SnapshotBuilder implements PickleBuilder {
         target.items = [];
         if (target.ids !== null) {
           // Mixed list: turn the ids back into nodes.
-          const ids = target.ids;
-          for (let k = 0; k < ids.length; k++) target.items.push(nodeFor(target.idKind, ids.data[k]!));
+          const ids = target.ids.view();
+          for (let k = 0; k < ids.length; k++) target.items.push(nodeFor(target.idKind, ids[k]!));
           target.ids = null;
         }
       }

@@ -78,7 +78,7 @@ class Assembler {
 
   /** Raw ids of a list of recognised blocks / trace entries; other lists go through `each`. */
   rows(v: unknown, kind: number, path: string, each: (node: unknown, path: string) => number): Int32Array {
-    if (v instanceof RawList && v.ids !== null && v.idKind === kind) return v.ids.finish();
+    if (v instanceof RawList && v.ids !== null && v.idKind === kind) return v.ids.view();
     const items = this.list(v, path);
     const out = new Int32Array(items.length);
     for (let i = 0; i < items.length; i++) out[i] = each(items[i], `${path}[${i}]`);
@@ -330,7 +330,17 @@ class Assembler {
   traces(v: unknown): TraceTable[] {
     if (v === undefined || v === null) return [];
     const devices = this.list(v, 'device_traces');
-    const ids = devices.map((dev, d) => this.rows(dev, TRACE, `device_traces[${d}]`, (e, p) => this.traceEntry(e, p)));
+    // Each device's entries as rows of the trace columns: a run (first, count) when they are
+    // consecutive, as recognised entries always are, else the row of each.
+    const spans = devices.map((dev, d) => {
+      const first = dev instanceof RawList && dev.ids !== null && dev.idKind === TRACE ? dev.ids.runStart() : -1;
+      if (first >= 0) return { first, n: (dev as RawList).ids!.length, rows: null };
+      const rows = this.rows(dev, TRACE, `device_traces[${d}]`, (e, p) => this.traceEntry(e, p));
+      const n = rows.length;
+      const start = n > 0 ? rows[0]! : 0;
+      for (let i = 0; i < n; i++) if (rows[i] !== start + i) return { first: start, n, rows };
+      return { first: start, n, rows: null };
+    });
     const t = this.t;
     // Columns are final only now: generic entries may have been appended above.
     const action = t.tAction.data;
@@ -344,23 +354,14 @@ class Assembler {
       user: t.tUser?.data ?? null,
       deviceFree: t.tDeviceFree?.data ?? null,
     };
-    return ids.map((rows, device) => {
-      const n = rows.length;
-      const first = n > 0 ? rows[0]! : 0;
-      let contiguous = true;
-      for (let i = 0; i < n; i++) {
-        if (rows[i] !== first + i) {
-          contiguous = false;
-          break;
-        }
-      }
-      // Contiguous rows (the normal case): views, no copy. Otherwise gather.
-      const f64 = (c: Float64Array): Float64Array => (contiguous ? c.subarray(first, first + n) : gatherF64(c, rows));
-      const i32 = (c: Int32Array): Int32Array => (contiguous ? c.subarray(first, first + n) : Int32Array.from(rows, (r) => c[r]!));
+    return spans.map(({ first, n, rows }, device) => {
+      // Consecutive rows (the normal case): views, no copy. Otherwise gather.
+      const f64 = (c: Float64Array): Float64Array => (rows === null ? c.subarray(first, first + n) : gatherF64(c, rows));
+      const i32 = (c: Int32Array): Int32Array => (rows === null ? c.subarray(first, first + n) : Int32Array.from(rows, (r) => c[r]!));
       return {
         device,
         count: n,
-        action: contiguous ? action.subarray(first, first + n) : Uint8Array.from(rows, (r) => action[r]!),
+        action: rows === null ? action.subarray(first, first + n) : Uint8Array.from(rows, (r) => action[r]!),
         addr: f64(cols.addr),
         size: f64(cols.size),
         stream: f64(cols.stream),

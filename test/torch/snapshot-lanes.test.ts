@@ -329,3 +329,33 @@ describe('the byte budget held in slices', () => {
     expect(results.size).toBeGreaterThan(1);
   });
 });
+
+describe('device trace lists as rows of the trace columns', () => {
+  it('a list whose entries are not one consecutive run (a shared entry, an entry the lanes leave, a device after another) reads as the generic reader reads it', () => {
+    // Recognised entries get consecutive ids as they are read, so a device's list is normally one
+    // run (IdList keeps first and count). These lists break the run: device 0 holds entry `e`
+    // twice (a GET of the same dict), device 1 holds an entry with an unknown key (the general
+    // path, which stores its row after every recognised one), device 2 is an ordinary run.
+    const bytes = pythonPickle(
+      `{'segments': [], 'device_traces': [
+          [e, mk(1), e, mk(2)],
+          [mk(3), dict(mk(4), extra_key=7), mk(5)],
+          [mk(6), mk(7)]]}`,
+      4,
+      `def mk(i): return {'action': 'alloc', 'addr': 512 * i, 'size': 512 + i, 'stream': 0, 'time_us': i, 'frames': [{'name': 'f', 'filename': 'x.py', 'line': i}]}\ne = mk(0)`,
+    );
+    const snap = readSnapshot(bytes);
+    expect(resolved(snap)).toEqual(resolved(normaliseSnapshot(readPickle(bytes))));
+    expect(snap.traces.map((t) => Array.from(t.timeUs))).toEqual([
+      [0, 1, 0, 2],
+      [3, 4, 5],
+      [6, 7],
+    ]);
+    expect(snap.traces.map((t) => Array.from(t.size))).toEqual([
+      [512, 513, 512, 514],
+      [515, 516, 517],
+      [518, 519],
+    ]);
+    for (const pieceBytes of [64, 200]) expect(resolved(readSnapshotPieces(readerOf(bytes), bytes.length, { pieceBytes }))).toEqual(resolved(snap));
+  });
+});
