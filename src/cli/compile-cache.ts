@@ -12,7 +12,7 @@
  * rejected or unwritable cache only means compiling as usual. A cache is written, at exit, only
  * when there was none to use, so it holds the functions of a whole run.
  */
-import { mkdirSync, readdirSync, readFileSync, renameSync, statSync, unlinkSync, writeFileSync } from 'node:fs';
+import { closeSync, fstatSync, mkdirSync, openSync, readdirSync, readFileSync, renameSync, unlinkSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { homedir } from 'node:os';
 import { basename, dirname, join } from 'node:path';
@@ -63,14 +63,24 @@ function fnv1a(text: string): string {
 
 /** Runs the CommonJS file at `file` (absolute) and returns its exports, with a code cache when it can. */
 export function runWithCompileCache(file: string, options: RunWithCompileCacheOptions): CompiledModule {
-  const source = readFileSync(file, 'utf8');
+  // The source and the size and time that name its cache come from one open file, so a bundle
+  // replaced while this runs cannot pair the new name with the old bytecode.
+  const fd = openSync(file, 'r');
+  let source: string;
+  let size: number;
+  let mtimeMs: number;
+  try {
+    ({ size, mtimeMs } = fstatSync(fd));
+    source = readFileSync(fd, 'utf8');
+  } finally {
+    closeSync(fd);
+  }
   const variant = options.variant !== undefined && /^[a-z0-9-]{1,32}$/i.test(options.variant) ? options.variant : 'default';
   let cacheFile: string | null = null;
   let prefix = '';
   let cachedData: Buffer | undefined;
   if (options.cacheDir !== null) {
     try {
-      const { size, mtimeMs } = statSync(file);
       prefix = `${basename(file)}.${fnv1a(file)}.${variant}.`;
       cacheFile = join(options.cacheDir, `${prefix}${size}-${Math.trunc(mtimeMs)}.${process.version}-${process.arch}.v8cache`);
       cachedData = readFileSync(cacheFile);
