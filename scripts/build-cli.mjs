@@ -7,9 +7,10 @@
 //
 // Why a bundle: `memscope summary big.pickle` is often a one-shot command, and Node's ESM loader
 // resolves, reads and links each module on its own: ~35 files for the snapshot verbs cost ~25 ms
-// of a ~0.2 s run on a small file (docs/PICKLE.md, eleventh session). The rest of the CLI (the TFJS verbs, the report viewer, `run`'s preload) finds files next to its
-// own modules through import.meta.url, so it stays the tsc output in dist/, which the bin imports.
-// The two halves each have their MemscopeError class; the CLI tells them by `isMemscopeError`.
+// of a ~0.2 s run on a small file (docs/PICKLE.md, eleventh session). The rest of the CLI (the
+// TFJS verbs, the report viewer, `run`'s preload) finds files next to its own modules through
+// import.meta.url, so it stays the tsc output in dist/, which the bin imports. The two halves
+// each have their MemscopeError class; the CLI tells them by `isMemscopeError`.
 import { build } from 'esbuild';
 import { readdirSync, readFileSync, rmSync } from 'node:fs';
 

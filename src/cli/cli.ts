@@ -11,9 +11,10 @@ const EXIT_USAGE = 2;
 export type LoadAllCommands = () => Promise<{ commands: readonly RegisterCommand[] }>;
 
 /**
- * The PyTorch-file verbs load alone: `memscope summary big.pickle` then compiles its own module
- * graph (~30 files) instead of every verb's (~70, the TFJS demo and report viewer included), which
- * took ~30 ms of a ~0.5 s run. Anything else (help, the other verbs) loads the full registry.
+ * The PyTorch-file verbs load alone: `memscope summary big.pickle` then sets up its own modules
+ * (~30) instead of every verb's (~70, the TFJS demo and report viewer included), which took ~30 ms
+ * of a ~0.5 s run. In the bin's bundle they are all one file, and a verb's modules are initialised
+ * when it is loaded here. Anything else (help, the other verbs) loads the full registry.
  */
 const SINGLE_VERB_MODULES: Readonly<Record<PytorchFileVerb, () => Promise<{ register: RegisterCommand }>>> = {
   summary: () => import('./commands/summary.js'),
