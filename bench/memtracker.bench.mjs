@@ -32,6 +32,7 @@ import { createDemoRun, DEMO_SHAPE } from '../dist/tfjs/demo-model.js';
 import { MemTracker } from '../dist/tfjs/mem-tracker.js';
 import { tfjsAdapter } from '../dist/tfjs/adapter.js';
 import { MemRecorder } from '../dist/tracking/mem-recorder.js';
+import { ratioInterval, verdict } from './ratio-interval.mjs';
 
 const here = dirname(fileURLToPath(import.meta.url));
 const ROUNDS = Number(process.env.MEMSCOPE_BENCH_ROUNDS ?? 9);
@@ -216,15 +217,16 @@ if (ROUNDS > 0) console.log(`1. Training runs, each a fresh process tracked (or 
 for (const config of ROUNDS > 0 ? RUNS : []) {
   const { cpu, wall, paired } = trainingRuns(config);
   const ratio = median(cpu.tracked) / median(cpu.plain);
+  const interval = ratioInterval(cpu.tracked, cpu.plain, median);
   if (config.batchSize === 1 && ratio > TARGET) overTarget = true;
   console.log(
     `batch ${String(config.batchSize).padStart(2)}: CPU ms/step untracked ${fmt(median(cpu.plain))} (${spread(cpu.plain)}), ` +
       `MemTracker ${fmt(median(cpu.tracked))} (${spread(cpu.tracked)}), adapter only ${fmt(median(cpu.adapter))}, ` +
       `adapter delivering MemTracker's events to a no-op sink ${fmt(median(cpu.subscribed))} → ` +
-      `ratio ${fmt(ratio)} (adapter alone ${fmt(median(cpu.adapter) / median(cpu.plain))}, ` +
+      `ratio ${fmt(ratio)} (95 % bootstrap interval over rounds ${fmt(interval.low)}–${fmt(interval.high)}; adapter alone ${fmt(median(cpu.adapter) / median(cpu.plain))}, ` +
       `with MemTracker's events ${fmt(median(cpu.subscribed) / median(cpu.plain))}); ` +
       `median of per-round ratios ${fmt(median(paired))} (${spread(paired)}); wall ratio ${fmt(median(wall.tracked) / median(wall.plain))}` +
-      (config.batchSize === 1 ? `; target ≤ ${TARGET.toFixed(2)}: ${ratio <= TARGET ? 'met' : 'NOT met'}` : ''),
+      (config.batchSize === 1 ? `; target ≤ ${TARGET.toFixed(2)}: ${verdict(ratio, interval, TARGET, true)}` : ''),
   );
 }
 

@@ -19,6 +19,7 @@ import { spawnSync } from 'node:child_process';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { makeBigSnapshot } from './make-big-snapshot.mjs';
+import { ratioInterval, verdict } from './ratio-interval.mjs';
 
 const here = dirname(fileURLToPath(import.meta.url));
 const out = join(here, 'out');
@@ -164,11 +165,13 @@ if (memoryViz && existsSync(cliMain) && existsSync('/usr/bin/time')) {
       walkMs.push(floor.walkMs);
     }
     const ratio = median(vizMs) / median(cliMs);
+    const interval = ratioInterval(vizMs, cliMs, median);
     const budget = median(vizMs) / 3;
     console.log(
       `${mb(statSync(file).size)} MB, ${repeat} runs each: memscope summary --json (CLI, process start to exit) median ${s(median(cliMs))} s (${spread(cliMs)}); ` +
         `MemoryViz.js read + unpickle median ${s(median(vizMs))} s (${spread(vizMs)}); ` +
-        `MemoryViz.js / memscope = ${ratio.toFixed(2)}× — target ≥ 3×: ${ratio >= 3 ? 'MET' : 'NOT MET'}`,
+        `MemoryViz.js / memscope = ${ratio.toFixed(2)}× (95 % bootstrap interval over rounds ${interval.low.toFixed(2)}–${interval.high.toFixed(2)}) — ` +
+        `target ≥ 3×: ${verdict(ratio, interval, 3, false).replace(/^(NOT )?met/, (m) => m.toUpperCase())}`,
     );
     console.log(
       `  without the compile cache (as a first run; MEMSCOPE_COMPILE_CACHE=off): memscope median ${s(median(coldMs))} s (${spread(coldMs)}), ` +
