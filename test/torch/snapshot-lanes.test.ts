@@ -176,6 +176,20 @@ describe('frame lists recognised by their bytes', () => {
     expect(rows.filter((r) => r[1] === 'fb')).toHaveLength(26);
   });
 
+  it('a list where the list expected next is not is read as itself', () => {
+    // The reader first tries the list that followed the last three before (`listAfter`): here C,
+    // each time, before a list that begins with C's bytes, one that is C's beginning, one of C's
+    // length, and (outside the trace) the top-level list 'post'.
+    const bytes = new Uint8Array(pythonFile(resolve(import.meta.dirname, 'make-predicted-list-pickle.py')));
+    const rows = expectLikeGeneric(bytes);
+    const lists = rows.map((r) => r.slice(1).join(' '));
+    expect(lists.length).toBe(47);
+    expect([lists[17], lists[20], lists[29], lists[38], lists[44], lists[45]]).toEqual(['f4 f5 f6', 'f4 f5 f6 f7', 'f4 f5', 'f7 f5 f6', 'f4 f5 f6', 'f1 f2']);
+    const snap = readSnapshot(bytes);
+    expect(snap.format.unknownKeys).toEqual(['pre', 'post']);
+    expect((snap.extra['post'] as { name: string }[]).map((frame) => frame.name)).toEqual(['f4', 'f5', 'f6', 'f7']);
+  });
+
   it('a re-PUT frame or action name is read with its new value, not a remembered one', () => {
     const bytes = new Uint8Array(pythonFile(script, ['reput']));
     const rows = expectLikeGeneric(bytes);
