@@ -657,9 +657,18 @@ export class SnapshotBuilder implements PickleBuilder {
       } else if (op === 0x8a /* LONG1 */ && p + 1 < len) {
         const n = b[p + 1]!;
         if (n > 8 || p + 2 + n > len) return -1;
-        const x = decodeLong(b, p + 2, n);
-        if (typeof x !== 'number') return -1;
-        v = x;
+        if (n >= 5 && n <= 7 && b[p + 1 + n]! < 0x80) {
+          // Addresses and times (5–7 bytes, not negative; two per entry): the low four bytes as
+          // one word and the rest above them, instead of decodeLong's byte-by-byte loop.
+          const lo = (b[p + 2]! | (b[p + 3]! << 8) | (b[p + 4]! << 16) | (b[p + 5]! << 24)) >>> 0;
+          const hi = n === 5 ? b[p + 6]! : n === 6 ? b[p + 6]! | (b[p + 7]! << 8) : b[p + 6]! | (b[p + 7]! << 8) | (b[p + 8]! << 16);
+          if (hi >= 0x200000) return -1; // 2^53 or more: a BigInt, which the general path makes
+          v = hi * 0x100000000 + lo;
+        } else {
+          const x = decodeLong(b, p + 2, n);
+          if (typeof x !== 'number') return -1;
+          v = x;
+        }
         p += 2 + n;
       } else return -1;
       if (bit === 1) addr = v;
