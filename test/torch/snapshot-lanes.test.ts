@@ -186,8 +186,21 @@ describe('frame lists recognised by their bytes', () => {
     expect(lists.length).toBe(47);
     expect([lists[17], lists[20], lists[29], lists[38], lists[44], lists[45]]).toEqual(['f4 f5 f6', 'f4 f5 f6 f7', 'f4 f5', 'f7 f5 f6', 'f4 f5 f6', 'f1 f2']);
     const snap = readSnapshot(bytes);
-    expect(snap.format.unknownKeys).toEqual(['pre', 'post']);
+    expect(snap.format.unknownKeys).toEqual(['pre', 'post', 'end']);
     expect((snap.extra['post'] as { name: string }[]).map((frame) => frame.name)).toEqual(['f4', 'f5', 'f6', 'f7']);
+    // Read by the fast path to the end: a wrong guess taken would leave the machine inside an
+    // opcode, and the reader would start again from byte 0 with the generic path (its second
+    // read at offset 0 here), hiding the mistake in the result.
+    let fromStart = 0;
+    const pieces = readSnapshotPieces(
+      (into, offset) => {
+        if (offset === 0) fromStart++;
+        return readerOf(bytes)(into, offset);
+      },
+      bytes.length,
+    );
+    expect(fromStart).toBe(1);
+    expect(resolved(pieces)).toEqual(resolved(snap));
   });
 
   it('a re-PUT frame or action name is read with its new value, not a remembered one', () => {
