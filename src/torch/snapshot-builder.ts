@@ -101,8 +101,14 @@ export class SnapshotBuilder implements PickleBuilder {
   onMemoize(value: unknown, index: number, replaced: boolean): void {
     if (value instanceof RawDict || value instanceof RawList) value.slot = index;
     // The caches below are keyed by memo index, so a re-PUT (also of a slot a lane filled) voids them.
-    if (replaced) this.forgetMemoCaches();
+    if (replaced) {
+      this.memoReput = true;
+      this.forgetMemoCaches();
+    }
   }
+
+  /** Whether the file has re-PUT a memo index (PyTorch never does; see appendItems). */
+  private memoReput = false;
 
   private forgetMemoCaches(): void {
     this.keyCacheIndex.fill(-1);
@@ -153,6 +159,8 @@ export class SnapshotBuilder implements PickleBuilder {
     if (kind === STACK) {
       node = new RawList();
       node.stack = id;
+      // Fetched again: whatever holds it took the stack as it is now (appendItems).
+      node.sealed = true;
     } else if (kind === SEGMENT_BLOCKS) {
       node = new RawList();
       const t = this.t;
@@ -932,9 +940,15 @@ export class SnapshotBuilder implements PickleBuilder {
       if (this.releasedKind[i] !== STACK) return -1;
       this.lfStack = released;
     } else {
+      // A list the general path made: interned already, or empty. Older PyTorch gave every block
+      // one shared empty `frames` list; read generically once, it is still a list with no stack.
       const v = memo.valueAt(i);
-      if (!(v instanceof RawList) || v.stack < 0) return -1;
-      this.lfStack = v.stack;
+      if (!(v instanceof RawList) || v.ids !== null) return -1;
+      if (v.stack >= 0) this.lfStack = v.stack;
+      else if (v.items === null) this.lfStack = 0;
+      else return -1;
+      // Taken as it is now (appendItems); the general path would seal it too, should the lane give up.
+      v.sealed = true;
     }
     return p;
   }
@@ -1082,9 +1096,20 @@ export class SnapshotBuilder implements PickleBuilder {
 
   appendItems(target: unknown, stack: unknown[], start: number, end: number, at: number): void {
     if (!(target instanceof RawList)) throw pickleError('pickle-corrupt', at, 'APPEND target is not a list');
-    if (target.sealed) throw new FastPathBail(); // a segment's blocks list extended after the segment
+    // Sealed: a segment's blocks list, or a frames list whose stack a trace entry, block or segment
+    // has taken, extended afterwards (no pickler does; a hand-made file can). What took it would
+    // keep the shorter list, so the generic reader reads the file instead.
+    if (target.sealed) throw new FastPathBail();
     if (target.stack >= 0) {
-      // Interned as a stack already and now extended (a stack longer than one APPENDS batch).
+      // Interned at its first APPENDS and now extended: a stack longer than one batch (CPython
+      // writes 1000 items per APPENDS). The first APPENDS released the memo slot with the shorter
+      // stack, so the slot takes the list back, or a later GET would fetch the first 1000 frames
+      // only. If the slot no longer holds that release (re-PUT since), leave it to the generic reader.
+      const slot = target.slot;
+      if (slot >= 0 && this.memo.valueAt(slot) !== target) {
+        if (this.memoReput || this.memo.releasedId(slot) !== target.stack || this.releasedKind[slot] !== STACK) throw new FastPathBail();
+        this.memo.put(slot, target);
+      }
       target.items = this.frameNodesOf(target.stack);
       target.stack = -1;
     }
@@ -1194,21 +1219,22 @@ export class SnapshotBuilder implements PickleBuilder {
 
   /** Stack id of a frames list, interning it (and dropping its array) the first time. */
   private stackOf(v: unknown): number {
-    if (!(v instanceof RawList)) return -1;
-    if (v.stack >= 0) return v.stack;
-    if (v.ids !== null) return -1;
-    const items = v.items;
-    if (items === null) return 0; // []
-    const n = items.length;
-    const ids = this.t.scratchFor(n);
-    for (let i = 0; i < n; i++) {
-      const f = items[i];
-      if (!(f instanceof RawDict) || f.kind !== FRAME) return -1;
-      ids[i] = f.id;
+    if (!(v instanceof RawList) || v.ids !== null) return -1;
+    if (v.stack < 0 && v.items !== null) {
+      const items = v.items;
+      const n = items.length;
+      const ids = this.t.scratchFor(n);
+      for (let i = 0; i < n; i++) {
+        const f = items[i];
+        if (!(f instanceof RawDict) || f.kind !== FRAME) return -1;
+        ids[i] = f.id;
+      }
+      v.stack = this.t.internStack(ids, n);
+      v.items = null;
     }
-    v.stack = this.t.internStack(ids, n);
-    v.items = null;
-    return v.stack;
+    // The caller takes the stack as the list is now: extending it later must not go unseen (appendItems).
+    v.sealed = true;
+    return v.stack < 0 ? 0 : v.stack; // no stack and no items: []
   }
 
   /**

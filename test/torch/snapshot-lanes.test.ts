@@ -1,4 +1,4 @@
-import { describe, it, expect } from 'vitest';
+import { describe, it, expect, vi } from 'vitest';
 import { existsSync, readFileSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { MemscopeError } from '../../src/core/errors.js';
@@ -385,4 +385,76 @@ describe('device trace lists as rows of the trace columns', () => {
     ]);
     for (const pieceBytes of [64, 200]) expect(resolved(readSnapshotPieces(readerOf(bytes), bytes.length, { pieceBytes }))).toEqual(resolved(snap));
   });
+});
+
+describe('frames lists held by more than one dict', () => {
+  // A frames list is one Python object: every block and trace entry that refers to it (a memo GET)
+  // sees the same list, however it was written and whatever happens to it later. The generic
+  // reader is the reference; the files come from make-shared-list-pickles.py.
+  const script = resolve(import.meta.dirname, 'make-shared-list-pickles.py');
+  const stackLengths = (snap: ReturnType<typeof readSnapshot>): number[] =>
+    Array.from(snap.traces[0]!.stack, (s) => snap.stacks.offsets[s + 1]! - snap.stacks.offsets[s]!);
+  /** readSnapshotPieces over the bytes, with how many times it read from offset 0 (2: it fell back to the generic reader). */
+  const readCountingStarts = (bytes: Uint8Array): { snap: ReturnType<typeof readSnapshot>; starts: number } => {
+    let starts = 0;
+    const snap = readSnapshotPieces(
+      (into, offset) => {
+        if (offset === 0) starts++;
+        return readerOf(bytes)(into, offset);
+      },
+      bytes.length,
+    );
+    return { snap, starts };
+  };
+
+  it('a list longer than one APPENDS batch is the whole list wherever it is fetched again', () => {
+    // 1,500 and 2,500 frames: CPython writes 1,000 per APPENDS. The reader interns a list at its
+    // first APPENDS; a GET after the last one must not fetch that first batch alone.
+    const bytes = new Uint8Array(pythonFile(script, ['long']));
+    const generic = resolved(normaliseSnapshot(readPickle(bytes)));
+    const snap = readSnapshot(bytes);
+    expect(resolved(snap)).toEqual(generic);
+    expect(stackLengths(snap)).toEqual([1500, 2500, 1500, 2500, 2500]);
+    const block = snap.blocks.stack[0]!;
+    expect(snap.stacks.offsets[block + 1]! - snap.stacks.offsets[block]!).toBe(1500);
+    // Read through to the end without falling back to the generic reader.
+    const pieces = readCountingStarts(bytes);
+    expect(pieces.starts).toBe(1);
+    expect(resolved(pieces.snap)).toEqual(generic);
+  });
+
+  it('one empty frames list shared by every block, segment and entry (older PyTorch) is read by the lanes', () => {
+    const bytes = new Uint8Array(pythonFile(script, ['empty-shared']));
+    const laneHits = vi.spyOn(SnapshotBuilder.prototype, 'fastDict');
+    try {
+      const snap = readSnapshot(bytes);
+      expect(resolved(snap)).toEqual(resolved(normaliseSnapshot(readPickle(bytes))));
+      expect(stackLengths(snap)).toEqual([0, 0, 0, 0]);
+      // 2 segments of 3 blocks, 4 entries. Only the first block and entry (whose key strings are
+      // new) and the first segment around them are left to the general path. The lanes take blocks
+      // 1 and 2 of the first segment, the second segment with its blocks (one call), and entries 1
+      // to 3: 6 calls that succeed. Before the lanes took the general path's empty list, none did.
+      expect(laneHits.mock.results.filter((r) => (r.value as number) > 0)).toHaveLength(6);
+    } finally {
+      laneHits.mockRestore();
+    }
+  });
+
+  for (const mode of ['after-entry', 'after-lane', 'after-get', 'reput']) {
+    it(`${mode}: a list changed after a dict took it reads as Python reads it`, () => {
+      // Hand-made (no pickler writes these): a list extended after an entry took it, which the
+      // entry must see; or a list whose memo slot was re-PUT, which a later GET must not see.
+      const bytes = new Uint8Array(pythonFile(script, [mode]));
+      const generic = resolved(normaliseSnapshot(readPickle(bytes)));
+      const expected = { 'after-entry': [3, 2], 'after-lane': [2, 1], 'after-get': [3, 3], reput: [3, 2] }[mode];
+      const snap = readSnapshot(bytes);
+      expect(stackLengths(snap)).toEqual(expected);
+      expect(resolved(snap)).toEqual(generic);
+      // The fast path cannot change what it stored for an entry, so it hands such a file to the
+      // generic reader.
+      const pieces = readCountingStarts(bytes);
+      expect(pieces.starts).toBe(2);
+      expect(resolved(pieces.snap)).toEqual(generic);
+    });
+  }
 });
