@@ -940,8 +940,9 @@ export class SnapshotBuilder implements PickleBuilder {
       if (this.releasedKind[i] !== STACK) return -1;
       this.lfStack = released;
     } else {
-      // A list the general path made: interned already, or empty. Older PyTorch gave every block
-      // one shared empty `frames` list; read generically once, it is still a list with no stack.
+      // A list the general path made: interned already, or empty. PyTorch writes one empty `frames`
+      // list for all blocks and segments without a stack (one object in every fixture); first met
+      // where the general path reads (new key strings), it is still a list with no stack.
       const v = memo.valueAt(i);
       if (!(v instanceof RawList) || v.ids !== null) return -1;
       if (v.stack >= 0) this.lfStack = v.stack;

@@ -5,9 +5,9 @@
 #
 # usage: python3 make-shared-list-pickles.py MODE  -> the pickle on stdout
 #   long          (CPython) stacks of 1,500 and 2,500 frames (two and three APPENDS batches),
-#                 each held by a block and by trace entries after it
-#   empty-shared  (CPython) as older PyTorch wrote: every block and trace entry refers to one
-#                 empty `frames` list
+#                 the first held by a block, both by trace entries after it
+#   empty-shared  (CPython) as PyTorch writes it: every block and segment without a stack (here
+#                 also every trace entry) refers to one empty `frames` list
 #   after-entry   (by hand) a list filled by two APPENDs, taken by a trace entry read
 #                 generically, then extended by a GET and an APPEND
 #   after-lane    (by hand) an empty list outside the trace, taken by a trace entry the lane

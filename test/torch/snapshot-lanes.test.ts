@@ -423,7 +423,7 @@ describe('frames lists held by more than one dict', () => {
     expect(resolved(pieces.snap)).toEqual(generic);
   });
 
-  it('one empty frames list shared by every block, segment and entry (older PyTorch) is read by the lanes', () => {
+  it('one empty frames list shared by every block, segment and entry (as PyTorch writes it) is read by the lanes', () => {
     const bytes = new Uint8Array(pythonFile(script, ['empty-shared']));
     const laneHits = vi.spyOn(SnapshotBuilder.prototype, 'fastDict');
     try {
