@@ -22,6 +22,19 @@ const FILES = [
   resolve(repoRoot, '../shared/fixtures/torch-snapshots/transformer_forward_trace.pickle'),
 ];
 
+/** readSnapshotPieces over the bytes, with how many times it read from offset 0 (2: it fell back to the generic reader). */
+function readCountingStarts(bytes: Uint8Array): { snap: ReturnType<typeof readSnapshot>; starts: number } {
+  let starts = 0;
+  const snap = readSnapshotPieces(
+    (into, offset) => {
+      if (offset === 0) starts++;
+      return readerOf(bytes)(into, offset);
+    },
+    bytes.length,
+  );
+  return { snap, starts };
+}
+
 function outcome(read: () => unknown): string {
   try {
     read();
@@ -191,16 +204,9 @@ describe('frame lists recognised by their bytes', () => {
     // Read by the fast path to the end: a wrong guess taken would leave the machine inside an
     // opcode, and the reader would start again from byte 0 with the generic path (its second
     // read at offset 0 here), hiding the mistake in the result.
-    let fromStart = 0;
-    const pieces = readSnapshotPieces(
-      (into, offset) => {
-        if (offset === 0) fromStart++;
-        return readerOf(bytes)(into, offset);
-      },
-      bytes.length,
-    );
-    expect(fromStart).toBe(1);
-    expect(resolved(pieces)).toEqual(resolved(snap));
+    const pieces = readCountingStarts(bytes);
+    expect(pieces.starts).toBe(1);
+    expect(resolved(pieces.snap)).toEqual(resolved(snap));
   });
 
   it('a re-PUT frame or action name is read with its new value, not a remembered one', () => {
@@ -394,18 +400,6 @@ describe('frames lists held by more than one dict', () => {
   const script = resolve(import.meta.dirname, 'make-shared-list-pickles.py');
   const stackLengths = (snap: ReturnType<typeof readSnapshot>): number[] =>
     Array.from(snap.traces[0]!.stack, (s) => snap.stacks.offsets[s + 1]! - snap.stacks.offsets[s]!);
-  /** readSnapshotPieces over the bytes, with how many times it read from offset 0 (2: it fell back to the generic reader). */
-  const readCountingStarts = (bytes: Uint8Array): { snap: ReturnType<typeof readSnapshot>; starts: number } => {
-    let starts = 0;
-    const snap = readSnapshotPieces(
-      (into, offset) => {
-        if (offset === 0) starts++;
-        return readerOf(bytes)(into, offset);
-      },
-      bytes.length,
-    );
-    return { snap, starts };
-  };
 
   it('a list longer than one APPENDS batch is the whole list wherever it is fetched again', () => {
     // 1,500 and 2,500 frames: CPython writes 1,000 per APPENDS. The reader interns a list at its
