@@ -13,7 +13,8 @@
 // (the issue measured it at 1.63 s where CPython took 1.87 s for 100 MB on this machine).
 //
 // MEMSCOPE_BENCH_SIZES=100,500 limits the sizes (MB); MEMSCOPE_BENCH_PYTHON_MAX=500 skips CPython
-// above that size (it needs ~4.4 GB for 1 GB).
+// above that size (it needs ~4.4 GB for 1 GB); MEMSCOPE_BENCH_KEEP_ENV=1 keeps NODE_EXTRA_CA_CERTS in
+// the timed processes' environment (see below).
 import { existsSync, mkdirSync, statSync } from 'node:fs';
 import { spawnSync } from 'node:child_process';
 import { dirname, join, resolve } from 'node:path';
@@ -35,7 +36,7 @@ const CPYTHON_100MB_S = 1.87; // the issue's measurements on this machine, same 
 
 // NODE_EXTRA_CA_CERTS makes every node process parse that certificate bundle before it runs any
 // JavaScript: ~60 ms per start on this machine's sandbox (90 ms for `node -e 0` against 30 ms
-// without it; callgrind puts 81 % of that start's instructions in node::crypto::UseExtraCaCerts).
+// without it; callgrind puts 82 % of that start's instructions in node::crypto::UseExtraCaCerts).
 // Neither reader makes a TLS connection, and MemoryViz.js's figure is timed inside its process,
 // so the start is charged to memscope alone. The processes timed here therefore run without it;
 // the CLI is also run with it, each round, and reported on a line of its own.
