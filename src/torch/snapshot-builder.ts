@@ -940,16 +940,13 @@ export class SnapshotBuilder implements PickleBuilder {
       if (this.releasedKind[i] !== STACK) return -1;
       this.lfStack = released;
     } else {
-      // A list the general path made: interned already, or empty. PyTorch writes one empty `frames`
-      // list for all blocks and segments without a stack (one object in every fixture); first met
-      // where the general path reads (new key strings), it is still a list with no stack.
-      const v = memo.valueAt(i);
-      if (!(v instanceof RawList) || v.ids !== null) return -1;
-      if (v.stack >= 0) this.lfStack = v.stack;
-      else if (v.items === null) this.lfStack = 0;
-      else return -1;
-      // Taken as it is now (appendItems); the general path would seal it too, should the lane give up.
-      v.sealed = true;
+      // A list the general path made, taken as the general path takes it (interned if need be,
+      // and sealed; should the lane give up, the general path would do the same). PyTorch writes
+      // one empty `frames` list for all blocks and segments without a stack (one object in every
+      // fixture); first met where the general path reads (new key strings), it has no stack yet.
+      const stack = this.stackOf(memo.valueAt(i));
+      if (stack < 0) return -1;
+      this.lfStack = stack;
     }
     return p;
   }
