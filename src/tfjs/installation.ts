@@ -181,6 +181,12 @@ export class Installation {
   /** Implicit module frames open now (they close at scope ends). */
   implicitOpen = 0;
   watchScopeStart = false;
+  /**
+   * The innermost gradient run waits for the engine's 'forward' or 'backward' tidy (its state is 0
+   * or 2): only then does a new scope's name need comparing. Op scopes' names are built by
+   * concatenation, so comparing every one cost a string-compare builtin call per op.
+   */
+  awaitsGradientScope = false;
   watchScopeEnd = false;
   private readonly scopeMarks: number[] = [];
   private assigning: TfTensor | null = null;
@@ -550,6 +556,7 @@ export class Installation {
         this.backwardDepth++;
       }
       if (mark !== SCOPE_PLAIN) {
+        this.syncGradientScopeWatch();
         this.markedScopes.push(scope);
         this.markedTop = scope;
         this.scopeMarks.push(mark);
@@ -557,6 +564,12 @@ export class Installation {
       }
     }
     if (this.scopeStartSinks.length > 0) this.emitScope(this.scopeStartSinks, 'onScopeStart', scope.name);
+  }
+
+  private syncGradientScopeWatch(): void {
+    const n = this.gradRuns.length;
+    const state = n > 0 ? this.gradRuns[n - 1]!.state : -1;
+    this.awaitsGradientScope = state === 0 || state === 2;
   }
 
   /** tfjs-core's `op()` wraps every op in a scope named `<op>__op`: reported as kind 'op', name without the suffix. */
@@ -594,6 +607,7 @@ export class Installation {
         this.backwardDepth--;
         if (run !== undefined) run.state = 4;
       }
+      this.syncGradientScopeWatch();
       this.updateCtx();
     }
     // An implicit module frame never outlives the engine scope it opened in
@@ -620,6 +634,7 @@ export class Installation {
   gradientStart(xs: TfTensor[]): GradientRun {
     const run: GradientRun = { state: 0, bwBase: null };
     this.gradRuns.push(run);
+    this.awaitsGradientScope = true;
     if (this.gradStartSinks.length > 0) this.emit(this.gradStartSinks, 'onGradientStart', this.refsOf(xs));
     return run;
   }
@@ -627,6 +642,7 @@ export class Installation {
   gradientEnd(run: GradientRun, xs: TfTensor[], result: { grads: Array<TfTensor | null | undefined> } | null): void {
     const i = this.gradRuns.lastIndexOf(run);
     if (i >= 0) this.gradRuns.length = i;
+    this.syncGradientScopeWatch();
     if (this.bwTop !== run.bwBase && run.state >= 3) this.backwardTo(run.bwBase);
     this.updateCtx();
     if (this.gradEndSinks.length > 0) {
@@ -1111,7 +1127,7 @@ export class Installation {
         startScope.call(this, name);
         // One scope per op call: only the engine's own forward/backward
         // tidies matter unless a sink wants scope events.
-        if (!inst.active || !(inst.watchScopeStart || name === 'forward' || name === 'backward')) return;
+        if (!inst.active || !(inst.watchScopeStart || (inst.awaitsGradientScope && (name === 'forward' || name === 'backward')))) return;
         try {
           inst.onScopeStart(this);
         } catch (err) {
