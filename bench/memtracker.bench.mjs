@@ -23,7 +23,10 @@
 //   MEMSCOPE_BENCH_ROUNDS=15 npm run bench -- memtracker   (more runs, steadier; 0 skips part 1)
 //   MEMSCOPE_BENCH_SWITCH_ROUNDS=0 npm run bench -- memtracker   (skip part 3)
 //   MEMSCOPE_BENCH_CALLGRIND=1 npm run bench -- memtracker   (add part 4: exact instruction counts)
+//   MEMSCOPE_BENCH_CALLGRIND=functions npm run bench -- memtracker   (part 4, and where the extra instructions are, by function)
 import { spawn, spawnSync } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { performance } from 'node:perf_hooks';
@@ -33,6 +36,7 @@ import { MemTracker } from '../dist/tfjs/mem-tracker.js';
 import { tfjsAdapter } from '../dist/tfjs/adapter.js';
 import { MemRecorder } from '../dist/tracking/mem-recorder.js';
 import { ratioInterval, verdict } from './ratio-interval.mjs';
+import { perStepDifference, selfInstructions } from './callgrind-functions.mjs';
 
 const here = dirname(fileURLToPath(import.meta.url));
 const ROUNDS = Number(process.env.MEMSCOPE_BENCH_ROUNDS ?? 9);
@@ -274,13 +278,23 @@ if (SWITCH_ROUNDS > 0) {
 // the difference / extra steps is the cost of a steady-state step, start-up and warm-up cancelling.
 // Instructions are not time (cache misses and the threads --predictable turns off are not in
 // them), so this explains the ratio in part 1 rather than replacing it.
-if (process.env.MEMSCOPE_BENCH_CALLGRIND === '1') {
+// With MEMSCOPE_BENCH_CALLGRIND=functions the processes also run under --perf-basic-prof, and the
+// extra instructions of each mode over untracked are listed by function (bench/callgrind-functions.mjs
+// names V8's JIT code); V8's compilers are one line, since their share moves between windows.
+const CALLGRIND = process.env.MEMSCOPE_BENCH_CALLGRIND;
+if (CALLGRIND === '1' || CALLGRIND === 'functions') {
+  const byFunction = CALLGRIND === 'functions';
+  const outDir = byFunction ? mkdtempSync(join(tmpdir(), 'memscope-callgrind-')) : null;
   const WARMUP = 600;
   const [SHORT, LONG, STEPS] = [1, 6, 40];
+  const outputs = {};
   const count = (mode, batches) =>
     new Promise((resolvePromise, reject) => {
-      const args = ['--tool=callgrind', '--callgrind-out-file=/dev/null', '--cache-sim=no', '--branch-sim=no', process.execPath];
+      const outFile = outDir === null ? '/dev/null' : join(outDir, `${mode}.${batches}.out`);
+      const args = ['--tool=callgrind', `--callgrind-out-file=${outFile}`, '--cache-sim=no', '--branch-sim=no', process.execPath];
       args.push('--single-threaded', '--predictable', '--random-seed=42', '--hash-seed=42');
+      if (byFunction) args.push('--perf-basic-prof');
+      (outputs[mode] ??= {})[batches === SHORT ? 'short' : 'long'] = outFile;
       args.push(join(here, 'memtracker-child.mjs'), mode, '1', String(WARMUP), String(batches), String(STEPS));
       const child = spawn('valgrind', args, { stdio: ['ignore', 'ignore', 'pipe'] });
       let err = '';
@@ -304,5 +318,23 @@ if (process.env.MEMSCOPE_BENCH_CALLGRIND === '1') {
     `untracked ${(perStep.plain / 1e6).toFixed(3)} M instructions/step; adapter alone ×${r('adapter')}, ` +
       `with MemTracker's events to a no-op sink ×${r('subscribed')}, MemTracker ×${r('tracked')}`,
   );
+  if (outDir !== null) {
+    const read = (mode) => ({ short: selfInstructions(outputs[mode].short), long: selfInstructions(outputs[mode].long) });
+    const plain = read('plain');
+    for (const mode of ['adapter', 'tracked']) {
+      const diff = perStepDifference(plain, read(mode), (LONG - SHORT) * STEPS);
+      const compilers = diff.get('(V8 compilers)') ?? 0;
+      diff.delete('(V8 compilers)');
+      const rest = [...diff.values()].reduce((a, b) => a + b, 0);
+      console.log(
+        `${mode === 'tracked' ? 'MemTracker' : 'adapter alone'} − untracked, per step: ${(rest / 1e3).toFixed(1)} K instructions ` +
+          `besides V8's compilers (${compilers >= 0 ? '+' : ''}${(compilers / 1e3).toFixed(1)} K); the largest differences:`,
+      );
+      for (const [name, d] of [...diff].sort((x, y) => Math.abs(y[1]) - Math.abs(x[1])).slice(0, 15)) {
+        console.log(`  ${d >= 0 ? '+' : ''}${(d / 1e3).toFixed(1).padStart(7)} K  ${name.slice(0, 110)}`);
+      }
+    }
+    rmSync(outDir, { recursive: true, force: true });
+  }
 }
 if (overTarget) console.log('batch 1 is over target: profile with node --cpu-prof bench/memtracker-child.mjs tracked 1 600 40 40');
