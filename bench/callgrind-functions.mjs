@@ -8,7 +8,7 @@
 import { readFileSync } from 'node:fs';
 
 /** V8's optimising compilers: their share of a step moves by up to ~1 M instructions between windows. */
-const COMPILER = /v8::internal::(compiler|maglev|turboshaft)::|v8::internal::Zone|RegisterAllocat|InstructionSelector|v8::internal::wasm::|OptimizedCompilationJob/;
+const COMPILER = /v8::internal::(compiler|maglev|turboshaft)::|v8::internal::Zone|RegisterAllocat|InstructionSelector|OptimizedCompilationJob/;
 
 /** Reads /tmp/perf-<pid>.map: sorted [start, end, name]. */
 function readPerfMap(pid) {
@@ -47,9 +47,10 @@ function shortName(name) {
 }
 
 /**
- * Self instructions (the first event, Ir) per function of one callgrind output file written with
- * `--cache-sim=no` or not, and the pid of the process (from the file's `pid:` line).
- * Returns Map name → instructions; compiler functions are summed under '(V8 compilers)'.
+ * Self instructions (Ir, callgrind's first event) per function in one callgrind output file, as
+ * the bench writes it (one position column: line numbers). JIT code is named through the perf map
+ * of the process that wrote the file (its `pid:` line). Returns Map name → instructions; V8's
+ * optimising compilers are summed under '(V8 compilers)'.
  */
 export function selfInstructions(file) {
   const text = readFileSync(file, 'utf8');

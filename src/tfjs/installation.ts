@@ -181,13 +181,13 @@ export class Installation {
   /** Implicit module frames open now (they close at scope ends). */
   implicitOpen = 0;
   watchScopeStart = false;
+  watchScopeEnd = false;
   /**
    * The innermost gradient run waits for the engine's 'forward' or 'backward' tidy (its state is 0
    * or 2): only then does a new scope's name need comparing. Op scopes' names are built by
    * concatenation, so comparing every one cost a string-compare builtin call per op.
    */
   awaitsGradientScope = false;
-  watchScopeEnd = false;
   private readonly scopeMarks: number[] = [];
   private assigning: TfTensor | null = null;
 
