@@ -10,6 +10,12 @@ import { readFileSync } from 'node:fs';
 /** V8's optimising compilers: their share of a step moves by up to ~1 M instructions between windows. */
 const COMPILER = /v8::internal::(compiler|maglev|turboshaft)::|v8::internal::Zone|RegisterAllocat|InstructionSelector|OptimizedCompilationJob/;
 
+/** The perf map node wrote for the process behind a callgrind output file (null if the file names no pid). */
+export function perfMapOf(file) {
+  const pid = /^pid: (\d+)$/m.exec(readFileSync(file, 'utf8'))?.[1];
+  return pid === undefined ? null : `/tmp/perf-${pid}.map`;
+}
+
 /** Reads /tmp/perf-<pid>.map: sorted [start, end, name]. */
 function readPerfMap(pid) {
   let text;

@@ -36,7 +36,7 @@ import { MemTracker } from '../dist/tfjs/mem-tracker.js';
 import { tfjsAdapter } from '../dist/tfjs/adapter.js';
 import { MemRecorder } from '../dist/tracking/mem-recorder.js';
 import { ratioInterval, verdict } from './ratio-interval.mjs';
-import { perStepDifference, selfInstructions } from './callgrind-functions.mjs';
+import { perfMapOf, perStepDifference, selfInstructions } from './callgrind-functions.mjs';
 
 const here = dirname(fileURLToPath(import.meta.url));
 const ROUNDS = Number(process.env.MEMSCOPE_BENCH_ROUNDS ?? 9);
@@ -332,6 +332,13 @@ if (CALLGRIND === '1' || CALLGRIND === 'functions') {
       );
       for (const [name, d] of [...diff].sort((x, y) => Math.abs(y[1]) - Math.abs(x[1])).slice(0, 15)) {
         console.log(`  ${d >= 0 ? '+' : ''}${(d / 1e3).toFixed(1).padStart(7)} K  ${name.slice(0, 110)}`);
+      }
+    }
+    // node leaves a perf map (megabytes) per process it ran with --perf-basic-prof.
+    for (const mode of Object.keys(outputs)) {
+      for (const file of Object.values(outputs[mode])) {
+        const map = perfMapOf(file);
+        if (map !== null) rmSync(map, { force: true });
       }
     }
     rmSync(outDir, { recursive: true, force: true });

@@ -634,7 +634,7 @@ export class Installation {
   gradientStart(xs: TfTensor[]): GradientRun {
     const run: GradientRun = { state: 0, bwBase: null };
     this.gradRuns.push(run);
-    this.awaitsGradientScope = true;
+    this.syncGradientScopeWatch();
     if (this.gradStartSinks.length > 0) this.emit(this.gradStartSinks, 'onGradientStart', this.refsOf(xs));
     return run;
   }
