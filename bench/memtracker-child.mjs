@@ -6,9 +6,10 @@
 // delivering the events MemTracker listens to, without MemTracker's own handling.
 //
 // Prints one JSON line: CPU and wall ms per step, each the median over `batches` batches of
-// `steps` steps taken after `warmup` untimed steps (V8 optimises TFJS's hot code during the
-// first ~200 steps of the demo model). The median of batches, rather than the mean of all steps,
-// keeps a burst of activity from other processes in one batch from moving the figure.
+// `steps` steps taken after `warmup` untimed steps (V8 keeps optimising TFJS's functions for the
+// first ~3,600 steps of the demo model; see WARMUP_STEPS in memtracker.bench.mjs). The median of
+// batches, rather than the mean of all steps, keeps a burst of activity from other processes in
+// one batch from moving the figure.
 //
 // usage: node bench/memtracker-child.mjs MODE BATCH_SIZE WARMUP BATCHES STEPS
 import { useDemoBackend } from '../dist/tfjs/demo-backend-node.js';
@@ -40,9 +41,18 @@ if (mode === 'tracked') {
   session.optimizer(run.optimizer);
 }
 
-run.train(warmup);
+// Module statistics grow by a snapshot per module state per step (PyTorch's MemTracker keeps them
+// too); a long run would reset them now and then, and so does this one, every RESET_STEPS steps,
+// warm-up included: kept through a 4,000-step warm-up, they made the timed steps copy megabytes of
+// growing snapshot logs and mark them in major GCs that a run resetting them never pays.
+const RESET_STEPS = 400;
+for (let done = 0; done < warmup; done += RESET_STEPS) {
+  run.train(Math.min(RESET_STEPS, warmup - done));
+  if (mode === 'tracked') tracker.resetModStats();
+}
 const cpu = [];
 const wall = [];
+let stepsSinceReset = 0;
 for (let b = 0; b < batches; b++) {
   const c0 = process.cpuUsage();
   const t0 = performance.now();
@@ -51,9 +61,11 @@ for (let b = 0; b < batches; b++) {
   const c = process.cpuUsage(c0);
   cpu.push((c.user + c.system) / 1000 / steps);
   wall.push((t1 - t0) / steps);
-  // Module statistics grow by a snapshot per module state per step (PyTorch's MemTracker keeps
-  // them too); a long run would reset them now and then.
-  if (mode === 'tracked' && b % 10 === 9) tracker.resetModStats();
+  stepsSinceReset += steps;
+  if (mode === 'tracked' && stepsSinceReset >= RESET_STEPS) {
+    tracker.resetModStats();
+    stepsSinceReset = 0;
+  }
 }
 if (mode === 'tracked') tracker.stop();
 session?.detach();

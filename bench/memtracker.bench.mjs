@@ -22,8 +22,11 @@
 //   npm run bench -- memtracker
 //   MEMSCOPE_BENCH_ROUNDS=15 npm run bench -- memtracker   (more runs, steadier; 0 skips part 1)
 //   MEMSCOPE_BENCH_SWITCH_ROUNDS=0 npm run bench -- memtracker   (skip part 3)
+//   MEMSCOPE_BENCH_BATCH_SIZES=1 MEMSCOPE_BENCH_RUN_MODES=plain,tracked ...   (part 1 for batch 1, untracked
+//     against MemTracker only: twice the rounds in the same time, for a narrower interval)
 //   MEMSCOPE_BENCH_CALLGRIND=1 npm run bench -- memtracker   (add part 4: exact instruction counts)
 //   MEMSCOPE_BENCH_CALLGRIND=functions npm run bench -- memtracker   (part 4, and where the extra instructions are, by function)
+//   MEMSCOPE_BENCH_CALLGRIND_WARMUP=600 ...   (part 4 after fewer warm-up steps than WARMUP_STEPS: quicker, with V8's compile work in it)
 import { spawn, spawnSync } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -42,11 +45,35 @@ const here = dirname(fileURLToPath(import.meta.url));
 const ROUNDS = Number(process.env.MEMSCOPE_BENCH_ROUNDS ?? 9);
 const SWITCH_ROUNDS = Number(process.env.MEMSCOPE_BENCH_SWITCH_ROUNDS ?? 9);
 const TARGET = 1.1;
-/** Training runs: warm-up steps, then `batches` timed batches of `steps` steps. */
-const RUNS = [
-  { batchSize: 1, warmup: 600, batches: 40, steps: 40 },
-  { batchSize: 64, warmup: 300, batches: 30, steps: 15 },
+/**
+ * Training runs: warm-up steps, then `batches` timed batches of `steps` steps. V8 keeps optimising
+ * TFJS functions for the first ~3,600 steps of the demo model, at either batch size: functions
+ * that run once per step reach TurboFan's thresholds one by one (`node --trace-opt`, untracked:
+ * ~160 compilations in the first 400 steps, then ~30 per 400 steps until step 2,400, ~4 until
+ * 3,600, and 0–1 after). Those compilations run on V8's background threads, whose CPU time part 1
+ * counts: between steps 600 and 2,200 they were 10–25 % of the untracked runs' CPU time, the same
+ * in every mode, so they diluted the ratio and added their own noise. The timed steps begin after
+ * 4,000.
+ */
+const WARMUP_STEPS = 4000;
+const ALL_RUNS = [
+  { batchSize: 1, warmup: WARMUP_STEPS, batches: 40, steps: 40 },
+  { batchSize: 64, warmup: WARMUP_STEPS, batches: 30, steps: 15 },
 ];
+/** The values of a comma-separated environment variable, each one of `allowed` (all of them when it is unset). */
+function envList(name, allowed) {
+  const value = process.env[name];
+  if (value === undefined) return allowed;
+  const picked = value.split(',').map((v) => v.trim());
+  const unknown = picked.filter((v) => !allowed.includes(v));
+  if (unknown.length > 0) throw new Error(`${name}=${value}: expected a comma-separated list of ${allowed.join(', ')}`);
+  return picked;
+}
+const BATCH_SIZES = envList('MEMSCOPE_BENCH_BATCH_SIZES', ALL_RUNS.map((r) => String(r.batchSize)));
+const RUNS = ALL_RUNS.filter(({ batchSize }) => BATCH_SIZES.includes(String(batchSize)));
+/** Kinds of part-1 runs: untracked and MemTracker always; the adapter alone and the no-op sink unless left out. */
+const RUN_MODES = envList('MEMSCOPE_BENCH_RUN_MODES', ['plain', 'tracked', 'adapter', 'subscribed']).concat(['plain', 'tracked']);
+const RUN_MODE_ORDER = ['plain', 'tracked', 'adapter', 'subscribed'].filter((mode) => RUN_MODES.includes(mode));
 // Part 3: attaching and detaching patch the TFJS engine's prototype, which makes V8 drop
 // optimised TFJS code; every round runs `settleSteps` untimed steps after switching mode.
 // Re-optimisation takes ~150–200 steps, counted in steps (calls into the patched code), not in
@@ -101,7 +128,7 @@ function trainingRun(mode, { batchSize, warmup, batches, steps }) {
 }
 
 function trainingRuns(config) {
-  const modes = ['plain', 'tracked', 'adapter', 'subscribed'];
+  const modes = RUN_MODE_ORDER;
   const cpu = { plain: [], tracked: [], adapter: [], subscribed: [] };
   const wall = { plain: [], tracked: [], adapter: [], subscribed: [] };
   const paired = [];
@@ -217,7 +244,13 @@ console.log(
   `MemTracker overhead, demo model Dense(${DEMO_SHAPE.inputs}→${DEMO_SHAPE.hidden}) → BatchNorm → Dense(${DEMO_SHAPE.hidden}→${DEMO_SHAPE.outputs}) + Adam, wasm backend`,
 );
 let overTarget = false;
-if (ROUNDS > 0) console.log(`1. Training runs, each a fresh process tracked (or not) from its first step to its last; ${ROUNDS} rounds of untracked / MemTracker / adapter-only / no-op-sink runs`);
+const MODE_NAMES = { plain: 'untracked', tracked: 'MemTracker', adapter: 'adapter-only', subscribed: 'no-op-sink' };
+if (ROUNDS > 0) {
+  console.log(
+    `1. Training runs, each a fresh process tracked (or not) from its first step to its last, after ${WARMUP_STEPS} warm-up steps; ` +
+      `${ROUNDS} rounds of ${RUN_MODE_ORDER.map((mode) => MODE_NAMES[mode]).join(' / ')} runs`,
+  );
+}
 for (const config of ROUNDS > 0 ? RUNS : []) {
   const { cpu, wall, paired } = trainingRuns(config);
   const ratio = median(cpu.tracked) / median(cpu.plain);
@@ -225,10 +258,13 @@ for (const config of ROUNDS > 0 ? RUNS : []) {
   if (config.batchSize === 1 && ratio > TARGET) overTarget = true;
   console.log(
     `batch ${String(config.batchSize).padStart(2)}: CPU ms/step untracked ${fmt(median(cpu.plain))} (${spread(cpu.plain)}), ` +
-      `MemTracker ${fmt(median(cpu.tracked))} (${spread(cpu.tracked)}), adapter only ${fmt(median(cpu.adapter))}, ` +
-      `adapter delivering MemTracker's events to a no-op sink ${fmt(median(cpu.subscribed))} → ` +
-      `ratio ${fmt(ratio)} (95 % bootstrap interval over rounds ${fmt(interval.low)}–${fmt(interval.high)}; adapter alone ${fmt(median(cpu.adapter) / median(cpu.plain))}, ` +
-      `with MemTracker's events ${fmt(median(cpu.subscribed) / median(cpu.plain))}); ` +
+      `MemTracker ${fmt(median(cpu.tracked))} (${spread(cpu.tracked)})` +
+      (cpu.adapter.length > 0 ? `, adapter only ${fmt(median(cpu.adapter))}` : '') +
+      (cpu.subscribed.length > 0 ? `, adapter delivering MemTracker's events to a no-op sink ${fmt(median(cpu.subscribed))}` : '') +
+      ` → ratio ${fmt(ratio)} (95 % bootstrap interval over rounds ${fmt(interval.low)}–${fmt(interval.high)}` +
+      (cpu.adapter.length > 0 ? `; adapter alone ${fmt(median(cpu.adapter) / median(cpu.plain))}` : '') +
+      (cpu.subscribed.length > 0 ? `, with MemTracker's events ${fmt(median(cpu.subscribed) / median(cpu.plain))}` : '') +
+      '); ' +
       `median of per-round ratios ${fmt(median(paired))} (${spread(paired)}); wall ratio ${fmt(median(wall.tracked) / median(wall.plain))}` +
       (config.batchSize === 1 ? `; target ≤ ${TARGET.toFixed(2)}: ${verdict(ratio, interval, TARGET, true)}` : ''),
   );
@@ -272,20 +308,24 @@ if (SWITCH_ROUNDS > 0) {
   }
 }
 // 4. Instructions per training step, counted exactly (opt in: MEMSCOPE_BENCH_CALLGRIND=1, needs
-// valgrind; ~8 min). Times on this kind of machine move ±20 % between identical processes, more
-// than the effect being measured; instruction counts under `node --predictable` with fixed seeds
+// valgrind; ~25 min with WARMUP_STEPS warm-up steps). Times on this kind of machine move ±20 %
+// between identical processes, more than the effect being measured; instruction counts under `node --predictable` with fixed seeds
 // repeat to ~0.1 %. Each mode runs twice, with SHORT and LONG timed batches after the same warm-up;
 // the difference / extra steps is the cost of a steady-state step, start-up and warm-up cancelling.
 // Instructions are not time (cache misses and the threads --predictable turns off are not in
 // them), so this explains the ratio in part 1 rather than replacing it.
 // With MEMSCOPE_BENCH_CALLGRIND=functions the processes also run under --perf-basic-prof, and the
 // extra instructions of each mode over untracked are listed by function (bench/callgrind-functions.mjs
-// names V8's JIT code); V8's compilers are one line, since their share moves between windows.
+// names V8's JIT code); V8's compilers are one line, since their share moves between windows (by up
+// to ~0.5 M instructions per step even after 4,000 warm-up steps).
 const CALLGRIND = process.env.MEMSCOPE_BENCH_CALLGRIND;
 if (CALLGRIND === '1' || CALLGRIND === 'functions') {
   const byFunction = CALLGRIND === 'functions';
   const outDir = byFunction ? mkdtempSync(join(tmpdir(), 'memscope-callgrind-')) : null;
-  const WARMUP = 600;
+  const WARMUP = Number(process.env.MEMSCOPE_BENCH_CALLGRIND_WARMUP ?? WARMUP_STEPS);
+  if (!Number.isInteger(WARMUP) || WARMUP < 1) {
+    throw new Error(`MEMSCOPE_BENCH_CALLGRIND_WARMUP=${process.env.MEMSCOPE_BENCH_CALLGRIND_WARMUP}: expected a whole number of steps ≥ 1`);
+  }
   const [SHORT, LONG, STEPS] = [1, 6, 40];
   const outputs = {};
   const count = (mode, batches) =>
@@ -344,4 +384,4 @@ if (CALLGRIND === '1' || CALLGRIND === 'functions') {
     rmSync(outDir, { recursive: true, force: true });
   }
 }
-if (overTarget) console.log('batch 1 is over target: profile with node --cpu-prof bench/memtracker-child.mjs tracked 1 600 40 40');
+if (overTarget) console.log(`batch 1 is over target: profile with node --cpu-prof bench/memtracker-child.mjs tracked 1 ${WARMUP_STEPS} 40 40`);
