@@ -46,13 +46,22 @@ if (mode === 'tracked') {
 // warm-up included: kept through a 4,000-step warm-up, they made the timed steps copy megabytes of
 // growing snapshot logs and mark them in major GCs that a run resetting them never pays.
 const RESET_STEPS = 400;
+let stepsSinceReset = 0;
+/** After `n` more steps: resets module statistics once RESET_STEPS steps have passed since the last reset (outside any timing). */
+function countSteps(n) {
+  stepsSinceReset += n;
+  if (mode === 'tracked' && stepsSinceReset >= RESET_STEPS) {
+    tracker.resetModStats();
+    stepsSinceReset = 0;
+  }
+}
 for (let done = 0; done < warmup; done += RESET_STEPS) {
-  run.train(Math.min(RESET_STEPS, warmup - done));
-  if (mode === 'tracked') tracker.resetModStats();
+  const n = Math.min(RESET_STEPS, warmup - done);
+  run.train(n);
+  countSteps(n);
 }
 const cpu = [];
 const wall = [];
-let stepsSinceReset = 0;
 for (let b = 0; b < batches; b++) {
   const c0 = process.cpuUsage();
   const t0 = performance.now();
@@ -61,11 +70,7 @@ for (let b = 0; b < batches; b++) {
   const c = process.cpuUsage(c0);
   cpu.push((c.user + c.system) / 1000 / steps);
   wall.push((t1 - t0) / steps);
-  stepsSinceReset += steps;
-  if (mode === 'tracked' && stepsSinceReset >= RESET_STEPS) {
-    tracker.resetModStats();
-    stepsSinceReset = 0;
-  }
+  countSteps(steps);
 }
 if (mode === 'tracked') tracker.stop();
 session?.detach();

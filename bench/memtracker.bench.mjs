@@ -71,9 +71,11 @@ function envList(name, allowed) {
 }
 const BATCH_SIZES = envList('MEMSCOPE_BENCH_BATCH_SIZES', ALL_RUNS.map((r) => String(r.batchSize)));
 const RUNS = ALL_RUNS.filter(({ batchSize }) => BATCH_SIZES.includes(String(batchSize)));
-/** Kinds of part-1 runs, in rotation order: untracked and MemTracker always; the adapter alone and the no-op sink unless left out. */
-const PICKED_RUN_MODES = envList('MEMSCOPE_BENCH_RUN_MODES', ['plain', 'tracked', 'adapter', 'subscribed']);
-const RUN_MODES = ['plain', 'tracked', 'adapter', 'subscribed'].filter((mode) => mode === 'plain' || mode === 'tracked' || PICKED_RUN_MODES.includes(mode));
+/** Kinds of part-1 runs (as memtracker-child.mjs names them), in rotation order, with their names in the output. */
+const MODE_NAMES = { plain: 'untracked', tracked: 'MemTracker', adapter: 'adapter-only', subscribed: 'no-op-sink' };
+const PICKED_RUN_MODES = envList('MEMSCOPE_BENCH_RUN_MODES', Object.keys(MODE_NAMES));
+/** Untracked and MemTracker always run; the adapter alone and the no-op sink unless left out. */
+const RUN_MODES = Object.keys(MODE_NAMES).filter((mode) => mode === 'plain' || mode === 'tracked' || PICKED_RUN_MODES.includes(mode));
 // Part 3: attaching and detaching patch the TFJS engine's prototype, which makes V8 drop
 // optimised TFJS code; every round runs `settleSteps` untimed steps after switching mode.
 // Re-optimisation takes ~150–200 steps, counted in steps (calls into the patched code), not in
@@ -129,8 +131,8 @@ function trainingRun(mode, { batchSize, warmup, batches, steps }) {
 
 function trainingRuns(config) {
   const modes = RUN_MODES;
-  const cpu = { plain: [], tracked: [], adapter: [], subscribed: [] };
-  const wall = { plain: [], tracked: [], adapter: [], subscribed: [] };
+  const cpu = Object.fromEntries(Object.keys(MODE_NAMES).map((mode) => [mode, []]));
+  const wall = Object.fromEntries(Object.keys(MODE_NAMES).map((mode) => [mode, []]));
   const paired = [];
   for (let r = 0; r < ROUNDS; r++) {
     const got = {};
@@ -244,7 +246,6 @@ console.log(
   `MemTracker overhead, demo model Dense(${DEMO_SHAPE.inputs}→${DEMO_SHAPE.hidden}) → BatchNorm → Dense(${DEMO_SHAPE.hidden}→${DEMO_SHAPE.outputs}) + Adam, wasm backend`,
 );
 let overTarget = false;
-const MODE_NAMES = { plain: 'untracked', tracked: 'MemTracker', adapter: 'adapter-only', subscribed: 'no-op-sink' };
 if (ROUNDS > 0) {
   console.log(
     `1. Training runs, each a fresh process tracked (or not) from its first step to its last, after ${WARMUP_STEPS} warm-up steps; ` +
