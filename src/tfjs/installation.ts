@@ -459,8 +459,9 @@ export class Installation {
     }
   }
 
+  /** `s` is what `storages.get(dataId)` returned. */
   private release(dataId: DataId, s: TfjsStorage): void {
-    this.storages.delete(dataId);
+    this.storages.deleteFound(dataId);
     s.dataId = null;
     this.live.remove(s);
     if (this.freeSinks.length > 0) this.emitStorageFree(s);

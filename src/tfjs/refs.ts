@@ -41,6 +41,10 @@ export class StorageIndex {
     const d = dataId as Record<symbol, TfjsStorage | undefined>;
     if (d[STORAGE_KEY]?.index === this) d[STORAGE_KEY] = undefined;
   }
+  /** `delete` for a dataId whose storage `get` has just returned: nothing to check again. */
+  deleteFound(dataId: DataId): void {
+    (dataId as Record<symbol, TfjsStorage | undefined>)[STORAGE_KEY] = undefined;
+  }
 }
 
 let nextStorageId = 1;

@@ -142,3 +142,133 @@ export class IdTable {
     }
   }
 }
+
+/** Ring slots of RecentIdTable: ~16 training steps of the demo model's allocations. */
+const RING_SLOTS = 4096;
+const RING_MASK = RING_SLOTS - 1;
+
+/**
+ * IdTable's interface for ids that are handed out in increasing order and mostly die young, as
+ * storage ids do (one per tensor allocation, most freed within the same training step). Recent ids
+ * sit directly at `id & mask` in a ring of RING_SLOTS entries: an insert or a free touches one slot
+ * and hashes and probes nothing, and consecutive allocations fill neighbouring slots, so the
+ * columns' cache lines are shared. An id still alive when a later id needs its slot (a weight or an
+ * input kept for thousands of allocations) moves to a hashed IdTable, where it stays until freed.
+ *
+ * Slots returned by `find` are ring indices below RING_SLOTS and overflow slots offset by it.
+ * Correct for any ids but NaN; only the cost assumes the order.
+ */
+export class RecentIdTable {
+  private readonly keys = new Float64Array(RING_SLOTS).fill(NaN);
+  private readonly bytes = new Float64Array(RING_SLOTS);
+  private readonly tags = new Uint8Array(RING_SLOTS);
+  private readonly overflow = new IdTable();
+  /** Entries in the ring (the overflow counts its own). */
+  private inRing = 0;
+  /** The largest id ever moved to the overflow. */
+  private overflowMax = -Infinity;
+
+  get size(): number {
+    return this.inRing + this.overflow.size;
+  }
+
+  /** The slot holding `id`, or -1. */
+  find(id: number): number {
+    const slot = id & RING_MASK;
+    if (this.keys[slot] === id) return slot;
+    if (this.overflow.size === 0) return -1;
+    const far = this.overflow.find(id);
+    return far < 0 ? -1 : far + RING_SLOTS;
+  }
+
+  has(id: number): boolean {
+    return this.find(id) >= 0;
+  }
+
+  bytesAt(slot: number): number {
+    return slot < RING_SLOTS ? this.bytes[slot]! : this.overflow.bytesAt(slot - RING_SLOTS);
+  }
+
+  tagAt(slot: number): number {
+    return slot < RING_SLOTS ? this.tags[slot]! : this.overflow.tagAt(slot - RING_SLOTS);
+  }
+
+  setTagAt(slot: number, tag: number): void {
+    if (slot < RING_SLOTS) this.tags[slot] = tag;
+    else this.overflow.setTagAt(slot - RING_SLOTS, tag);
+  }
+
+  /** Adds `id` unless present; returns false (and changes nothing) if it was. */
+  insert(id: number, bytes: number, tag: number): boolean {
+    const keys = this.keys;
+    const slot = id & RING_MASK;
+    const held = keys[slot]!;
+    if (held === id) return false;
+    // Only an id that is not above every id ever moved out can be in the overflow.
+    if (id <= this.overflowMax && this.overflow.has(id)) return false;
+    if (held === held) this.moveOut(slot, held);
+    else this.inRing++;
+    keys[slot] = id;
+    this.bytes[slot] = bytes;
+    this.tags[slot] = tag;
+    return true;
+  }
+
+  /** Moves the ring entry at `slot` (id `held`), which outlived a whole ring of allocations, to the overflow. */
+  private moveOut(slot: number, held: number): void {
+    this.overflow.insert(held, this.bytes[slot]!, this.tags[slot]!);
+    if (held > this.overflowMax) this.overflowMax = held;
+  }
+
+  /** Removes the entry at `slot` (from `find`). Other overflow entries may move: slots are invalid afterwards. */
+  removeAt(slot: number): void {
+    if (slot < RING_SLOTS) {
+      this.keys[slot] = NaN;
+      this.inRing--;
+    } else this.overflow.removeAt(slot - RING_SLOTS);
+  }
+
+  delete(id: number): boolean {
+    const slot = this.find(id);
+    if (slot < 0) return false;
+    this.removeAt(slot);
+    return true;
+  }
+
+  /** The tag of the entry the last `take` removed. */
+  takenTag = 0;
+
+  /**
+   * Removes `id` and returns its bytes, leaving its tag in `takenTag`; -1 if absent. One call for
+   * what `find`, `bytesAt`, `tagAt` and `removeAt` do on a free: small enough for V8 to inline it,
+   * and the rest of the recorder's queue loop with it, into that loop.
+   */
+  take(id: number): number {
+    const keys = this.keys;
+    const slot = id & RING_MASK;
+    if (keys[slot] !== id) return this.takeFar(id);
+    keys[slot] = NaN;
+    this.inRing--;
+    this.takenTag = this.tags[slot]!;
+    return this.bytes[slot]!;
+  }
+
+  private takeFar(id: number): number {
+    const slot = this.overflow.size === 0 ? -1 : this.overflow.find(id);
+    if (slot < 0) return -1;
+    this.takenTag = this.overflow.tagAt(slot);
+    const bytes = this.overflow.bytesAt(slot);
+    this.overflow.removeAt(slot);
+    return bytes;
+  }
+
+  /** Calls `f` for every entry; `f` must not change the table. */
+  forEach(f: (bytes: number, tag: number, id: number) => void): void {
+    const keys = this.keys;
+    for (let i = 0; i < RING_SLOTS; i++) {
+      const k = keys[i]!;
+      if (k === k) f(this.bytes[i]!, this.tags[i]!, k);
+    }
+    this.overflow.forEach(f);
+  }
+}

@@ -18,7 +18,7 @@ import {
   type ModState,
   type ModuleMemStats,
 } from './mem-types.js';
-import { IdTable } from './id-table.js';
+import { RecentIdTable } from './id-table.js';
 
 // Category indices into a device's counters; TOTAL is the last slot.
 const PARAM = 0;
@@ -47,7 +47,7 @@ class DeviceTally {
 
 /*
  * What the recorder knows of a storage: its device-rounded bytes and a tag,
- * device index × 8 + category, kept in an IdTable by storage id. Every tensor
+ * device index × 8 + category, kept in a RecentIdTable by storage id. Every tensor
  * allocation and free goes through this table; typed-array columns cost no
  * allocation, where an object per storage would.
  */
@@ -202,7 +202,7 @@ export class MemRecorder implements MemoryEventSink {
   /** Storages are kept by id and variables' categories by tensor id: no TensorRef is kept. */
   readonly keysTensorRefs = false;
   /** Storage id → (device-rounded bytes, tag); see `tagOf`. */
-  private readonly storages = new IdTable();
+  private readonly storages = new RecentIdTable();
   private readonly devices = new Map<DeviceName, DeviceTally>();
   private readonly deviceList: DeviceTally[] = [];
   /** Each device's live counters, by device index: the current moment, as a Snap to log. */
@@ -285,12 +285,8 @@ export class MemRecorder implements MemoryEventSink {
 
   private remove(id: number): void {
     const table = this.storages;
-    const slot = table.find(id);
-    if (slot < 0) return;
-    const bytes = table.bytesAt(slot);
-    const tag = table.tagAt(slot);
-    table.removeAt(slot);
-    this.subtract(bytes, tag);
+    const bytes = table.take(id);
+    if (bytes >= 0) this.subtract(bytes, table.takenTag);
   }
 
   private subtract(bytes: number, tag: number): void {

@@ -1,9 +1,14 @@
 import { describe, expect, it } from 'vitest';
-import { IdTable } from '../../src/tracking/id-table.js';
+import { IdTable, RecentIdTable } from '../../src/tracking/id-table.js';
 
-describe('IdTable', () => {
+describe.each([
+  ['IdTable', () => new IdTable(16)],
+  // Its ring holds 4,096 ids: the workload's long-lived and far-apart ids land on the slots of
+  // later ones and move to the overflow, where they must still be found, retagged and freed.
+  ['RecentIdTable', () => new RecentIdTable()],
+])('%s', (_name, makeTable) => {
   it('agrees with a Map over a randomized allocate/retag/free workload with growing ids, wrap-around and growth', () => {
-    const table = new IdTable(16);
+    const table = makeTable();
     const reference = new Map<number, { bytes: number; tag: number }>();
     let seed = 12345;
     const random = () => (seed = (seed * 1103515245 + 12345) % 2147483648) / 2147483648;
@@ -41,6 +46,16 @@ describe('IdTable', () => {
           const tag = Math.floor(random() * 256);
           table.setTagAt(table.find(id), tag);
           reference.get(id)!.tag = tag;
+          // Inserting an id present anywhere (the ring or the overflow) changes nothing.
+          expect(table.insert(id, 7, 7)).toBe(false);
+        } else if ('take' in table && r < 0.75) {
+          // A free through `take`: the entry's bytes, its tag beside them, and then it is gone.
+          const v = reference.get(id)!;
+          expect(table.take(id)).toBe(v.bytes);
+          expect(table.takenTag).toBe(v.tag);
+          reference.delete(id);
+          expect(table.take(id)).toBe(-1);
+          expect(table.find(id)).toBe(-1);
         } else {
           expect(table.delete(id)).toBe(true);
           reference.delete(id);
