@@ -167,6 +167,8 @@ export class RecentIdTable {
   private inRing = 0;
   /** The largest id ever moved to the overflow. */
   private overflowMax = -Infinity;
+  /** The tag of the entry the last `take` removed. */
+  takenTag = 0;
 
   get size(): number {
     return this.inRing + this.overflow.size;
@@ -234,9 +236,6 @@ export class RecentIdTable {
     this.removeAt(slot);
     return true;
   }
-
-  /** The tag of the entry the last `take` removed. */
-  takenTag = 0;
 
   /**
    * Removes `id` and returns its bytes, leaving its tag in `takenTag`; -1 if absent. One call for
