@@ -223,7 +223,7 @@ export class RecentIdTable {
   }
 
   /** Removes the entry at `slot` (from `find`). Other overflow entries may move: slots are invalid afterwards. */
-  removeAt(slot: number): void {
+  private removeAt(slot: number): void {
     if (slot < RING_SLOTS) {
       this.keys[slot] = NaN;
       this.inRing--;
