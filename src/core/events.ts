@@ -145,6 +145,18 @@ export interface MemoryEventSink {
   onStorageAlloc?(storage: StorageRef, ctx: EventContext): void;
   /** A storage's last reference was released (or it moved to another device). */
   onStorageFree?(storage: StorageRef, ctx: EventContext): void;
+  /**
+   * The two storage events by id, for a sink that knows storages only by `id`, `bytes` and
+   * `device` and reads them only during the call. A sink defining both (with the two above, which
+   * then mean the same) may be sent these instead: while every sink listening to storage events
+   * defines them and none listens to tensor create or dispose events, an adapter may keep no
+   * object per storage, which is most of what tracking costs per tensor. Then:
+   * - `onStorageAllocId` may come again for an id that is live (a storage made before the adapter
+   *   saw it is announced whenever it is met); an id already known stays as it is;
+   * - `onStorageFreeId` may come for an id never announced (made before tracking): ignore it.
+   */
+  onStorageAllocId?(id: number, bytes: number, device: DeviceName, ctx: EventContext): void;
+  onStorageFreeId?(id: number, ctx: EventContext): void;
   /** A tensor handle was created (several can share one storage). */
   onTensorCreate?(tensor: TensorRef, ctx: EventContext): void;
   /** A tensor handle was disposed. */

@@ -62,7 +62,7 @@ class TfjsSession implements AdapterSession {
   }
 
   liveStorages(): Iterable<StorageRef> {
-    return Array.from(this.live().live);
+    return this.live().liveStorages();
   }
 
   currentDevice(): DeviceName {

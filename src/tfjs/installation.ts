@@ -1,4 +1,5 @@
 import type {
+  DeviceName,
   EventContext,
   GradientPair,
   KernelEvent,
@@ -20,7 +21,22 @@ import {
   isTensorLike,
   isVariableLike,
 } from './engine-types.js';
-import { type TfLayer, LiveStorages, StorageIndex, TensorRefIndex, TfjsModule, TfjsOptimizer, TfjsStorage, TfjsTensorRef, storageBytes } from './refs.js';
+import {
+  type TfLayer,
+  LiveStorages,
+  StorageIndex,
+  TensorRefIndex,
+  TfjsModule,
+  TfjsOptimizer,
+  TfjsStorage,
+  TfjsTensorRef,
+  backendSlot,
+  countedStorageId,
+  derivedStorageId,
+  isDerivedStorageId,
+  sizeOf,
+  storageBytes,
+} from './refs.js';
 
 /**
  * One installation of memscope's hooks on the global TFJS engine, shared by
@@ -148,6 +164,37 @@ export class Installation {
   private optEndSinks: MemoryEventSink[] = [];
   private assignSinks: MemoryEventSink[] = [];
   private wantKernels = false;
+  /** Sinks that take frees by id (see onDataIdRemoved). */
+  private idFreeSinks: MemoryEventSink[] = [];
+  /**
+   * True while every sink listening to storage events takes them by id and none listens to tensor
+   * create or dispose events (MemoryEventSink.onStorageAllocId): then a storage whose id derives
+   * from its dataId (refs.ts, derivedStorageId) gets no object and no entry on its dataId or in
+   * the live list. Its events carry the derived id, and an object is built only when asked for
+   * (a TensorRef's storage, liveStorages). A storage made so is, to sinks that subscribe later,
+   * like one made before memscope was installed: met when first touched.
+   */
+  private byId = false;
+  /**
+   * Derived ids of the variables alive at installation, which memscope knows from the start
+   * without announcing them (sinks classify them, e.g. as weights, or leave them uncounted). When
+   * it keeps no object for them (byId) and meets them again, it must not announce them either.
+   * Ids are never reused, so ids of variables freed since do no harm here.
+   */
+  private readonly silentIds = new Set<number>();
+  /**
+   * Whether storage ids may derive from dataIds here. A derived id assumes the dataId was numbered
+   * by the backend that holds it, which a move between backends breaks: the dataId keeps the
+   * number its first backend gave it. Moves memscope sees get a counted id (onMoved); moves before
+   * installation cannot be seen, so ids derive only when at most one backend had been initialised
+   * then (with one backend there is nowhere to move to).
+   */
+  private readonly deriveIds: boolean;
+  /**
+   * Set by the first move seen: from then on a dataId met again may carry a kept storage with a
+   * counted id, so frees and re-announcements look for one before deriving an id.
+   */
+  private sawMove = false;
 
   private readonly storages = new StorageIndex();
   readonly live = new LiveStorages();
@@ -195,6 +242,7 @@ export class Installation {
 
   constructor(readonly engine: TfEngine) {
     this.engineProto = Object.getPrototypeOf(engine) as Record<string, unknown>;
+    this.deriveIds = Object.keys(engine.registry).length <= 1;
     this.patchEngine();
     // Weights and optimizer state usually exist before tracking starts: they
     // are the engine's registered variables, so memscope can know them.
@@ -202,7 +250,10 @@ export class Installation {
       const v = engine.state.registeredVariables[name];
       if (v == null) continue;
       this.patchVariableClassOf(v);
-      if (!v.isDisposed && this.storages.get(v.dataId) === undefined) this.adopt(v, false);
+      if (!v.isDisposed && this.storages.get(v.dataId) === undefined) {
+        const s = this.adopt(v, false);
+        if (isDerivedStorageId(s.id)) this.silentIds.add(s.id);
+      }
     }
   }
 
@@ -226,6 +277,13 @@ export class Installation {
     this.createSinks = pick('onTensorCreate');
     this.tensorRefs.everyTensor = this.createSinks.length > 0;
     this.disposeSinks = pick('onTensorDispose');
+    this.idFreeSinks = pick('onStorageFreeId');
+    const takesIds = (sink: MemoryEventSink) => typeof sink.onStorageAllocId === 'function' && typeof sink.onStorageFreeId === 'function';
+    const byId =
+      this.allocSinks.every(takesIds) && this.freeSinks.every(takesIds) && this.createSinks.length === 0 && this.disposeSinks.length === 0;
+    if (byId && !this.byId) this.dropDerivedStorages();
+    this.byId = byId;
+    this.storages.onDemand = byId ? this.storageOnDemand : null;
     this.stableTensorRefs =
       this.createSinks.length > 0 || this.disposeSinks.length > 0 || this.sinks.some((sink) => sink.keysTensorRefs !== false);
     this.kernelStartSinks = pick('onKernelStart');
@@ -320,6 +378,33 @@ export class Installation {
     }
   }
 
+  private emitStorageAllocId(id: number, bytes: number, device: DeviceName): void {
+    const list = this.allocSinks;
+    const ctx = this.ctx;
+    ctx.seq++;
+    for (let i = 0; i < list.length; i++) {
+      const sink = list[i]!;
+      try {
+        sink.onStorageAllocId!(id, bytes, device, ctx);
+      } catch (err) {
+        this.sinkError(sink, err);
+      }
+    }
+  }
+
+  private emitStorageFreeId(list: MemoryEventSink[], id: number): void {
+    const ctx = this.ctx;
+    ctx.seq++;
+    for (let i = 0; i < list.length; i++) {
+      const sink = list[i]!;
+      try {
+        sink.onStorageFreeId!(id, ctx);
+      } catch (err) {
+        this.sinkError(sink, err);
+      }
+    }
+  }
+
   private emitTensorCreate(r: TfjsTensorRef): void {
     const list = this.createSinks;
     const ctx = this.ctx;
@@ -369,14 +454,32 @@ export class Installation {
 
   private lastBackend: object | null = null;
   private lastDevice = '';
+  private lastSlot = -1;
 
   private deviceOf(engine: TfEngine, backend: TfBackend | undefined): string {
     if (backend == null) return engine.backendName ?? 'unknown';
-    if (backend === this.lastBackend) return this.lastDevice;
+    if (backend !== this.lastBackend) this.cacheBackend(engine, backend);
+    return this.lastDevice;
+  }
+
+  /** The backend's slot for derived storage ids (-1: none; see refs.ts). */
+  private slotOf(engine: TfEngine, backend: TfBackend | null | undefined): number {
+    if (backend == null) return -1;
+    if (backend !== this.lastBackend) this.cacheBackend(engine, backend);
+    return this.lastSlot;
+  }
+
+  private cacheBackend(engine: TfEngine, backend: TfBackend): void {
     const name = this.lookUpDevice(engine, backend);
     this.lastBackend = backend;
     this.lastDevice = name;
-    return name;
+    this.lastSlot = this.deriveIds ? backendSlot(backend, name) : -1;
+  }
+
+  /** The id for a new storage of `dataId` on `backend`. */
+  private storageIdFor(engine: TfEngine, dataId: DataId, backend: TfBackend | undefined): number {
+    const id = derivedStorageId(dataId, this.slotOf(engine, backend));
+    return id >= 0 ? id : countedStorageId();
   }
 
   private lookUpDevice(engine: TfEngine, backend: TfBackend): string {
@@ -391,12 +494,22 @@ export class Installation {
     return engine.backendName ?? 'unknown';
   }
 
-  private newStorage(engine: TfEngine, dataId: DataId, dtype: string, size: number, shape: readonly number[], adopted: boolean, owner?: TfBackend | null): TfjsStorage {
+  private newStorage(
+    engine: TfEngine,
+    dataId: DataId,
+    dtype: string,
+    size: number,
+    shape: readonly number[],
+    adopted: boolean,
+    owner?: TfBackend | null,
+    counted = false,
+  ): TfjsStorage {
     // trackTensor's caller names the owning backend, or the engine uses its
     // current one (engine.trackTensor: `backend || this.backend`).
     const backend = owner ?? engine.state.tensorInfo.get(dataId)?.backend;
     const bytes = storageBytes(dtype, size, backend, dataId);
-    const s = new TfjsStorage(this.storages, this.deviceOf(engine, backend), bytes, dtype, shape, adopted, dataId);
+    const id = counted ? countedStorageId() : this.storageIdFor(engine, dataId, backend);
+    const s = new TfjsStorage(id, this.storages, this.deviceOf(engine, backend), bytes, dtype, shape, adopted, dataId);
     this.storages.set(dataId, s);
     this.live.add(s);
     return s;
@@ -407,11 +520,68 @@ export class Installation {
     const engine = this.engine;
     if (!engine.state.tensorInfo.has(t.dataId)) {
       // Already released by the engine: a dead storage, never live.
-      return new TfjsStorage(null, this.deviceOf(engine, undefined), storageBytes(t.dtype, t.size, undefined, t.dataId), t.dtype, t.shape, true, null);
+      return new TfjsStorage(countedStorageId(), null, this.deviceOf(engine, undefined), storageBytes(t.dtype, t.size, undefined, t.dataId), t.dtype, t.shape, true, null);
+    }
+    if (this.byId) {
+      const built = this.storageOnDemand(t.dataId);
+      if (built !== undefined) {
+        if (announce && this.allocSinks.length > 0 && !this.silentIds.has(built.id)) this.emitStorageAllocId(built.id, built.bytes, built.device);
+        return built;
+      }
     }
     const s = this.newStorage(engine, t.dataId, t.dtype, t.size, t.shape, true);
-    if (announce && this.allocSinks.length > 0) this.emitStorageAlloc(s);
+    if (announce && this.allocSinks.length > 0 && !this.silentIds.has(s.id)) this.emitStorageAlloc(s);
     return s;
+  }
+
+  /**
+   * In byId mode, the storage of a live dataId whose id derives from it, built from the engine's
+   * entry (not kept: built again when asked again); undefined when the engine has no entry or the
+   * id does not derive (such storages are kept as objects in either mode).
+   */
+  private readonly storageOnDemand = (dataId: DataId): TfjsStorage | undefined => {
+    const engine = this.engine;
+    const info = engine.state.tensorInfo.get(dataId);
+    if (info === undefined) return undefined;
+    const id = derivedStorageId(dataId, this.slotOf(engine, info.backend));
+    if (id < 0) return undefined;
+    const bytes = storageBytes(info.dtype, sizeOf(info.shape), info.backend, dataId);
+    return new TfjsStorage(id, null, this.deviceOf(engine, info.backend), bytes, info.dtype, info.shape, true, dataId);
+  };
+
+  /** Every storage with no object kept (byId mode) loses its object now, silently: its id stays what it was. */
+  private dropDerivedStorages(): void {
+    const derived: TfjsStorage[] = [];
+    for (const s of this.live) if (isDerivedStorageId(s.id)) derived.push(s);
+    for (const s of derived) {
+      if (s.dataId !== null) this.storages.deleteFound(s.dataId);
+      s.dataId = null;
+      this.live.remove(s);
+    }
+  }
+
+  /** The storages memscope knows to be alive: those it keeps, and in byId mode the engine's registered variables'. */
+  liveStorages(): TfjsStorage[] {
+    const out = Array.from(this.live);
+    if (!this.byId) return out;
+    const seen = new Set<number>();
+    for (const s of out) seen.add(s.id);
+    const vars = this.engine.state.registeredVariables;
+    for (const name of Object.keys(vars)) {
+      const v = vars[name];
+      if (v == null || v.isDisposed) continue;
+      const s = this.storageOnDemand(v.dataId);
+      if (s !== undefined && !seen.has(s.id)) {
+        seen.add(s.id);
+        out.push(s);
+      }
+    }
+    return out;
+  }
+
+  /** The storage behind `dataId` now, kept or (byId mode) built; undefined if it is not live or not known. */
+  storageOf(dataId: DataId): TfjsStorage | undefined {
+    return this.storages.current(dataId);
   }
 
   /**
@@ -434,11 +604,24 @@ export class Installation {
 
   /** After `engine.trackTensor(a)`: `isNew` when the engine made a new dataId entry. */
   onTrack(engine: TfEngine, a: TfTensor, isNew: boolean, backend: TfBackend | null | undefined): void {
+    if (this.byId) {
+      // No object: the storage's id derives from its dataId. A dataId met again (a view, or one
+      // made before memscope saw it) is announced again; the sinks keep what they know.
+      const dataId = a.dataId;
+      const owner = isNew ? (backend ?? engine.backendInstance ?? undefined) : engine.state.tensorInfo.get(dataId)?.backend;
+      const id = derivedStorageId(dataId, this.slotOf(engine, owner));
+      if (id >= 0 && (isNew || !this.sawMove || this.storages.get(dataId) === undefined)) {
+        if (this.allocSinks.length > 0 && (isNew || !this.silentIds.has(id))) {
+          this.emitStorageAllocId(id, storageBytes(a.dtype, a.size, owner, dataId), this.lastDevice);
+        }
+        return;
+      }
+    }
     let s = this.storages.get(a.dataId);
     if (s === undefined || isNew) {
       if (s !== undefined) this.release(a.dataId, s); // stale: cannot happen unless the engine was reset
       s = this.newStorage(engine, a.dataId, a.dtype, a.size, a.shape, !isNew, isNew ? (backend ?? engine.backendInstance) : null);
-      if (this.allocSinks.length > 0) this.emitStorageAlloc(s);
+      if (this.allocSinks.length > 0 && (isNew || !this.silentIds.has(s.id))) this.emitStorageAlloc(s);
     }
     if (this.createSinks.length > 0 && a !== this.assigning) {
       let r = this.tensorRefs.get(a);
@@ -473,21 +656,41 @@ export class Installation {
    * (another backend's removal) or was already gone; only then is the engine's
    * map asked — one WeakMap lookup saved on every free.
    */
-  onDataIdRemoved(engine: TfEngine, dataId: DataId, removed: boolean): void {
+  onDataIdRemoved(engine: TfEngine, dataId: DataId, backend: TfBackend, removed: boolean): void {
+    if (this.byId && removed && !this.sawMove) {
+      const id = derivedStorageId(dataId, this.slotOf(engine, backend));
+      if (id >= 0) {
+        if (this.idFreeSinks.length > 0) this.emitStorageFreeId(this.idFreeSinks, id);
+        return;
+      }
+    }
     const s = this.storages.get(dataId);
-    if (s === undefined) return;
+    if (s === undefined) {
+      // Not kept: made before memscope saw it, or while it kept no objects (byId), when sinks
+      // taking ids may have been told of it.
+      if (removed && this.idFreeSinks.length > 0) {
+        const id = derivedStorageId(dataId, this.slotOf(engine, backend));
+        if (id >= 0) this.emitStorageFreeId(this.idFreeSinks, id);
+      }
+      return;
+    }
     if (!removed && engine.state.tensorInfo.has(dataId)) return;
     this.release(dataId, s);
   }
 
-  onMoved(engine: TfEngine, dataId: DataId): void {
+  /** After `engine.moveData`: `from` is the backend that held the data before. */
+  onMoved(engine: TfEngine, dataId: DataId, from: TfBackend | undefined): void {
     const old = this.storages.get(dataId);
     if (old !== undefined) this.release(dataId, old);
+    else if (this.idFreeSinks.length > 0) {
+      const oldId = derivedStorageId(dataId, this.slotOf(engine, from));
+      if (oldId >= 0) this.emitStorageFreeId(this.idFreeSinks, oldId);
+    }
     const info = engine.state.tensorInfo.get(dataId);
     if (info === undefined) return;
-    let size = 1;
-    for (const d of info.shape) size *= d;
-    const s = this.newStorage(engine, dataId, info.dtype, size, info.shape, old === undefined);
+    // The dataId keeps its first backend's number: kept, with a counted id (see deriveIds).
+    this.sawMove = true;
+    const s = this.newStorage(engine, dataId, info.dtype, sizeOf(info.shape), info.shape, old === undefined, info.backend, true);
     if (this.allocSinks.length > 0) this.emitStorageAlloc(s);
   }
 
@@ -528,7 +731,7 @@ export class Installation {
     const out: TensorRef[] = [];
     const visit = (v: unknown): void => {
       if (isTensorLike(v)) {
-        if (!v.isDisposed || this.storages.get(v.dataId) !== undefined) out.push(this.refFor(v));
+        if (!v.isDisposed || this.storageOf(v.dataId) !== undefined) out.push(this.refFor(v));
       } else if (Array.isArray(v)) for (const e of v) visit(e);
     };
     visit(x);
@@ -910,7 +1113,7 @@ export class Installation {
   // ---------------------------------------------------------------- assign
 
   beforeAssign(v: TfTensor): TfjsStorage | undefined {
-    return this.storages.get(v.dataId);
+    return this.storageOf(v.dataId);
   }
 
   afterAssign(v: TfTensor, previous: TfjsStorage | undefined): void {
@@ -1035,16 +1238,17 @@ export class Installation {
         removeDataId.call(this, dataId, backend);
         if (!inst.active) return;
         try {
-          inst.onDataIdRemoved(this, dataId, this.state.numDataBuffers !== before);
+          inst.onDataIdRemoved(this, dataId, backend, this.state.numDataBuffers !== before);
         } catch (err) {
           inst.internalError(err);
         }
       },
       moveData(this: TfEngine, backend, dataId) {
+        const from = inst.active ? this.state.tensorInfo.get(dataId)?.backend : undefined;
         moveData.call(this, backend, dataId);
         if (!inst.active) return;
         try {
-          inst.onMoved(this, dataId);
+          inst.onMoved(this, dataId, from);
         } catch (err) {
           inst.internalError(err);
         }

@@ -45,14 +45,73 @@ export class StorageIndex {
   deleteFound(dataId: DataId): void {
     (dataId as Record<symbol, TfjsStorage | undefined>)[STORAGE_KEY] = undefined;
   }
+  /**
+   * Set by the installation while it keeps no object per storage (Installation.byId): builds the
+   * storage of a live dataId from the engine's entry for it, or answers undefined.
+   */
+  onDemand: ((dataId: DataId) => TfjsStorage | undefined) | null = null;
+  /** The dataId's storage now, kept or built on demand. */
+  current(dataId: DataId): TfjsStorage | undefined {
+    return this.get(dataId) ?? this.onDemand?.(dataId);
+  }
 }
 
-let nextStorageId = 1;
+/**
+ * Storage ids. A storage's id is derived from its dataId where the backend numbers its dataIds
+ * (`dataId.id`): the same storage then has the same id whether memscope kept an object for it or
+ * builds one when asked, and freeing it needs nothing but the dataId and its backend (see
+ * Installation.byId). Backends get a slot each, for the whole process (a session started later
+ * must give a live storage the id an earlier one gave it).
+ *
+ * The backends below number their dataIds from a counter that never goes back (tfjs-backend-cpu,
+ * -webgl and -webgpu: a static counter of the backend class; -wasm: one per backend instance), so
+ * (backend instance, dataId.id) names one storage. Other backends' dataIds are arbitrary objects
+ * to TFJS; theirs get ids from a counter, above every derived id.
+ */
+const NUMBERED_BACKENDS: ReadonlySet<string> = new Set(['cpu', 'wasm', 'webgl', 'webgpu']);
+/** Derived id = slot × ID_SPAN + dataId.id: one backend's storages get consecutive ids, which RecentIdTable's ring wants. */
+const ID_SPAN = 2 ** 31;
+const MAX_SLOTS = 64;
+/** Ids of storages whose dataId is not numbered: above every derived id (MAX_SLOTS × ID_SPAN = 2^37). */
+const COUNTED_ID_BASE = 2 ** 40;
+let nextCountedId = COUNTED_ID_BASE;
+const backendSlots = new WeakMap<object, number>();
+let nextSlot = 0;
+
+/** The slot of a backend registered as `device`, or -1 when its dataIds are not numbered (or all slots are taken). */
+export function backendSlot(backend: TfBackend | null | undefined, device: DeviceName): number {
+  if (backend == null || !NUMBERED_BACKENDS.has(device)) return -1;
+  let slot = backendSlots.get(backend);
+  if (slot === undefined) {
+    if (nextSlot === MAX_SLOTS) return -1;
+    slot = nextSlot++;
+    backendSlots.set(backend, slot);
+  }
+  return slot;
+}
+
+/** The derived id of `dataId`'s storage on the backend in `slot`, or -1 when it has none. */
+export function derivedStorageId(dataId: DataId, slot: number): number {
+  const n = (dataId as { id?: unknown }).id;
+  if (slot < 0 || typeof n !== 'number' || !(n >= 0 && n < ID_SPAN) || !Number.isInteger(n)) return -1;
+  return slot * ID_SPAN + n;
+}
+
+/** An id for a storage with no derived id. */
+export function countedStorageId(): number {
+  return nextCountedId++;
+}
+
+/** Whether `id` was derived from a dataId (so the storage can be built again from it). */
+export function isDerivedStorageId(id: number): boolean {
+  return id < COUNTED_ID_BASE;
+}
 
 /** One storage per TFJS dataId per device. Immutable once made: a move makes a new one. */
 export class TfjsStorage implements StorageRef {
-  readonly id = nextStorageId++;
   constructor(
+    /** See derivedStorageId / countedStorageId. */
+    readonly id: number,
     /** The installation's index that owns this storage (StorageIndex ignores other installations' storages). */
     readonly index: StorageIndex | null,
     readonly device: DeviceName,
@@ -139,6 +198,13 @@ export class LiveStorages implements Iterable<TfjsStorage> {
   }
 }
 
+/** Elements of a tensor of this shape. */
+export function sizeOf(shape: readonly number[]): number {
+  let size = 1;
+  for (const d of shape) size *= d;
+  return size;
+}
+
 /**
  * Bytes a dataId holds on its backend. Numeric dtypes: elements × element
  * size (the engine's own rule). complex64: 8 bytes per element — the backend
@@ -220,8 +286,15 @@ export class TfjsTensorRef implements TensorRef {
     return this.tensor.id;
   }
   get storage(): TfjsStorage {
-    const s = this.storages.get(this.tensor.dataId);
-    if (s !== undefined) this.last = s;
+    const dataId = this.tensor.dataId;
+    const kept = this.storages.get(dataId);
+    if (kept !== undefined) return (this.last = kept);
+    // A storage built on demand for this very dataId is still the right answer (a move would have
+    // left a kept one, found above): no need to build it again from the engine's entry.
+    const last = this.last;
+    if (last.index === null && last.dataId === dataId) return last;
+    const built = this.storages.onDemand?.(dataId);
+    if (built !== undefined) this.last = built;
     return this.last;
   }
   get dtype(): string {

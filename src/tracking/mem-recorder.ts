@@ -240,20 +240,32 @@ export class MemRecorder implements MemoryEventSink {
   // thirteenth sessions). Queued, an event is a few stores, and the table code runs as one warm
   // loop per module, gradient, optimizer or assign event.
 
+  // Storages are known by id only, so the adapter may send these by id and keep no object per
+  // storage (MemoryEventSink.onStorageAllocId). An allocation of a known id and a free of an
+  // unknown one change nothing: `insert` and `take` see to that when the queue is applied.
+
   onStorageAlloc(storage: StorageRef, ctx: EventContext): void {
-    const phase = ctx.phase;
-    const tag = tagOf(this.device(storage.device).index, phase === 'optimizer' ? OPT : phase === 'backward' ? TEMP : ACT);
-    const at = this.nextPending();
-    const pending = this.pending;
-    pending[at] = storage.id;
-    pending[at + 1] = storage.bytes;
-    pending[at + 2] = tag;
+    this.onStorageAllocId(storage.id, storage.bytes, storage.device, ctx);
   }
 
   onStorageFree(storage: StorageRef): void {
+    this.onStorageFreeId(storage.id);
+  }
+
+  onStorageAllocId(id: number, bytes: number, device: DeviceName, ctx: EventContext): void {
+    const phase = ctx.phase;
+    const tag = tagOf(this.device(device).index, phase === 'optimizer' ? OPT : phase === 'backward' ? TEMP : ACT);
     const at = this.nextPending();
     const pending = this.pending;
-    pending[at] = storage.id;
+    pending[at] = id;
+    pending[at + 1] = bytes;
+    pending[at + 2] = tag;
+  }
+
+  onStorageFreeId(id: number): void {
+    const at = this.nextPending();
+    const pending = this.pending;
+    pending[at] = id;
     pending[at + 1] = -1;
   }
 

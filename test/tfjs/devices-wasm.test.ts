@@ -53,4 +53,33 @@ describe('wasm device', () => {
     tf.dispose([a, b]);
     s.detach();
   });
+
+  it('a move seen by a sink taking storages by id: the old storage freed, the moved one new, and the tensor follows it', async () => {
+    // Two backends were initialised before this attach, so ids do not derive from dataIds here
+    // (a move before installation could not have been seen): the events come as objects, and must
+    // be consistent with the ids the tensor reports. invariant-byid-wasm.test.ts covers moves
+    // while ids derive.
+    const events: string[] = [];
+    const ids: number[] = [];
+    const seen = (id: number) => (ids.includes(id) ? ids.indexOf(id) : ids.push(id) - 1);
+    const s = tfjsAdapter.attach({
+      onStorageAlloc: (st: StorageRef) => events.push(`alloc ${st.device} ${st.bytes} #${seen(st.id)}`),
+      onStorageFree: (st: StorageRef) => events.push(`free #${seen(st.id)}`),
+      onStorageAllocId: (id: number, bytes: number, device: string) => events.push(`alloc ${device} ${bytes} #${seen(id)}`),
+      onStorageFreeId: (id: number) => events.push(`free #${seen(id)}`),
+    });
+    await useBackend('cpu');
+    const a = tf.tensor1d([1, 2, 3]);
+    expect(Object.getOwnPropertySymbols(a.dataId)).toHaveLength(1); // kept: no derived id
+    const ref = s.tensor(a);
+    expect(ref.storage.id).toBe(ids[0]);
+    await useBackend('wasm');
+    const b = tf.add(a, 1);
+    expect(Array.from(b.dataSync())).toEqual([2, 3, 4]);
+    expect(ref.storage.device).toBe('wasm');
+    expect(ref.storage.id).toBe(ids[2]);
+    tf.dispose([a, b]);
+    expect(events).toEqual(['alloc cpu 12 #0', 'alloc wasm 4 #1', 'free #0', 'alloc wasm 12 #2', 'alloc wasm 12 #3', 'free #1', 'free #2', 'free #3']);
+    s.detach();
+  });
 });

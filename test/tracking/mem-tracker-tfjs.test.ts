@@ -192,6 +192,17 @@ describe('MemTracker on TFJS models (cpu)', () => {
     expect(s.get('func.join')!.outputMem).toBe(4 * 8 * 4);
   });
 
+  it('a view of a tensor made before tracking counts it (Activation); a view of a variable alive before does not', () => {
+    const before = tf.ones([8]); // 32 B, unknown until met
+    const weight = tf.variable(tf.ones([16])); // 64 B, a registered variable: known from the start
+    const tracker = new MemTracker();
+    const views = tracker.track(() => [tf.reshape(before, [2, 4]), tf.reshape(weight, [4, 4])]);
+    expect(views.map((v) => v.dataId)).toEqual([before.dataId, weight.dataId]);
+    // Nothing was allocated while tracking; meeting `before` through its view adopts it.
+    expect(tracker.snapshot('current')['cpu']).toMatchObject({ Activation: 32, Total: 32 });
+    tf.dispose([...views, before, weight]);
+  });
+
   it('weights built lazily by the first tracked call are Parameter, not Activation', () => {
     // A bare layer as the tracked module: apply() builds its weights on first use.
     const layer = tfl.layers.dense({ name: 'lazy_fc', units: 5 });
