@@ -108,6 +108,8 @@ function deliver(sink, e) {
   switch (e.name) {
     case 'onStorageAlloc': return sink.onStorageAlloc(a, e.ctx);
     case 'onStorageFree': return sink.onStorageFree(a, e.ctx);
+    case 'onStorageAllocId': return sink.onStorageAllocId(a, b, e.args[2], e.ctx);
+    case 'onStorageFreeId': return sink.onStorageFreeId(a, e.ctx);
     case 'onModuleEnter': return sink.onModuleEnter(a, b, e.ctx);
     case 'onModuleExit': return sink.onModuleExit(a, b, e.ctx);
     case 'onBackwardModuleEnter': return sink.onBackwardModuleEnter(a, e.ctx);
@@ -190,7 +192,7 @@ function replayedSinkMs(run) {
       const copy = args.map((a) =>
         Array.isArray(a)
           ? a.map((x) => (x && 'x' in x ? { x: snapTensor(x.x), grad: x.grad ? snapTensor(x.grad) : null } : snapTensor(x)))
-          : a && 'storage' in a
+          : a !== null && typeof a === 'object' && 'storage' in a
             ? snapTensor(a)
             : a,
       );
@@ -203,16 +205,27 @@ function replayedSinkMs(run) {
   run.train(1);
   session.detach();
 
-  const allocated = new Set(events.filter((e) => e.name === 'onStorageAlloc').map((e) => e.args[0]));
+  // Storages the step allocates, by id: under MemTracker the adapter sends storage events by id
+  // (onStorageAllocId) and builds storage objects only when a TensorRef is asked for one.
+  const allocated = new Set(
+    events.flatMap((e) => (e.name === 'onStorageAlloc' ? [e.args[0].id] : e.name === 'onStorageAllocId' ? [e.args[0]] : [])),
+  );
   let nextId = 1e9;
   const REPLAYS = 200;
   const prepared = [];
   for (let r = 0; r < REPLAYS; r++) {
+    const fresh = new Map();
+    const idOf = (id) => {
+      if (!allocated.has(id)) return id;
+      let c = fresh.get(id);
+      if (c === undefined) fresh.set(id, (c = nextId++));
+      return c;
+    };
     const clones = new Map();
     const storage = (s) => {
-      if (!allocated.has(s)) return s;
+      if (!allocated.has(s.id)) return s;
       let c = clones.get(s);
-      if (c === undefined) clones.set(s, (c = { ...s, id: nextId++ }));
+      if (c === undefined) clones.set(s, (c = { ...s, id: idOf(s.id) }));
       return c;
     };
     const tensor = (t) => ({ ...t, storage: storage(t.storage) });
@@ -224,7 +237,8 @@ function replayedSinkMs(run) {
           : a && 'bytes' in a
             ? storage(a)
             : a;
-    prepared.push(events.map((e) => ({ name: e.name, args: e.args.map(arg), ctx: { phase: e.phase, module: null, kernel: null, step: 0, seq: 0 } })));
+    const args = (e) => (e.name === 'onStorageAllocId' || e.name === 'onStorageFreeId' ? [idOf(e.args[0]), ...e.args.slice(1)] : e.args.map(arg));
+    prepared.push(events.map((e) => ({ name: e.name, args: args(e), ctx: { phase: e.phase, module: null, kernel: null, step: 0, seq: 0 } })));
   }
   let best = Infinity;
   for (let rep = 0; rep < 15; rep++) {

@@ -34,7 +34,9 @@ import {
   countedStorageId,
   derivedStorageId,
   isDerivedStorageId,
+  MAX_BACKEND_SLOTS,
   sizeOf,
+  slotOfDerivedId,
   storageBytes,
 } from './refs.js';
 
@@ -195,6 +197,13 @@ export class Installation {
    * counted id, so frees and re-announcements look for one before deriving an id.
    */
   private sawMove = false;
+  /**
+   * Per backend slot, the derived id of the first new dataId seen since installation. Backends
+   * number their dataIds upwards, so a dataId met again with an id at or above it was made while
+   * memscope watched and its storage was announced then: only older ones need announcing when met
+   * (without this, every view and every variable assign announced its storage once more).
+   */
+  private readonly firstNewIds = new Float64Array(MAX_BACKEND_SLOTS).fill(Infinity);
 
   private readonly storages = new StorageIndex();
   readonly live = new LiveStorages();
@@ -525,7 +534,7 @@ export class Installation {
     if (this.byId) {
       const built = this.storageOnDemand(t.dataId);
       if (built !== undefined) {
-        if (announce && this.allocSinks.length > 0 && !this.silentIds.has(built.id)) this.emitStorageAllocId(built.id, built.bytes, built.device);
+        if (announce && this.allocSinks.length > 0 && !this.announcedBefore(built.id)) this.emitStorageAllocId(built.id, built.bytes, built.device);
         return built;
       }
     }
@@ -548,6 +557,18 @@ export class Installation {
     const bytes = storageBytes(info.dtype, sizeOf(info.shape), info.backend, dataId);
     return new TfjsStorage(id, null, this.deviceOf(engine, info.backend), bytes, info.dtype, info.shape, true, dataId);
   };
+
+  /** Records a storage made while memscope watched (see firstNewIds). */
+  private noteNew(id: number): void {
+    if (!isDerivedStorageId(id)) return;
+    const slot = slotOfDerivedId(id);
+    if (this.firstNewIds[slot] === Infinity) this.firstNewIds[slot] = id;
+  }
+
+  /** Whether sinks know the storage with this derived id without being told again: made while memscope watched, or a variable alive at installation. */
+  private announcedBefore(id: number): boolean {
+    return id >= this.firstNewIds[slotOfDerivedId(id)]! || this.silentIds.has(id);
+  }
 
   /** Every storage with no object kept (byId mode) loses its object now, silently: its id stays what it was. */
   private dropDerivedStorages(): void {
@@ -609,11 +630,13 @@ export class Installation {
       // made before memscope saw it) is announced again; the sinks keep what they know.
       const dataId = a.dataId;
       const owner = isNew ? (backend ?? engine.backendInstance ?? undefined) : engine.state.tensorInfo.get(dataId)?.backend;
-      const id = derivedStorageId(dataId, this.slotOf(engine, owner));
+      const slot = this.slotOf(engine, owner);
+      const id = derivedStorageId(dataId, slot);
       if (id >= 0 && (isNew || !this.sawMove || this.storages.get(dataId) === undefined)) {
-        if (this.allocSinks.length > 0 && (isNew || !this.silentIds.has(id))) {
-          this.emitStorageAllocId(id, storageBytes(a.dtype, a.size, owner, dataId), this.lastDevice);
-        }
+        if (isNew) {
+          if (this.firstNewIds[slot] === Infinity) this.firstNewIds[slot] = id;
+        } else if (id >= this.firstNewIds[slot]! || this.silentIds.has(id)) return;
+        if (this.allocSinks.length > 0) this.emitStorageAllocId(id, storageBytes(a.dtype, a.size, owner, dataId), this.lastDevice);
         return;
       }
     }
@@ -621,6 +644,7 @@ export class Installation {
     if (s === undefined || isNew) {
       if (s !== undefined) this.release(a.dataId, s); // stale: cannot happen unless the engine was reset
       s = this.newStorage(engine, a.dataId, a.dtype, a.size, a.shape, !isNew, isNew ? (backend ?? engine.backendInstance) : null);
+      if (isNew) this.noteNew(s.id);
       if (this.allocSinks.length > 0 && (isNew || !this.silentIds.has(s.id))) this.emitStorageAlloc(s);
     }
     if (this.createSinks.length > 0 && a !== this.assigning) {

@@ -71,8 +71,8 @@ export class StorageIndex {
 const NUMBERED_BACKENDS: ReadonlySet<string> = new Set(['cpu', 'wasm', 'webgl', 'webgpu']);
 /** Derived id = slot × ID_SPAN + dataId.id: one backend's storages get consecutive ids, which RecentIdTable's ring wants. */
 const ID_SPAN = 2 ** 31;
-const MAX_SLOTS = 64;
-/** Ids of storages whose dataId is not numbered: above every derived id (MAX_SLOTS × ID_SPAN = 2^37). */
+export const MAX_BACKEND_SLOTS = 64;
+/** Ids of storages whose dataId is not numbered: above every derived id (MAX_BACKEND_SLOTS × ID_SPAN = 2^37). */
 const COUNTED_ID_BASE = 2 ** 40;
 let nextCountedId = COUNTED_ID_BASE;
 const backendSlots = new WeakMap<object, number>();
@@ -83,7 +83,7 @@ export function backendSlot(backend: TfBackend | null | undefined, device: Devic
   if (backend == null || !NUMBERED_BACKENDS.has(device)) return -1;
   let slot = backendSlots.get(backend);
   if (slot === undefined) {
-    if (nextSlot === MAX_SLOTS) return -1;
+    if (nextSlot === MAX_BACKEND_SLOTS) return -1;
     slot = nextSlot++;
     backendSlots.set(backend, slot);
   }
@@ -95,6 +95,11 @@ export function derivedStorageId(dataId: DataId, slot: number): number {
   const n = (dataId as { id?: unknown }).id;
   if (slot < 0 || typeof n !== 'number' || !(n >= 0 && n < ID_SPAN) || !Number.isInteger(n)) return -1;
   return slot * ID_SPAN + n;
+}
+
+/** The backend slot a derived id was made with. */
+export function slotOfDerivedId(id: number): number {
+  return Math.floor(id / ID_SPAN);
 }
 
 /** An id for a storage with no derived id. */

@@ -7,7 +7,7 @@ import { beforeAll, describe, expect, it } from 'vitest';
 import { MemscopeError } from '../../src/core/errors.js';
 import type { MemorySnapshot, ModuleMemStats } from '../../src/tracking/mem-types.js';
 import { createDemoRun } from '../../src/tfjs/demo-model.js';
-import { MemTracker } from '../../src/tfjs/index.js';
+import { MemTracker, tfjsAdapter } from '../../src/tfjs/index.js';
 
 beforeAll(async () => {
   await tf.setBackend('cpu');
@@ -201,6 +201,31 @@ describe('MemTracker on TFJS models (cpu)', () => {
     // Nothing was allocated while tracking; meeting `before` through its view adopts it.
     expect(tracker.snapshot('current')['cpu']).toMatchObject({ Activation: 32, Total: 32 });
     tf.dispose([...views, before, weight]);
+  });
+
+  it('by id, a storage is announced once when made while tracking, and whenever met if made before', () => {
+    const before = tf.ones([8]);
+    const allocs: number[] = [];
+    const frees: number[] = [];
+    const session = tfjsAdapter.attach({
+      onStorageAlloc: (s) => allocs.push(s.id),
+      onStorageFree: (s) => frees.push(s.id),
+      onStorageAllocId: (id) => allocs.push(id),
+      onStorageFreeId: (id) => frees.push(id),
+    });
+    try {
+      const made = tf.zeros([4]);
+      const views = [tf.reshape(made, [2, 2]), tf.clone(made), tf.reshape(before, [2, 4]), tf.clone(before)];
+      const madeId = session.tensor(made).storage.id;
+      const beforeId = session.tensor(before).storage.id;
+      expect(allocs.filter((id) => id === madeId)).toHaveLength(1);
+      // Nothing marks a storage made before as met, so each meeting announces it (two views, one ref).
+      expect(allocs.filter((id) => id === beforeId)).toHaveLength(3);
+      tf.dispose([...views, made, before]);
+      expect(frees).toEqual([madeId, beforeId]);
+    } finally {
+      session.detach();
+    }
   });
 
   it('weights built lazily by the first tracked call are Parameter, not Activation', () => {
