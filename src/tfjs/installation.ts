@@ -353,7 +353,7 @@ export class Installation {
     console.warn('memscope: internal error in a TFJS hook; the event was skipped and TFJS ran on:', err);
   }
 
-  // The four per-tensor events have their own emitters, each calling its
+  // The per-tensor events (four, and the two storage events by id) have their own emitters, each calling its
   // handler by name: the generic `emit` below reads the method with a
   // variable key and calls every kind of handler from one call site, which
   // V8 can neither inline nor keep monomorphic. With one subscribed sink each

@@ -5,7 +5,7 @@ import { tfjsAdapter } from '../../../src/tfjs/index.js';
 import { activeInstallation } from '../../../src/tfjs/adapter.js';
 import { PATCHED_ENGINE_METHODS } from '../../../src/tfjs/engine-types.js';
 import { isDerivedStorageId } from '../../../src/tfjs/refs.js';
-import { installEngineOracle } from './engine-oracle.js';
+import { type EngineOracle, installEngineOracle } from './engine-oracle.js';
 import { prng } from '../../support/prng.js';
 import { useBackend } from './backends.js';
 
@@ -21,13 +21,25 @@ import { useBackend } from './backends.js';
 
 type Rng = ReturnType<typeof prng>;
 
-/** A memscope sink keeping its own live-bytes account from alloc/free events. */
-class LiveAccount implements MemoryEventSink {
-  readonly bytes = new Map<string, number>();
-  readonly live = new Set<StorageRef>();
+/** A sink that runs `check` at the start and end of every kernel and keeps the first mismatch it reports. */
+abstract class CheckedAtKernels implements MemoryEventSink {
   checks = 0;
   mismatch: string | null = null;
   constructor(private readonly check: (where: string) => string | null) {}
+  onKernelStart(k: { name: string }): void {
+    this.checks++;
+    this.mismatch ??= this.check(`start of ${k.name}`);
+  }
+  onKernelEnd(k: { name: string }): void {
+    this.checks++;
+    this.mismatch ??= this.check(`end of ${k.name}`);
+  }
+}
+
+/** A memscope sink keeping its own live-bytes account from alloc/free events. */
+class LiveAccount extends CheckedAtKernels {
+  readonly bytes = new Map<string, number>();
+  readonly live = new Set<StorageRef>();
   seed(storages: Iterable<StorageRef>): void {
     for (const s of storages) this.onStorageAlloc(s);
   }
@@ -40,14 +52,6 @@ class LiveAccount implements MemoryEventSink {
     if (!this.live.delete(s)) this.mismatch ??= `storage ${s.id} freed but not live`;
     this.bytes.set(s.device, (this.bytes.get(s.device) ?? 0) - s.bytes);
   }
-  onKernelStart(k: { name: string }): void {
-    this.checks++;
-    this.mismatch ??= this.check(`start of ${k.name}`);
-  }
-  onKernelEnd(k: { name: string }): void {
-    this.checks++;
-    this.mismatch ??= this.check(`end of ${k.name}`);
-  }
 }
 
 /**
@@ -57,14 +61,11 @@ class LiveAccount implements MemoryEventSink {
  * (the contract of those events); the check against the engine at every kernel boundary is what
  * would catch a storage counted twice, never freed, or freed early.
  */
-class LiveIdAccount implements MemoryEventSink {
+class LiveIdAccount extends CheckedAtKernels {
   readonly bytes = new Map<string, number>();
   readonly live = new Map<number, { bytes: number; device: string }>();
   idEvents = 0;
   objectEvents = 0;
-  checks = 0;
-  mismatch: string | null = null;
-  constructor(private readonly check: (where: string) => string | null) {}
   private add(id: number, bytes: number, device: string): void {
     if (this.live.has(id)) return;
     this.live.set(id, { bytes, device });
@@ -92,14 +93,6 @@ class LiveIdAccount implements MemoryEventSink {
     this.idEvents++;
     this.remove(id);
   }
-  onKernelStart(k: { name: string }): void {
-    this.checks++;
-    this.mismatch ??= this.check(`start of ${k.name}`);
-  }
-  onKernelEnd(k: { name: string }): void {
-    this.checks++;
-    this.mismatch ??= this.check(`end of ${k.name}`);
-  }
 }
 
 function sameBytes(a: Map<string, number>, b: Map<string, number>): boolean {
@@ -109,6 +102,21 @@ function sameBytes(a: Map<string, number>, b: Map<string, number>): boolean {
 }
 
 const fmt = (m: Map<string, number>) => JSON.stringify([...m].filter(([, v]) => v !== 0).sort());
+
+/** The check an account runs at every kernel boundary: its live bytes per device and storage count against the engine's. */
+function checkAgainstEngine(
+  oracle: EngineOracle,
+  account: () => { readonly bytes: Map<string, number>; readonly live: { readonly size: number } },
+  seed: () => number,
+): (where: string) => string | null {
+  return (where) => {
+    const { bytes, live } = account();
+    const engineBytes = oracle.bytesByDevice();
+    if (!sameBytes(bytes, engineBytes)) return `seed ${seed()}, ${where}: memscope ${fmt(bytes)} vs engine ${fmt(engineBytes)}`;
+    if (live.size !== oracle.count()) return `seed ${seed()}, ${where}: memscope knows ${live.size} storages, engine ${oracle.count()} dataIds`;
+    return null;
+  };
+}
 
 const SHAPES: number[][] = [[2, 3], [3, 3], [3], [4, 2], [], [2, 2, 2]];
 
@@ -254,12 +262,7 @@ export async function checkInvariant(backend: 'cpu' | 'wasm', programs: number, 
   const originals = PATCHED_ENGINE_METHODS.map((m) => engineProto[m]);
 
   let seed = 0;
-  const account: LiveAccount = new LiveAccount((where) => {
-    const engineBytes = oracle.bytesByDevice();
-    if (!sameBytes(account.bytes, engineBytes)) return `seed ${seed}, ${where}: memscope ${fmt(account.bytes)} vs engine ${fmt(engineBytes)}`;
-    if (account.live.size !== oracle.count()) return `seed ${seed}, ${where}: memscope knows ${account.live.size} storages, engine ${oracle.count()} dataIds`;
-    return null;
-  });
+  const account: LiveAccount = new LiveAccount(checkAgainstEngine(oracle, () => account, () => seed));
   const session = tfjsAdapter.attach(account);
   account.seed(session.liveStorages());
   for (seed = 1; seed <= programs; seed++) {
@@ -308,12 +311,7 @@ export async function checkInvariantById(
   const originals = PATCHED_ENGINE_METHODS.map((m) => engineProto[m]);
 
   let seed = 0;
-  const account: LiveIdAccount = new LiveIdAccount((where) => {
-    const engineBytes = oracle.bytesByDevice();
-    if (!sameBytes(account.bytes, engineBytes)) return `seed ${seed}, ${where}: memscope ${fmt(account.bytes)} vs engine ${fmt(engineBytes)}`;
-    if (account.live.size !== oracle.count()) return `seed ${seed}, ${where}: memscope knows ${account.live.size} storages, engine ${oracle.count()} dataIds`;
-    return null;
-  });
+  const account: LiveIdAccount = new LiveIdAccount(checkAgainstEngine(oracle, () => account, () => seed));
   const session = tfjsAdapter.attach(account);
   const objectSink: MemoryEventSink = { onStorageAlloc() {}, onStorageFree() {} };
   let objectSession: ReturnType<typeof tfjsAdapter.attach> | null = null;
