@@ -555,7 +555,8 @@ export class Installation {
     const id = derivedStorageId(dataId, this.slotOf(engine, info.backend));
     if (id < 0) return undefined;
     const bytes = storageBytes(info.dtype, sizeOf(info.shape), info.backend, dataId);
-    return new TfjsStorage(id, null, this.deviceOf(engine, info.backend), bytes, info.dtype, info.shape, true, dataId);
+    const adopted = id < this.firstNewIds[slotOfDerivedId(id)]!; // made before installation
+    return new TfjsStorage(id, null, this.deviceOf(engine, info.backend), bytes, info.dtype, info.shape, adopted, dataId);
   };
 
   /** Records a storage made while memscope watched (see firstNewIds). */

@@ -218,6 +218,7 @@ describe('MemTracker on TFJS models (cpu)', () => {
       const views = [tf.reshape(made, [2, 2]), tf.clone(made), tf.reshape(before, [2, 4]), tf.clone(before)];
       const madeId = session.tensor(made).storage.id;
       const beforeId = session.tensor(before).storage.id;
+      expect([session.tensor(made).storage.adopted, session.tensor(before).storage.adopted]).toEqual([false, true]);
       expect(allocs.filter((id) => id === madeId)).toHaveLength(1);
       // Nothing marks a storage made before as met, so each meeting announces it (two views, one ref).
       expect(allocs.filter((id) => id === beforeId)).toHaveLength(3);
