@@ -32,7 +32,7 @@ if (mode === 'tracked') {
   tracker.trackExternal(run.model, run.optimizer, run.xs, run.ys);
   tracker.start();
 } else if (mode === 'adapter' || mode === 'subscribed') {
-  const sink = { readsKernelContext: false, keysTensorRefs: false }; // MemTracker's recorder declares both
+  const sink = { readsKernelContext: false, keysTensorRefs: false, acceptsQueuedStorageEvents: true }; // as MemTracker's recorder declares
   if (mode === 'subscribed') {
     for (const name of Object.getOwnPropertyNames(MemRecorder.prototype)) if (name.startsWith('on')) sink[name] = () => {};
   }

@@ -97,7 +97,7 @@ const spread = (xs) => `${fmt(Math.min(...xs))}–${fmt(Math.max(...xs))}`;
 
 /** A sink that does nothing on exactly the events MemTracker listens to: the adapter's cost of delivering them. */
 function noopSinkLikeMemTracker() {
-  const sink = { readsKernelContext: false, keysTensorRefs: false }; // MemTracker's recorder declares both
+  const sink = { readsKernelContext: false, keysTensorRefs: false, acceptsQueuedStorageEvents: true }; // as MemTracker's recorder declares
   for (const name of Object.getOwnPropertyNames(MemRecorder.prototype)) if (name.startsWith('on')) sink[name] = () => {};
   return sink;
 }

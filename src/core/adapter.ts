@@ -29,6 +29,12 @@ export interface AdapterSession {
   currentDevice(): DeviceName;
   /** What the device really holds (pools, heaps); null where the framework cannot tell. */
   deviceMemory(device: DeviceName): DeviceMemoryReading | null;
+  /**
+   * Delivers every event the adapter holds back (storage events queued for sinks that accept
+   * them, see MemoryEventSink.acceptsQueuedStorageEvents), so that the sink is up to date. Adapters
+   * that never queue may omit it.
+   */
+  flush?(): void;
   /** Unsubscribes; the last session to detach uninstalls and restores every patch. Idempotent. */
   detach(): void;
 }

@@ -140,6 +140,16 @@ export interface MemoryEventSink {
    * listens to tensor create/dispose events, only variables' refs are remembered.
    */
   readonly keysTensorRefs?: boolean;
+  /**
+   * `true` declares that this sink's storage events by id (`onStorageAllocId`, `onStorageFreeId`)
+   * may reach it queued: late and in a batch, but in the order they happened, each with the
+   * context it had, before any other event reaches this sink, and before the session's `flush()`
+   * returns. A sink read from outside between events (as MemTracker's recorder is) calls the
+   * session's `flush()` first. While every sink listening to storage events declares it, an
+   * adapter may queue them: a few stores per tensor on the framework's allocation path, and the
+   * sinks' handling runs later in one warm loop instead of once per tensor, cold.
+   */
+  readonly acceptsQueuedStorageEvents?: boolean;
 
   /** A new storage came into existence (first tensor on a new dataId, or moved in from another device). */
   onStorageAlloc?(storage: StorageRef, ctx: EventContext): void;
@@ -157,6 +167,14 @@ export interface MemoryEventSink {
    */
   onStorageAllocId?(id: number, bytes: number, device: DeviceName, ctx: EventContext): void;
   onStorageFreeId?(id: number, ctx: EventContext): void;
+  /**
+   * Queued storage events (see `acceptsQueuedStorageEvents`) in one call instead of one call
+   * each: `events[0 .. length)` holds (id, bytes) pairs, bytes -1 for a free, in the order they
+   * happened, all on `device` and all with the context `ctx` (its `seq` is the last event's: the
+   * first one's is `ctx.seq - length / 2 + 1`). Read them during the call only. An adapter uses
+   * it when every sink listening to storage events defines it.
+   */
+  onQueuedStorageEvents?(events: Float64Array, length: number, device: DeviceName, ctx: EventContext): void;
   /** A tensor handle was created (several can share one storage). */
   onTensorCreate?(tensor: TensorRef, ctx: EventContext): void;
   /** A tensor handle was disposed. */

@@ -126,6 +126,9 @@ function pendingOutputLayers(mod: TfjsModule): Set<object> | null {
 /** Engine methods wrapped only when a subscribed sink needs them (see recomputeWants). */
 const DEFERRED_ENGINE_METHODS: ReadonlySet<PatchedEngineMethod> = new Set(['runKernelFunc', 'disposeTensor']);
 
+/** Storage events held back at most (see Installation.queued), two numbers each. */
+const QUEUED_EVENTS = 512;
+
 /**
  * A customGrad kernel has no registered name; the engine (and its profiler)
  * names it after the enclosing scope — the op that used customGrad, e.g.
@@ -204,6 +207,33 @@ export class Installation {
    * (without this, every view and every variable assign announced its storage once more).
    */
   private readonly firstNewIds = new Float64Array(MAX_BACKEND_SLOTS).fill(Infinity);
+  /**
+   * Storage events by id held back for sinks that take them queued
+   * (MemoryEventSink.acceptsQueuedStorageEvents): (derived id, bytes) pairs, bytes -1 for a free,
+   * all of storages on `queueBackend`. Why: an allocation and a free happen once per tensor, each
+   * between microseconds of TFJS and wasm code that evict memscope's code from the CPU's
+   * instruction cache, so handling one there ran cold (docs/MEMTRACKER.md, twenty-first session).
+   * Queued, the engine's hot path pays a few stores, and the handling runs later as one warm loop.
+   * They are delivered (flushQueued) before any other event, before the context changes, before
+   * the sinks change, and when a sink asks (the session's flush), so each sink sees them in order
+   * and with the context they had.
+   */
+  private readonly queued = new Float64Array(QUEUED_EVENTS * 2);
+  queuedLength = 0;
+  /**
+   * The backend whose new and freed storages may be queued now, else null: the engine wrappers'
+   * one test. Set at the first new storage on a backend with derived ids while queueing is
+   * allowed (`queueAllowed`); cleared whenever that may have changed.
+   */
+  queueBackend: TfBackend | null = null;
+  /** queueBackend's slot for derived ids. */
+  private queueSlot = -1;
+  private queueDevice: DeviceName = '';
+  /** byId, and every sink listening to storage events takes them queued (recomputeWants). */
+  private queueAllowed = false;
+  /** The sinks listening to storage events when every one takes queued events in one call (onQueuedStorageEvents), else empty. */
+  private batchSinks: MemoryEventSink[] = [];
+  private flushing = false;
 
   private readonly storages = new StorageIndex();
   readonly live = new LiveStorages();
@@ -269,11 +299,13 @@ export class Installation {
   // ---------------------------------------------------------------- sinks
 
   subscribe(sink: MemoryEventSink): void {
+    this.flushIfQueued(); // held back for the sinks there before
     this.sinks.push(sink);
     this.recomputeWants();
   }
 
   unsubscribe(sink: MemoryEventSink): void {
+    this.flushIfQueued();
     const i = this.sinks.indexOf(sink);
     if (i >= 0) this.sinks.splice(i, 1);
     this.recomputeWants();
@@ -293,6 +325,10 @@ export class Installation {
     if (byId && !this.byId) this.dropDerivedStorages();
     this.byId = byId;
     this.storages.onDemand = byId ? this.storageOnDemand : null;
+    const storageSinks = this.sinks.filter((sink) => this.allocSinks.includes(sink) || this.idFreeSinks.includes(sink));
+    this.queueAllowed = byId && this.deriveIds && storageSinks.length > 0 && storageSinks.every((sink) => sink.acceptsQueuedStorageEvents === true);
+    this.batchSinks = storageSinks.every((sink) => typeof sink.onQueuedStorageEvents === 'function') ? storageSinks : [];
+    this.queueBackend = null; // set again at the next new storage, if allowed
     this.stableTensorRefs =
       this.createSinks.length > 0 || this.disposeSinks.length > 0 || this.sinks.some((sink) => sink.keysTensorRefs !== false);
     this.kernelStartSinks = pick('onKernelStart');
@@ -360,6 +396,7 @@ export class Installation {
   // of these call sites sees a single target and is inlined.
 
   private emitStorageAlloc(s: TfjsStorage): void {
+    if (this.queuedLength !== 0) this.flushQueued();
     const list = this.allocSinks;
     const ctx = this.ctx;
     ctx.seq++;
@@ -374,6 +411,7 @@ export class Installation {
   }
 
   private emitStorageFree(s: TfjsStorage): void {
+    if (this.queuedLength !== 0) this.flushQueued();
     const list = this.freeSinks;
     const ctx = this.ctx;
     ctx.seq++;
@@ -388,6 +426,7 @@ export class Installation {
   }
 
   private emitStorageAllocId(id: number, bytes: number, device: DeviceName): void {
+    if (this.queuedLength !== 0) this.flushQueued();
     const list = this.allocSinks;
     const ctx = this.ctx;
     ctx.seq++;
@@ -402,6 +441,7 @@ export class Installation {
   }
 
   private emitStorageFreeId(list: MemoryEventSink[], id: number): void {
+    if (this.queuedLength !== 0) this.flushQueued();
     const ctx = this.ctx;
     ctx.seq++;
     for (let i = 0; i < list.length; i++) {
@@ -415,6 +455,7 @@ export class Installation {
   }
 
   private emitTensorCreate(r: TfjsTensorRef): void {
+    if (this.queuedLength !== 0) this.flushQueued();
     const list = this.createSinks;
     const ctx = this.ctx;
     ctx.seq++;
@@ -429,6 +470,7 @@ export class Installation {
   }
 
   private emitTensorDispose(r: TfjsTensorRef): void {
+    if (this.queuedLength !== 0) this.flushQueued();
     const list = this.disposeSinks;
     const ctx = this.ctx;
     ctx.seq++;
@@ -445,6 +487,7 @@ export class Installation {
   /** Calls `method` on every sink in `list` with (a, ctx) or (a, b, ctx): the less frequent events. */
   private emit(list: MemoryEventSink[], method: MemoryEventName, a: unknown, b?: unknown, two = false): void {
     if (list.length === 0) return;
+    if (this.queuedLength !== 0) this.flushQueued();
     const ctx = this.ctx;
     ctx.seq++;
     for (let i = 0; i < list.length; i++) {
@@ -457,6 +500,103 @@ export class Installation {
         this.sinkError(sink, err);
       }
     }
+  }
+
+  // ------------------------------------------------------------- queued storage events
+
+  /** Before the context or the sinks change: what is queued goes out as it was. */
+  private flushIfQueued(): void {
+    if (this.queuedLength !== 0) this.flushQueued();
+  }
+
+  /** Delivers the queued storage events, in order (see `queued`). */
+  flushQueued(): void {
+    const end = this.queuedLength;
+    if (end === 0 || this.flushing) return;
+    // Events during delivery (a sink running TFJS ops) are not queued, and go out at once.
+    this.flushing = true;
+    const backend = this.queueBackend;
+    this.queueBackend = null;
+    this.queuedLength = 0;
+    try {
+      const queued = this.queued;
+      const device = this.queueDevice;
+      const batch = this.batchSinks;
+      if (batch.length > 0) {
+        const ctx = this.ctx;
+        ctx.seq += end / 2;
+        for (let i = 0; i < batch.length; i++) {
+          const sink = batch[i]!;
+          try {
+            sink.onQueuedStorageEvents!(queued, end, device, ctx);
+          } catch (err) {
+            this.sinkError(sink, err);
+          }
+        }
+        return;
+      }
+      for (let at = 0; at < end; at += 2) {
+        const bytes = queued[at + 1]!;
+        if (bytes >= 0) {
+          if (this.allocSinks.length > 0) this.emitStorageAllocId(queued[at]!, bytes, device);
+        } else if (this.idFreeSinks.length > 0) this.emitStorageFreeId(this.idFreeSinks, queued[at]!);
+      }
+    } finally {
+      this.flushing = false;
+      if (this.queueAllowed && this.queueBackend === null) this.queueBackend = backend;
+    }
+  }
+
+  /**
+   * Queues the new storage of `a` on queueBackend (the engine wrapper checked the backend);
+   * false when it must take the general path: a string tensor (its bytes are read from the
+   * backend) or a dataId not numbered as derived ids need.
+   */
+  queueAlloc(a: TfTensor): boolean {
+    const dtype = a.dtype;
+    const id = derivedStorageId(a.dataId, this.queueSlot);
+    if (id < 0 || dtype === 'string') return false;
+    this.pushQueued(id, storageBytes(dtype, a.size, undefined, a.dataId));
+    return true;
+  }
+
+  /** Queues the free of `dataId`'s storage on queueBackend (the engine dropped its entry); false as for queueAlloc. */
+  queueFree(dataId: DataId): boolean {
+    const id = derivedStorageId(dataId, this.queueSlot);
+    if (id < 0) return false;
+    this.pushQueued(id, -1);
+    return true;
+  }
+
+  private pushQueued(id: number, bytes: number): void {
+    let at = this.queuedLength;
+    if (at === QUEUED_EVENTS * 2) {
+      this.flushQueued();
+      at = 0;
+    }
+    const queued = this.queued;
+    queued[at] = id;
+    queued[at + 1] = bytes;
+    this.queuedLength = at + 2;
+  }
+
+  /** Storage events queued in a kernel go out with that kernel as the context's (never throws). */
+  flushBeforeKernelChange(): void {
+    if (this.queuedLength === 0) return;
+    try {
+      this.flushQueued();
+    } catch (err) {
+      this.internalError(err);
+    }
+  }
+
+  /** After the first new storage on `backend` (slot `slot`) was announced: its next ones may be queued. */
+  private startQueueing(backend: TfBackend, slot: number): void {
+    if (!this.queueAllowed || this.queueBackend !== null || this.flushing || this.sawMove || slot < 0) return;
+    this.flushIfQueued(); // events queued before go out with the device they were queued on
+    this.queueBackend = backend;
+    this.queueSlot = slot;
+    this.queueDevice = this.lastDevice;
   }
 
   // ------------------------------------------------------------- storages
@@ -638,6 +778,7 @@ export class Installation {
           if (this.firstNewIds[slot] === Infinity) this.firstNewIds[slot] = id;
         } else if (id >= this.firstNewIds[slot]! || this.silentIds.has(id)) return;
         if (this.allocSinks.length > 0) this.emitStorageAllocId(id, storageBytes(a.dtype, a.size, owner, dataId), this.lastDevice);
+        if (isNew && this.queueBackend === null && owner !== undefined) this.startQueueing(owner, slot);
         return;
       }
     }
@@ -715,6 +856,7 @@ export class Installation {
     if (info === undefined) return;
     // The dataId keeps its first backend's number: kept, with a counted id (see deriveIds).
     this.sawMove = true;
+    this.queueBackend = null; // frees must look for kept storages from now on
     const s = this.newStorage(engine, dataId, info.dtype, sizeOf(info.shape), info.shape, old === undefined, info.backend, true);
     if (this.allocSinks.length > 0) this.emitStorageAlloc(s);
   }
@@ -722,6 +864,7 @@ export class Installation {
   // --------------------------------------------------------------- context
 
   private updateCtx(): void {
+    if (this.queuedLength !== 0) this.flushQueued();
     const ctx = this.ctx;
     if (this.optimizerDepth > 0) ctx.phase = 'optimizer';
     else if (this.backwardDepth > 0) ctx.phase = 'backward';
@@ -926,6 +1069,7 @@ export class Installation {
   private backwardTo(target: Frame | null): void {
     const cur = this.bwTop;
     if (cur === target) return;
+    this.flushIfQueued();
     let a = cur;
     let b = target;
     while (a !== b) {
@@ -1041,6 +1185,7 @@ export class Installation {
   }
 
   private closeFrame(frame: Frame, outputs: readonly TensorRef[]): void {
+    this.flushIfQueued();
     this.ctx.module = frame.module;
     if (this.moduleExitSinks.length > 0) this.emit(this.moduleExitSinks, 'onModuleExit', frame.module, outputs, true);
     this.fwdTop = frame.parent;
@@ -1129,6 +1274,7 @@ export class Installation {
   }
 
   private optimizerEnd(ref: TfjsOptimizer): void {
+    this.flushIfQueued();
     this.ctx.step++;
     this.emit(this.optEndSinks, 'onOptimizerStepEnd', ref);
     this.optimizerDepth--;
@@ -1232,7 +1378,11 @@ export class Installation {
         trackTensor.call(this, a, backend);
         if (!active) return;
         try {
-          inst.onTrack(this, a, this.state.numDataBuffers !== before, backend);
+          const isNew = this.state.numDataBuffers !== before;
+          // The common case, kept small: a new storage on the backend whose storages are queued.
+          const queueBackend = inst.queueBackend;
+          if (isNew && queueBackend !== null && (backend ?? this.backendInstance) === queueBackend && inst.queueAlloc(a)) return;
+          inst.onTrack(this, a, isNew, backend);
         } catch (err) {
           inst.internalError(err);
         }
@@ -1263,7 +1413,9 @@ export class Installation {
         removeDataId.call(this, dataId, backend);
         if (!inst.active) return;
         try {
-          inst.onDataIdRemoved(this, dataId, backend, this.state.numDataBuffers !== before);
+          const removed = this.state.numDataBuffers !== before;
+          if (removed && backend === inst.queueBackend && backend != null && inst.queueFree(dataId)) return;
+          inst.onDataIdRemoved(this, dataId, backend, removed);
         } catch (err) {
           inst.internalError(err);
         }
@@ -1284,6 +1436,7 @@ export class Installation {
         const previousKernel = ctx.kernel;
         let start: KernelEvent | null = null;
         try {
+          inst.flushBeforeKernelChange();
           ctx.kernel = params.kernelName ?? compositeKernelName(this.state.activeScope?.name);
           if (inst.wantKernels) start = inst.kernelStart(ctx.kernel, params);
         } catch (err) {
@@ -1300,6 +1453,7 @@ export class Installation {
               inst.internalError(err);
             }
           }
+          inst.flushBeforeKernelChange();
           ctx.kernel = previousKernel;
           throw userError;
         }
@@ -1310,6 +1464,7 @@ export class Installation {
             inst.internalError(err);
           }
         }
+        inst.flushBeforeKernelChange();
         ctx.kernel = previousKernel;
         return out;
       },
@@ -1401,6 +1556,7 @@ export class Installation {
    * patch); memscope's wrapper beneath it turns into a pass-through.
    */
   uninstall(): void {
+    this.flushIfQueued();
     this.active = false;
     const proto = this.engineProto;
     for (const [name, original] of this.engineOriginals) {

@@ -201,6 +201,10 @@ export class MemRecorder implements MemoryEventSink {
   readonly readsKernelContext = false;
   /** Storages are kept by id and variables' categories by tensor id: no TensorRef is kept. */
   readonly keysTensorRefs = false;
+  /** Storage events by id may come queued: the recorder asks its source to flush before it reads or changes anything. */
+  readonly acceptsQueuedStorageEvents = true;
+  /** The session delivering this recorder's events while tracking (see `setSource`). */
+  private source: { flush?(): void } | null = null;
   /** Storage id → (device-rounded bytes, tag); see `tagOf`. */
   private readonly storages = new RecentIdTable();
   private readonly devices = new Map<DeviceName, DeviceTally>();
@@ -269,6 +273,23 @@ export class MemRecorder implements MemoryEventSink {
     pending[at + 1] = -1;
   }
 
+  /**
+   * Storage events the adapter queued, all in one phase on one device: applied at once, after
+   * this recorder's own queue (they came after it). Handled in one loop rather than one call
+   * each, which is most of what the events cost once queued.
+   */
+  onQueuedStorageEvents(events: Float64Array, length: number, device: DeviceName, ctx: EventContext): void {
+    this.applyPending();
+    const phase = ctx.phase;
+    const tag = tagOf(this.device(device).index, phase === 'optimizer' ? OPT : phase === 'backward' ? TEMP : ACT);
+    for (let at = 0; at < length; at += 2) {
+      const bytes = events[at + 1]!;
+      // As in applyPending: a known id stays as it is, an unknown one's free changes nothing.
+      if (bytes >= 0) this.insert(events[at]!, bytes, tag);
+      else this.remove(events[at]!);
+    }
+  }
+
   /** Where the next queued event goes (applying a full queue first). */
   private nextPending(): number {
     let at = this.pendingLength;
@@ -280,8 +301,20 @@ export class MemRecorder implements MemoryEventSink {
     return at;
   }
 
-  /** Applies the queued allocations and frees, in order. */
+  /**
+   * The session whose events this recorder takes, or null. Every method but the storage events
+   * begins by asking it to deliver what it holds back, so that nothing is read or changed with
+   * storage events still queued upstream (the session delivers them before any other event, so
+   * from an event handler the ask finds nothing to do).
+   */
+  setSource(source: { flush?(): void } | null): void {
+    this.source = source;
+  }
+
+  /** Applies the queued allocations and frees, in order, after those still held upstream. */
   private applyPending(): void {
+    const source = this.source;
+    if (source !== null) source.flush?.();
     const end = this.pendingLength;
     if (end === 0) return;
     this.pendingLength = 0;

@@ -8,6 +8,7 @@ import { MemscopeError } from '../../src/core/errors.js';
 import type { MemorySnapshot, ModuleMemStats } from '../../src/tracking/mem-types.js';
 import { createDemoRun } from '../../src/tfjs/demo-model.js';
 import { MemTracker, tfjsAdapter } from '../../src/tfjs/index.js';
+import { activeInstallation } from '../../src/tfjs/adapter.js';
 
 beforeAll(async () => {
   await tf.setBackend('cpu');
@@ -227,6 +228,44 @@ describe('MemTracker on TFJS models (cpu)', () => {
     } finally {
       session.detach();
     }
+  });
+
+  it('storage events the adapter holds back reach the tracker before it reads: a snapshot between two ops counts both', () => {
+    const tracker = new MemTracker();
+    using _tracking = tracker.start();
+    const first = tf.zeros([4]); // 16 B; the first new storage on the backend starts the queueing
+    const inst = activeInstallation()!;
+    const a = tf.ones([100]); // 400 B
+    expect(inst.queuedLength).toBeGreaterThan(0);
+    expect(tracker.snapshot('current').cpu).toMatchObject({ Activation: 416, Total: 416 });
+    expect(inst.queuedLength).toBe(0);
+    a.dispose();
+    expect(inst.queuedLength).toBeGreaterThan(0);
+    expect(tracker.snapshot('current').cpu).toMatchObject({ Activation: 16, Total: 16 });
+    expect(tracker.snapshot('peak').cpu).toMatchObject({ Activation: 416, Total: 416 });
+    // Held back across a phase change, an allocation keeps the phase it was made in.
+    const b = tf.ones([10]); // 40 B, Activation
+    expect(inst.queuedLength).toBeGreaterThan(0);
+    const optimizer = tf.train.sgd(0.1);
+    const w = tf.variable(tf.ones([2]));
+    tracker.trackExternal(optimizer);
+    optimizer.applyGradients({ [w.name]: tf.ones([2]) });
+    // `b` stays Activation; Optstate holds only what the step made (below b's 40 B).
+    expect(tracker.snapshot('current').cpu!.Optstate).toBeLessThan(40);
+    tf.dispose([first, b, w]);
+  });
+
+  it('a storage announced when met and then freed in a queued batch is gone: events apply in the order they came', () => {
+    const before = tf.ones([8]); // 32 B, made before tracking
+    const tracker = new MemTracker();
+    using _tracking = tracker.start();
+    const first = tf.zeros([4]); // 16 B; queueing starts after it
+    const view = tf.reshape(before, [2, 4]); // meets `before`: announced at once, not queued
+    const inst = activeInstallation()!;
+    tf.dispose([view, before]); // its free is queued
+    expect(inst.queuedLength).toBeGreaterThan(0);
+    expect(tracker.snapshot('current').cpu).toMatchObject({ Activation: 16, Total: 16 });
+    first.dispose();
   });
 
   it('weights built lazily by the first tracked call are Parameter, not Activation', () => {

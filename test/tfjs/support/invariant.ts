@@ -26,6 +26,11 @@ abstract class CheckedAtKernels implements MemoryEventSink {
   checks = 0;
   mismatch: string | null = null;
   constructor(private readonly check: (where: string) => string | null) {}
+  /** Runs the check now (outside any event), keeping the first mismatch. */
+  checkNow(where: string): void {
+    this.checks++;
+    this.mismatch ??= this.check(where);
+  }
   onKernelStart(k: { name: string }): void {
     this.checks++;
     this.mismatch ??= this.check(`start of ${k.name}`);
@@ -62,6 +67,8 @@ class LiveAccount extends CheckedAtKernels {
  * would catch a storage counted twice, never freed, or freed early.
  */
 class LiveIdAccount extends CheckedAtKernels {
+  /** Set before attaching: storage events may come queued, and the account is read only after a flush (events.ts). */
+  acceptsQueuedStorageEvents = false;
   readonly bytes = new Map<string, number>();
   readonly live = new Map<number, { bytes: number; device: string }>();
   idEvents = 0;
@@ -294,14 +301,16 @@ export async function checkInvariant(backend: 'cpu' | 'wasm', programs: number, 
  * keeping no object per storage and keeping one: storages made in one mode are freed in the other,
  * and each mode's events must still add up to the engine's figure. `numbered`: whether the
  * backend numbers its dataIds, so that in byId mode a new tensor's dataId carries nothing of
- * memscope's (otherwise it carries its storage object, as in the other mode).
+ * memscope's (otherwise it carries its storage object, as in the other mode). `queued`: the sink
+ * takes storage events queued (MemoryEventSink.acceptsQueuedStorageEvents), and the account is
+ * also checked after a `flush()` between steps; `batched`: it takes them in one call per batch.
  */
 export async function checkInvariantById(
   backend: string,
   programs: number,
   steps: number,
   numbered: boolean,
-  options: { switchEvery?: number; moveTo?: 'cpu' } = {},
+  options: { switchEvery?: number; moveTo?: 'cpu'; queued?: boolean; batched?: boolean } = {},
 ): Promise<void> {
   const switchEvery = options.switchEvery ?? 40;
   const oracle = installEngineOracle();
@@ -312,24 +321,53 @@ export async function checkInvariantById(
 
   let seed = 0;
   const account: LiveIdAccount = new LiveIdAccount(checkAgainstEngine(oracle, () => account, () => seed));
+  account.acceptsQueuedStorageEvents = options.queued === true;
+  let batches = 0;
+  if (options.batched) {
+    // Queued events in one call per batch (MemoryEventSink.onQueuedStorageEvents), as MemTracker's recorder takes them.
+    (account as MemoryEventSink).onQueuedStorageEvents = (events, length, device) => {
+      batches++;
+      for (let at = 0; at < length; at += 2) {
+        if (events[at + 1]! >= 0) account.onStorageAllocId(events[at]!, events[at + 1]!, device);
+        else account.onStorageFreeId(events[at]!);
+      }
+    };
+  }
   const session = tfjsAdapter.attach(account);
   const objectSink: MemoryEventSink = { onStorageAlloc() {}, onStorageFree() {} };
   let objectSession: ReturnType<typeof tfjsAdapter.attach> | null = null;
   let switches = 0;
   let moves = 0;
   const carriesMemscope = (t: tf.Tensor) => Object.getOwnPropertySymbols(t.dataId).length > 0;
-  const toggle = (step: number): void => {
-    if (step % switchEvery !== switchEvery - 1) return;
+  let heldBack = 0;
+  const probeObjects = (when: string): void => {
     const probe = tf.zeros([1]);
     const expectObjects = objectSession !== null || !numbered;
-    if (carriesMemscope(probe) !== expectObjects) account.mismatch ??= `seed ${seed}: a new dataId ${expectObjects ? 'lacks' : 'carries'} memscope's storage object`;
+    if (carriesMemscope(probe) !== expectObjects) account.mismatch ??= `seed ${seed}, ${when}: a new dataId ${expectObjects ? 'lacks' : 'carries'} memscope's storage object`;
     probe.dispose();
-    if (objectSession === null) objectSession = tfjsAdapter.attach(objectSink);
-    else {
-      objectSession.detach();
-      objectSession = null;
+  };
+  const toggle = (step: number): void => {
+    const inst = activeInstallation()!;
+    if (options.queued && inst.queuedLength > 0) heldBack++;
+    if (step % switchEvery === switchEvery - 1) {
+      probeObjects('before a switch');
+      if (objectSession === null) objectSession = tfjsAdapter.attach(objectSink);
+      else {
+        objectSession.detach();
+        objectSession = null;
+      }
+      switches++;
+      // A sink joining or leaving first gets what was queued for the sinks there before.
+      if (inst.queuedLength !== 0) account.mismatch ??= `seed ${seed}: events still queued after a sink came or went`;
+      probeObjects('after a switch');
     }
-    switches++;
+    if (options.queued) {
+      // Between two steps, outside any event: what the adapter holds back goes out on flush(),
+      // and then the account equals the engine (kernel events flush too, before the checks there).
+      session.flush!();
+      if (inst.queuedLength !== 0) account.mismatch ??= `seed ${seed}: events still queued after flush()`;
+      account.checkNow(`after flush() before step ${step}`);
+    }
   };
   for (seed = 1; seed <= programs; seed++) {
     if (seed === 2 && options.moveTo !== undefined) {
@@ -339,6 +377,7 @@ export async function checkInvariantById(
     }
     const trace = runProgram(prng(seed * 7919), steps, toggle, seed >= 2 ? options.moveTo : undefined);
     moves += trace.filter((op) => op === 'move').length;
+    if (options.queued) session.flush!(); // the program's last frees may still be queued
     expect(account.mismatch, `${account.mismatch}\nprogram: ${trace.join(' ')}`).toBeNull();
     expect(account.live.size).toBe(oracle.count());
     expect(sameBytes(account.bytes, oracle.bytesByDevice()), fmt(account.bytes)).toBe(true);
@@ -366,6 +405,12 @@ export async function checkInvariantById(
   // (only objects for a backend whose dataIds are not numbered).
   if (numbered) expect(account.idEvents).toBeGreaterThan(0);
   else expect(account.idEvents).toBe(0);
+  // Queued only where ids derive, and then before most steps (not while the object sink is there).
+  // With moves, only the first program queues (the first move turns queueing off).
+  if (options.queued && numbered) expect(heldBack).toBeGreaterThan(((options.moveTo !== undefined ? 1 : programs) * steps) / 4);
+  else expect(heldBack).toBe(0);
+  if (options.batched && numbered) expect(batches).toBeGreaterThan(steps / 4);
+  else expect(batches).toBe(0);
   expect(account.objectEvents).toBeGreaterThan(0);
   expect(activeInstallation()?.internalErrors).toBe(0);
 

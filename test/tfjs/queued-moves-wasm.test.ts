@@ -1,0 +1,73 @@
+// A move stops the queueing of storage events (Installation.queueBackend): a dataId moved onto the
+// backend whose frees are queued keeps the number its first backend gave it, so its free must go
+// by the storage's own (counted) id, never by one derived on the backend it moved to. Its own file:
+// ids derive only when wasm is the one backend initialised at the attach.
+import * as tf from '@tensorflow/tfjs-core';
+import { beforeAll, describe, expect, it } from 'vitest';
+import type { MemoryEventSink, StorageRef } from '../../src/core/events.js';
+import { activeInstallation, tfjsAdapter } from '../../src/tfjs/adapter.js';
+import { useBackend } from './support/backends.js';
+
+beforeAll(async () => {
+  await useBackend('wasm');
+});
+
+/** Live bytes by storage id, from events by id (queued) or as objects. */
+class QueuedAccount implements MemoryEventSink {
+  readonly acceptsQueuedStorageEvents = true;
+  readonly live = new Map<number, number>();
+  onStorageAlloc(s: StorageRef): void {
+    this.onStorageAllocId(s.id, s.bytes);
+  }
+  onStorageFree(s: StorageRef): void {
+    this.live.delete(s.id);
+  }
+  onStorageAllocId(id: number, bytes: number): void {
+    if (!this.live.has(id)) this.live.set(id, bytes);
+  }
+  onStorageFreeId(id: number): void {
+    this.live.delete(id);
+  }
+  bytes(): number {
+    let total = 0;
+    for (const b of this.live.values()) total += b;
+    return total;
+  }
+}
+
+describe('queued storage events and moves between backends', () => {
+  it('a storage moved onto the queued backend is freed by its own id, and queueing stays off after a move', async () => {
+    const account = new QueuedAccount();
+    const session = tfjsAdapter.attach(account);
+    const inst = activeInstallation()!;
+    try {
+      const kept = tf.ones([5]); // 20 B on wasm; the first new storage starts the queueing
+      const started = tf.ones([2]); // 8 B, queued
+      expect(inst.queuedLength).toBeGreaterThan(0);
+      // Twice: the second time after a sink came and went, which would start queueing again
+      // unless a move keeps it off.
+      for (let round = 0; round < 2; round++) {
+        await useBackend('cpu'); // initialised after the attach: ids still derive
+        const onCpu = tf.tensor1d([1, 2, 3]); // numbered by the cpu backend
+        await useBackend('wasm');
+        const sum = tf.add(onCpu, 1); // moves onCpu's data to wasm
+        expect(Array.from(sum.dataSync())).toEqual([2, 3, 4]);
+        tf.dispose([onCpu, sum]);
+        session.flush!();
+        expect(inst.queuedLength).toBe(0);
+        expect(account.bytes()).toBe(28);
+        expect(account.live.size).toBe(2);
+        const other = tfjsAdapter.attach({ onStorageAllocId() {}, onStorageFreeId() {} });
+        other.detach();
+        const after = tf.zeros([1]);
+        after.dispose();
+        expect(inst.queuedLength).toBe(0);
+      }
+      tf.dispose([kept, started]);
+      session.flush!();
+      expect(account.live.size).toBe(0);
+    } finally {
+      session.detach();
+    }
+  });
+});
