@@ -396,7 +396,7 @@ export class Installation {
   // of these call sites sees a single target and is inlined.
 
   private emitStorageAlloc(s: TfjsStorage): void {
-    if (this.queuedLength !== 0) this.flushQueued();
+    this.flushIfQueued();
     const list = this.allocSinks;
     const ctx = this.ctx;
     ctx.seq++;
@@ -411,7 +411,7 @@ export class Installation {
   }
 
   private emitStorageFree(s: TfjsStorage): void {
-    if (this.queuedLength !== 0) this.flushQueued();
+    this.flushIfQueued();
     const list = this.freeSinks;
     const ctx = this.ctx;
     ctx.seq++;
@@ -426,7 +426,7 @@ export class Installation {
   }
 
   private emitStorageAllocId(id: number, bytes: number, device: DeviceName): void {
-    if (this.queuedLength !== 0) this.flushQueued();
+    this.flushIfQueued();
     const list = this.allocSinks;
     const ctx = this.ctx;
     ctx.seq++;
@@ -441,7 +441,7 @@ export class Installation {
   }
 
   private emitStorageFreeId(list: MemoryEventSink[], id: number): void {
-    if (this.queuedLength !== 0) this.flushQueued();
+    this.flushIfQueued();
     const ctx = this.ctx;
     ctx.seq++;
     for (let i = 0; i < list.length; i++) {
@@ -455,7 +455,7 @@ export class Installation {
   }
 
   private emitTensorCreate(r: TfjsTensorRef): void {
-    if (this.queuedLength !== 0) this.flushQueued();
+    this.flushIfQueued();
     const list = this.createSinks;
     const ctx = this.ctx;
     ctx.seq++;
@@ -470,7 +470,7 @@ export class Installation {
   }
 
   private emitTensorDispose(r: TfjsTensorRef): void {
-    if (this.queuedLength !== 0) this.flushQueued();
+    this.flushIfQueued();
     const list = this.disposeSinks;
     const ctx = this.ctx;
     ctx.seq++;
@@ -487,7 +487,7 @@ export class Installation {
   /** Calls `method` on every sink in `list` with (a, ctx) or (a, b, ctx): the less frequent events. */
   private emit(list: MemoryEventSink[], method: MemoryEventName, a: unknown, b?: unknown, two = false): void {
     if (list.length === 0) return;
-    if (this.queuedLength !== 0) this.flushQueued();
+    this.flushIfQueued();
     const ctx = this.ctx;
     ctx.seq++;
     for (let i = 0; i < list.length; i++) {
@@ -543,7 +543,8 @@ export class Installation {
       }
     } finally {
       this.flushing = false;
-      if (this.queueAllowed && this.queueBackend === null) this.queueBackend = backend;
+      // A sink that changed the sinks, or moved data, while taking the queue left queueing off.
+      if (this.queueAllowed && !this.sawMove && this.queueBackend === null) this.queueBackend = backend;
     }
   }
 
@@ -864,7 +865,7 @@ export class Installation {
   // --------------------------------------------------------------- context
 
   private updateCtx(): void {
-    if (this.queuedLength !== 0) this.flushQueued();
+    this.flushIfQueued();
     const ctx = this.ctx;
     if (this.optimizerDepth > 0) ctx.phase = 'optimizer';
     else if (this.backwardDepth > 0) ctx.phase = 'backward';
