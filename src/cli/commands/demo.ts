@@ -3,7 +3,8 @@ import { MemscopeError } from '../../core/errors.js';
 import { parseUnit } from '../../core/units.js';
 
 export interface DemoOptions {
-  backend: string;
+  /** Absent: the first installed of cpu, wasm. */
+  backend?: string;
   steps: string;
   batchSize: string;
   units: string;
@@ -30,9 +31,10 @@ export async function runDemo(opts: DemoOptions, print: (text: string) => void):
   const batchSize = integerAtLeast(opts.batchSize, '--batch-size', 1);
   const depth = integerAtLeast(opts.depth, '--depth', 1);
   const units = parseUnit(opts.units, 'demo: --units');
-  // TFJS is loaded only when the command runs, so other verbs start fast.
-  const { parseDemoBackend, useDemoBackend } = await import('../../tfjs/demo-backend-node.js');
-  const backend = parseDemoBackend(opts.backend);
+  // TFJS is loaded only when the command runs, so other verbs start fast, and from the user's
+  // install (a peer dependency): a missing package is a one-line error naming what to install.
+  const { defaultDemoBackend, parseDemoBackend, useDemoBackend } = await import('../../tfjs/demo-backend-node.js');
+  const backend = opts.backend === undefined ? await defaultDemoBackend() : parseDemoBackend(opts.backend);
   await useDemoBackend(backend);
   const { createDemoRun, DEMO_SHAPE } = await import('../../tfjs/demo-model.js');
   const { MemTracker } = await import('../../tfjs/mem-tracker.js');
@@ -72,7 +74,7 @@ export function register(program: Command): void {
   program
     .command('demo')
     .description("train a small built-in TFJS model under MemTracker and print PyTorch-style memory tables (no download)")
-    .option('--backend <name>', 'TFJS backend: cpu or wasm', 'cpu')
+    .option('--backend <name>', 'TFJS backend: cpu or wasm (default: cpu if installed, else wasm)')
     .option('--steps <n>', 'training steps', '3')
     .option('--batch-size <n>', 'examples per step', String(16))
     .option('--units <unit>', 'B, KiB, MiB or GiB', 'KiB')

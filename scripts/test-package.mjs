@@ -1,0 +1,246 @@
+#!/usr/bin/env node
+// memscope as users install it (`npm run test:package`; .ci/run runs it after the unit and corpus
+// tests). Packs the tarball (prepack builds dist/ anew), installs it into fresh apps in a
+// temporary folder beside TFJS from the npm registry, and runs what a user would, under this
+// machine's Node and under Node 24 (the node-linux-<arch>@24 registry package):
+//   union app (memscope + @tensorflow/tfjs + typescript): `npx memscope demo`, a demo on a backend
+//     that is not installed (one line naming the package), `npx memscope summary` on a fixture, an
+//     ES module using the API, CommonJS require() getting the ESM-only message, `tsc --noEmit` on
+//     examples/typed-usage.ts;
+//   parts app (memscope + tfjs-core, tfjs-layers, tfjs-backend-wasm): `npx memscope demo --backend wasm`;
+//   bare app (memscope alone): `npx memscope demo` says what to install; `summary`, memscope/torch,
+//     memscope/allocator work; memscope/tfjs refuses to track in one line.
+// Each check prints PASS or FAIL; the last line is "N passed, M failed"; the exit code is 1 when
+// any check failed. MEMSCOPE_PACKAGE_TEST_KEEP=1 keeps the temporary folder for a look inside.
+import { spawnSync } from 'node:child_process';
+import { copyFileSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { delimiter, dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+const root = join(dirname(fileURLToPath(import.meta.url)), '..');
+const started = performance.now();
+const work = mkdtempSync(join(tmpdir(), 'memscope-package-'));
+const fixture = join(root, 'test/fixtures/torch/small_3seg.pickle');
+
+/** The versions the repository's own tests use, so the registry's cache already holds them. */
+function installedVersion(name) {
+  return JSON.parse(readFileSync(join(root, 'node_modules', name, 'package.json'), 'utf8')).version;
+}
+const tfjsVersion = installedVersion('@tensorflow/tfjs-core');
+const typescriptVersion = installedVersion('typescript');
+
+/**
+ * The environment of every command: npm's own run-script variables are left out, so the npm
+ * inside a temporary app reads its settings as a user's npm would; the compile cache goes into
+ * the temporary folder.
+ */
+const KEPT_NPM_SETTINGS = new Set(['npm_config_cache', 'npm_config_registry', 'npm_config_userconfig']);
+const baseEnv = Object.fromEntries(Object.entries(process.env).filter(([k]) => !/^npm_/i.test(k) || KEPT_NPM_SETTINGS.has(k.toLowerCase())));
+Object.assign(baseEnv, {
+  npm_config_update_notifier: 'false',
+  npm_config_fund: 'false',
+  npm_config_audit: 'false',
+  XDG_CACHE_HOME: join(work, 'cache'),
+});
+
+let passed = 0;
+let failed = 0;
+
+function seconds(ms) {
+  return `${(ms / 1000).toFixed(1)} s`;
+}
+
+function excerpt(text, lines = 12) {
+  const all = text.trimEnd().split('\n');
+  const shown = all.slice(0, lines).map((l) => `      | ${l}`);
+  if (all.length > lines) shown.push(`      | … (${all.length - lines} more lines)`);
+  return shown.join('\n');
+}
+
+/** Runs a command to completion; never throws. */
+function run(command, args, { cwd = work, env = baseEnv, timeout = 240_000 } = {}) {
+  const t0 = performance.now();
+  const r = spawnSync(command, args, { cwd, env, timeout, encoding: 'utf8', maxBuffer: 64 * 1024 * 1024 });
+  return {
+    status: r.status,
+    stdout: r.stdout ?? '',
+    stderr: r.stderr ?? '',
+    ms: performance.now() - t0,
+    problem: r.error ? `${r.error.code === 'ETIMEDOUT' ? `timed out after ${seconds(timeout)}` : r.error.message}` : null,
+  };
+}
+
+/** Records one check: `problems` empty means it passed. */
+function report(name, problems, result) {
+  const took = result ? ` (${seconds(result.ms)})` : '';
+  if (problems.length === 0) {
+    passed++;
+    process.stdout.write(`PASS ${name}${took}\n`);
+    return true;
+  }
+  failed++;
+  process.stdout.write(`FAIL ${name}${took}: ${problems.join('; ')}\n`);
+  if (result?.stdout.trim()) process.stdout.write(`    stdout:\n${excerpt(result.stdout)}\n`);
+  if (result?.stderr.trim()) process.stdout.write(`    stderr:\n${excerpt(result.stderr)}\n`);
+  return false;
+}
+
+/**
+ * What a finished command must show. `status`: its exit code; `stdout`: patterns its output
+ * matches; `errorLine`: the one line its stderr holds (a refusal, not a stack); `stderr`:
+ * patterns stderr matches.
+ */
+function expectations(result, { status = 0, stdout = [], errorLine, stderr = [] }) {
+  if (result.problem) return [result.problem];
+  const problems = [];
+  if (result.status !== status) problems.push(`exit code ${result.status}, expected ${status}`);
+  for (const pattern of stdout) if (!pattern.test(result.stdout)) problems.push(`stdout does not match ${pattern}`);
+  for (const pattern of stderr) if (!pattern.test(result.stderr)) problems.push(`stderr does not match ${pattern}`);
+  if (errorLine) {
+    const lines = result.stderr.trimEnd().split('\n');
+    if (lines.length !== 1) problems.push(`stderr has ${lines.length} lines, expected one`);
+    if (!errorLine.test(lines[0] ?? '')) problems.push(`stderr's line does not match ${errorLine}`);
+  }
+  return problems;
+}
+
+function check(name, command, args, expected, options) {
+  const result = run(command, args, options);
+  return report(name, expectations(result, expected), result);
+}
+
+// --- The tarball -------------------------------------------------------------------------------
+
+let tarball = null;
+{
+  const result = run('npm', ['pack', '--pack-destination', work], { cwd: root, timeout: 600_000 });
+  const problems = expectations(result, {});
+  const name = readdirSync(work).find((f) => /^memscope-.*\.tgz$/.test(f));
+  if (!name) problems.push('no memscope-*.tgz written');
+  let detail = '';
+  if (name && problems.length === 0) {
+    const listing = run('tar', ['tzf', join(work, name)]);
+    const files = listing.stdout.split('\n').filter(Boolean);
+    for (const needed of ['package/dist/cli/memscope.cjs', 'package/dist/cli/memscope-cli.cjs', 'package/dist/index.js', 'package/dist/tfjs/index.d.ts', 'package/esm-only.cjs']) {
+      if (!files.includes(needed)) problems.push(`${needed} is not in the tarball`);
+    }
+    const stray = files.filter((f) => /^package\/(src|test|bench|scripts|node_modules)\//.test(f));
+    if (stray.length > 0) problems.push(`the tarball ships ${stray.length} files it should not (${stray[0]}, …)`);
+    detail = `: ${name}, ${files.length} files`;
+    if (problems.length === 0) tarball = join(work, name);
+  }
+  report(`npm pack builds dist and ships it${detail}`, problems, result);
+}
+
+// --- Node 24 from the registry -----------------------------------------------------------------
+
+let node24Bin = null;
+{
+  const dir = join(work, 'node24');
+  mkdirSync(dir);
+  const pkg = `node-linux-${process.arch}@24`;
+  const problems = [];
+  let result = null;
+  if (process.platform !== 'linux') {
+    problems.push(`the Node 24 checks use the ${pkg} registry package, which runs on Linux only (this is ${process.platform})`);
+  } else {
+    result = run('npm', ['pack', pkg, '--pack-destination', dir], { cwd: dir, timeout: 300_000 });
+    problems.push(...expectations(result, {}));
+    const name = readdirSync(dir).find((f) => f.endsWith('.tgz'));
+    if (problems.length === 0 && name) {
+      const unpack = run('tar', ['xzf', name, 'package/bin/node'], { cwd: dir });
+      problems.push(...expectations(unpack, {}));
+      const version = run(join(dir, 'package/bin/node'), ['--version']);
+      if (!/^v24\./.test(version.stdout)) problems.push(`package/bin/node --version says ${JSON.stringify(version.stdout.trim() || version.stderr.trim())}`);
+      if (problems.length === 0) node24Bin = join(dir, 'package/bin');
+    } else if (problems.length === 0) {
+      problems.push('npm pack wrote no tarball');
+    }
+  }
+  report(`Node 24 from the npm registry (${pkg})`, problems, result);
+}
+
+// --- The apps ----------------------------------------------------------------------------------
+
+const APPS = {
+  union: [`@tensorflow/tfjs@${tfjsVersion}`, `typescript@${typescriptVersion}`],
+  parts: [`@tensorflow/tfjs-core@${tfjsVersion}`, `@tensorflow/tfjs-layers@${tfjsVersion}`, `@tensorflow/tfjs-backend-wasm@${tfjsVersion}`],
+  bare: [],
+};
+const installed = {};
+for (const [app, packages] of Object.entries(APPS)) {
+  const dir = join(work, app);
+  mkdirSync(dir);
+  writeFileSync(join(dir, 'package.json'), JSON.stringify({ name: `memscope-${app}-app`, version: '1.0.0', private: true }, null, 2));
+  if (tarball === null) {
+    report(`install memscope into the ${app} app`, ['not run: there is no tarball'], null);
+    continue;
+  }
+  const result = run('npm', ['install', '--no-audit', '--no-fund', '--prefer-offline', tarball, ...packages], { cwd: dir, timeout: 600_000 });
+  const label = packages.length > 0 ? `with ${packages.map((p) => p.replace(/@[^@]+$/, '')).join(', ')}` : 'alone';
+  if (report(`install memscope ${label} (${app} app)`, expectations(result, {}), result)) installed[app] = dir;
+}
+if (installed.union) {
+  for (const file of ['test/package/api-check.mjs', 'test/package/require-check.cjs', 'test/package/tsconfig.json', 'examples/typed-usage.ts']) {
+    copyFileSync(join(root, file), join(installed.union, file.split('/').pop()));
+  }
+}
+if (installed.bare) copyFileSync(join(root, 'test/package/no-tfjs-check.mjs'), join(installed.bare, 'no-tfjs-check.mjs'));
+
+// --- The checks, under each Node ---------------------------------------------------------------
+
+const nodes = [{ bin: dirname(process.execPath) }];
+if (node24Bin) nodes.push({ bin: node24Bin });
+for (const node of nodes) {
+  const env = { ...baseEnv, PATH: `${node.bin}${delimiter}${baseEnv.PATH ?? ''}` };
+  const version = run('node', ['--version'], { env }).stdout.trim();
+  const at = (app) => ({ cwd: installed[app], env });
+  const tag = `[node ${version}]`;
+  const checks = {
+    union: () => {
+      check(`${tag} npx memscope demo runs on the cpu backend @tensorflow/tfjs brings`, 'npx', ['memscope', 'demo', '--steps', '2', '--batch-size', '4'], {
+        stdout: [/2 step\(s\) on the cpu backend; loss \d/, /Peak memory/, /Module: +demo\.bn/],
+      }, at('union'));
+      check(`${tag} npx memscope demo --backend wasm without the wasm backend: one line naming the package`, 'npx', ['memscope', 'demo', '--backend', 'wasm'], {
+        status: 1,
+        errorLine: /^memscope: the 'wasm' backend is not installed: npm install @tensorflow\/tfjs-backend-wasm$/,
+      }, at('union'));
+      check(`${tag} npx memscope summary on a PyTorch snapshot`, 'npx', ['memscope', 'summary', fixture], { stdout: [/^CUDA memory snapshot: 3 segments, 76 blocks/] }, at('union'));
+      check(`${tag} an ES module using MemTracker (memscope/tfjs), readSnapshot (memscope/torch), DeviceMemory`, 'node', ['api-check.mjs', fixture], {
+        stdout: [/ok MemTracker counts the Dense\(4→2\) weights as 40 B of Parameter/, /ok readSnapshot/, /ok DeviceMemory/],
+      }, at('union'));
+      check(`${tag} require() of every entry throws "memscope is ESM-only …"`, 'node', ['require-check.cjs'], { stdout: [/ok require\('memscope\/node'\)/] }, at('union'));
+      check(`${tag} node -e "require('memscope')" fails with the ESM-only message`, 'node', ['-e', "require('memscope')"], {
+        status: 1,
+        stderr: [/^Error: memscope is ESM-only: load it with import\(\)/m],
+      }, at('union'));
+      check(`${tag} tsc --noEmit on examples/typed-usage.ts against memscope's declarations`, 'npx', ['tsc', '-p', 'tsconfig.json'], {}, at('union'));
+    },
+    parts: () => {
+      check(`${tag} npx memscope demo --backend wasm with tfjs-core, tfjs-layers and tfjs-backend-wasm`, 'npx', ['memscope', 'demo', '--backend', 'wasm', '--steps', '2', '--batch-size', '4'], {
+        stdout: [/2 step\(s\) on the wasm backend; loss \d/, /Peak memory/],
+      }, at('parts'));
+    },
+    bare: () => {
+      check(`${tag} npx memscope demo without TFJS: one line naming what to install`, 'npx', ['memscope', 'demo'], {
+        status: 1,
+        errorLine: /^memscope: .*TensorFlow\.js is not installed: npm install @tensorflow\/tfjs /,
+      }, at('bare'));
+      check(`${tag} npx memscope summary without TFJS`, 'npx', ['memscope', 'summary', fixture], { stdout: [/^CUDA memory snapshot: 3 segments, 76 blocks/] }, at('bare'));
+      check(`${tag} memscope/torch and memscope/allocator without TFJS; memscope/tfjs refuses in one line`, 'node', ['no-tfjs-check.mjs', fixture], {
+        stdout: [/ok readSnapshot/, /ok DeviceMemory/, /ok MemTracker \(memscope\/tfjs\) without TFJS refuses in one line/],
+      }, at('bare'));
+    },
+  };
+  for (const [app, run] of Object.entries(checks)) {
+    if (installed[app]) run();
+    else report(`${tag} the ${app} app's checks`, [`not run: memscope did not install into the ${app} app`], null);
+  }
+}
+
+if (process.env['MEMSCOPE_PACKAGE_TEST_KEEP'] === '1') process.stdout.write(`kept ${work}\n`);
+else rmSync(work, { recursive: true, force: true });
+process.stdout.write(`packaging test: ${seconds(performance.now() - started)}\n`);
+process.stdout.write(`${passed} passed, ${failed} failed\n`);
+process.exitCode = failed > 0 ? 1 : 0;
