@@ -2,8 +2,8 @@
 // memscope as users install it (`npm run test:package`; .ci/run runs it after the unit and corpus
 // tests). Packs the tarball from an unbuilt copy of the working tree (prepack builds dist/),
 // installs it into fresh apps in a temporary folder beside TFJS from the npm registry, and runs
-// what a user would, under this machine's Node and under Node 24 (the node-linux-<arch>@24
-// registry package, whose tarball holds a Node binary):
+// what a user would, under this machine's Node and under Nodes 22 and 24 (the registry packages
+// node-linux-<arch>@22 and @24, whose tarballs hold a Node binary):
 //   union app (memscope + @tensorflow/tfjs + typescript): `npx memscope demo`, a demo on a backend
 //     that is not installed (one line naming the package), `npx memscope summary` on a fixture, an
 //     ES module using the API, CommonJS require() getting the ESM-only message, `tsc --noEmit` on
@@ -154,32 +154,38 @@ let tarball = null;
   report(`npm pack of an unbuilt copy builds dist and ships it${detail}`, problems, result);
 }
 
-// --- Node 24 from the registry -----------------------------------------------------------------
+// --- Other Node majors from the registry -------------------------------------------------------
 
-let node24Bin = null;
-{
-  const dir = join(work, 'node24');
+/** The other supported Node majors; each check below runs under this machine's Node and each of them. */
+const OTHER_NODE_MAJORS = [22, 24];
+
+/** `package/bin` of the node-linux-<arch>@<major> registry package, unpacked; null (and a FAIL) when it cannot be had. */
+function registryNode(major) {
+  const dir = join(work, `node${major}`);
   mkdirSync(dir);
-  const pkg = `node-linux-${process.arch}@24`;
+  const pkg = `node-linux-${process.arch}@${major}`;
   const problems = [];
   let result = null;
   if (process.platform !== 'linux') {
-    problems.push(`the Node 24 checks use the ${pkg} registry package, which runs on Linux only (this is ${process.platform})`);
+    problems.push(`the Node ${major} checks use the ${pkg} registry package, which runs on Linux only (this is ${process.platform})`);
   } else {
     result = run('npm', ['pack', pkg, '--pack-destination', dir], { cwd: dir, timeout: 300_000 });
     problems.push(...expectations(result, {}));
     const name = readdirSync(dir).find((f) => f.endsWith('.tgz'));
-    if (problems.length === 0 && name) {
-      const unpack = run('tar', ['xzf', name, 'package/bin/node'], { cwd: dir });
-      problems.push(...expectations(unpack, {}));
+    if (problems.length === 0 && !name) problems.push('npm pack wrote no tarball');
+    if (problems.length === 0) {
+      problems.push(...expectations(run('tar', ['xzf', name, 'package/bin/node'], { cwd: dir }), {}));
       const version = run(join(dir, 'package/bin/node'), ['--version']);
-      if (!/^v24\./.test(version.stdout)) problems.push(`package/bin/node --version says ${JSON.stringify(version.stdout.trim() || version.stderr.trim())}`);
-      if (problems.length === 0) node24Bin = join(dir, 'package/bin');
-    } else if (problems.length === 0) {
-      problems.push('npm pack wrote no tarball');
+      if (!version.stdout.startsWith(`v${major}.`)) problems.push(`package/bin/node --version says ${JSON.stringify(version.stdout.trim() || version.stderr.trim())}`);
     }
   }
-  report(`Node 24 from the npm registry (${pkg})`, problems, result);
+  return report(`Node ${major} from the npm registry (${pkg})`, problems, result) ? join(dir, 'package/bin') : null;
+}
+
+const nodeBins = [dirname(process.execPath)];
+for (const major of OTHER_NODE_MAJORS) {
+  const bin = registryNode(major);
+  if (bin !== null) nodeBins.push(bin);
 }
 
 // --- The apps ----------------------------------------------------------------------------------
@@ -211,10 +217,8 @@ if (installed.bare) copyFileSync(join(root, 'test/package/no-tfjs-check.mjs'), j
 
 // --- The checks, under each Node ---------------------------------------------------------------
 
-const nodes = [{ bin: dirname(process.execPath) }];
-if (node24Bin) nodes.push({ bin: node24Bin });
-for (const node of nodes) {
-  const env = { ...baseEnv, PATH: `${node.bin}${delimiter}${baseEnv.PATH ?? ''}` };
+for (const bin of nodeBins) {
+  const env = { ...baseEnv, PATH: `${bin}${delimiter}${baseEnv.PATH ?? ''}` };
   const version = run('node', ['--version'], { env }).stdout.trim();
   const at = (app) => ({ cwd: installed[app], env });
   const tag = `[node ${version}]`;
