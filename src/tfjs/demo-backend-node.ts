@@ -46,8 +46,11 @@ function firstLine(err: unknown): string {
   return text.split('\n', 1)[0]!;
 }
 
-/** Imports an installed TFJS package; null when it is not installed, one-line error when it fails to load. */
-async function importInstalled(specifier: string): Promise<unknown> {
+/**
+ * Imports an installed package: null when `specifier` itself is not installed; a one-line
+ * MemscopeError when it is installed but fails to load (one of its own imports missing included).
+ */
+export async function importInstalled(specifier: string): Promise<unknown> {
   try {
     return (await import(specifier)) as unknown;
   } catch (err) {
