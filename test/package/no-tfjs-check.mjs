@@ -1,6 +1,6 @@
 // Run by scripts/test-package.mjs inside a fresh app that installed memscope's tarball and no
-// TensorFlow.js: the framework-free entries work, and memscope/tfjs imports but refuses to
-// track with one line that says what to install. Exits 1 at the first check that fails.
+// TensorFlow.js: every other entry loads and works, and memscope/tfjs imports but refuses to
+// track with one line that says what to load. Exits 1 at the first check that fails.
 // Usage: node no-tfjs-check.mjs <small_3seg.pickle>
 import { readFileSync } from 'node:fs';
 import { formatBytes } from 'memscope';
@@ -14,6 +14,11 @@ function check(ok, what) {
     process.exit(1);
   }
   process.stdout.write(`ok ${what}\n`);
+}
+
+for (const entry of ['memscope', 'memscope/analysis', 'memscope/node']) {
+  const exported = Object.keys(await import(entry));
+  check(exported.length > 0, `${entry} loads without TFJS (${exported.length} exports)`);
 }
 
 const snapshot = readSnapshot(new Uint8Array(readFileSync(process.argv[2])));
