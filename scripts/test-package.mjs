@@ -256,7 +256,7 @@ for (const bin of nodeBins) {
     bare: () => {
       check(`${tag} npx memscope demo without TFJS: one line naming what to install`, 'npx', ['memscope', 'demo'], {
         status: 1,
-        errorLine: /^memscope: .*TensorFlow\.js is not installed: npm install @tensorflow\/tfjs /,
+        errorLine: /^memscope: TensorFlow\.js is not installed, .*: npm install @tensorflow\/tfjs /,
       }, at('bare'));
       check(`${tag} npx memscope summary without TFJS`, 'npx', ['memscope', 'summary', fixture], { stdout: [/^CUDA memory snapshot: 3 segments, 76 blocks/] }, at('bare'));
       check(`${tag} every entry without TFJS; memscope/tfjs refuses to track in one line`, 'node', ['no-tfjs-check.mjs', fixture], {

@@ -69,12 +69,12 @@ async function loadCoreAndLayers(): Promise<typeof TfCore> {
   if (core !== null) return core;
   const loaded = (await importInstalled('@tensorflow/tfjs-core')) as typeof TfCore | null;
   if (loaded === null) {
-    throw new MemscopeError('tfjs-missing', `the demo trains a TensorFlow.js model, and TensorFlow.js is not installed: ${INSTALL_TFJS}`);
+    throw new MemscopeError('tfjs-missing', `TensorFlow.js is not installed, and the built-in model runs on it: ${INSTALL_TFJS}`);
   }
   if ((await importInstalled('@tensorflow/tfjs-layers')) === null) {
     throw new MemscopeError(
       'tfjs-missing',
-      `the demo's model needs @tensorflow/tfjs-layers, which is not installed: npm install @tensorflow/tfjs-layers@${loaded.version_core}`,
+      `@tensorflow/tfjs-layers is not installed, and the built-in model is made of its layers: npm install @tensorflow/tfjs-layers@${loaded.version_core}`,
     );
   }
   core = loaded;
