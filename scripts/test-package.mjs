@@ -236,6 +236,13 @@ for (const bin of nodeBins) {
         status: 1,
         errorLine: /^memscope: the 'wasm' backend is not installed: npm install @tensorflow\/tfjs-backend-wasm$/,
       }, at('union'));
+      if (installed.bare) {
+        // A memscope installed elsewhere (as a global install is) run in a project that has TFJS.
+        check(`${tag} a memscope from another folder, run where TFJS is installed: one line saying so`, 'node', [join(installed.bare, 'node_modules/memscope/dist/cli/memscope.cjs'), 'demo'], {
+          status: 1,
+          errorLine: /^memscope: TensorFlow\.js is installed in this folder but not where memscope runs from \(.*\): npm install memscope in this project/,
+        }, at('union'));
+      }
       check(`${tag} npx memscope summary on a PyTorch snapshot`, 'npx', ['memscope', 'summary', fixture], { stdout: [/^CUDA memory snapshot: 3 segments, 76 blocks/] }, at('union'));
       check(`${tag} an ES module using MemTracker (memscope/tfjs), readSnapshot (memscope/torch), DeviceMemory`, 'node', ['api-check.mjs', fixture], {
         stdout: [/ok MemTracker counts the Dense\(4→2\) weights as 40 B of Parameter/, /ok readSnapshot/, /ok DeviceMemory/],

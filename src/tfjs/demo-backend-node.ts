@@ -11,6 +11,7 @@
 import type * as TfCore from '@tensorflow/tfjs-core';
 import { createRequire } from 'node:module';
 import path from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { MemscopeError } from '../core/errors.js';
 
 export const DEMO_BACKENDS = ['cpu', 'wasm'] as const;
@@ -59,6 +60,24 @@ export async function importInstalled(specifier: string): Promise<unknown> {
   }
 }
 
+/** The installed memscope package's folder (dist/tfjs/ is two levels below it). */
+function memscopeFolder(): string {
+  return path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..');
+}
+
+/**
+ * Whether `specifier` resolves from the working folder. A memscope installed elsewhere (globally,
+ * or run through npx from the registry) resolves its peers from its own folder, not the project's.
+ */
+function installedInWorkingFolder(specifier: string): boolean {
+  try {
+    createRequire(path.join(process.cwd(), 'package.json')).resolve(specifier);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
 let core: typeof TfCore | null = null;
 
 /**
@@ -69,6 +88,13 @@ async function loadCoreAndLayers(): Promise<typeof TfCore> {
   if (core !== null) return core;
   const loaded = (await importInstalled('@tensorflow/tfjs-core')) as typeof TfCore | null;
   if (loaded === null) {
+    if (installedInWorkingFolder('@tensorflow/tfjs-core')) {
+      throw new MemscopeError(
+        'tfjs-missing',
+        `TensorFlow.js is installed in this folder but not where memscope runs from (${memscopeFolder()}): ` +
+          'npm install memscope in this project and run npx memscope, so both resolve the same TensorFlow.js',
+      );
+    }
     throw new MemscopeError('tfjs-missing', `TensorFlow.js is not installed, and the built-in model runs on it: ${INSTALL_TFJS}`);
   }
   if ((await importInstalled('@tensorflow/tfjs-layers')) === null) {
