@@ -5,10 +5,12 @@
 // what a user would, under this machine's Node and under Nodes 22 and 24 (the registry packages
 // node-linux-<arch>@22 and @24, whose tarballs hold a Node binary):
 //   union app (memscope + @tensorflow/tfjs + typescript): `npx memscope demo`, a demo on a backend
-//     that is not installed (one line naming the package), `npx memscope summary` on a fixture, an
-//     ES module using the API, CommonJS require() getting the ESM-only message, `tsc --noEmit` on
-//     examples/typed-usage.ts;
+//     that is not installed (one line naming the package), a memscope from another folder (as a
+//     global install is) saying in one line that it cannot see the project's TFJS, `npx memscope
+//     summary` on a fixture, an ES module using the API, CommonJS require() getting the ESM-only
+//     message, `tsc --noEmit` on examples/typed-usage.ts;
 //   parts app (memscope + tfjs-core, tfjs-layers, tfjs-backend-wasm): `npx memscope demo --backend wasm`;
+//   nobackend app (memscope + tfjs-core, tfjs-layers): `npx memscope demo` names the backends to install;
 //   bare app (memscope alone): `npx memscope demo` says what to install; `summary`, memscope/torch,
 //     memscope/allocator work; memscope/tfjs refuses to track in one line.
 // Each check prints PASS or FAIL; the last line is "N passed, M failed"; the exit code is 1 when
@@ -197,6 +199,7 @@ for (const major of OTHER_NODE_MAJORS) {
 const APPS = {
   union: [`@tensorflow/tfjs@${tfjsVersion}`, `typescript@${typescriptVersion}`],
   parts: [`@tensorflow/tfjs-core@${tfjsVersion}`, `@tensorflow/tfjs-layers@${tfjsVersion}`, `@tensorflow/tfjs-backend-wasm@${tfjsVersion}`],
+  nobackend: [`@tensorflow/tfjs-core@${tfjsVersion}`, `@tensorflow/tfjs-layers@${tfjsVersion}`],
   bare: [],
 };
 const installed = {};
@@ -259,6 +262,12 @@ for (const bin of nodeBins) {
         stdout: [/2 step\(s\) on the wasm backend; loss \d/, /Peak memory/],
         quiet: true,
       }, at('parts'));
+    },
+    nobackend: () => {
+      check(`${tag} npx memscope demo with tfjs-core and tfjs-layers but no backend: one line naming the backends`, 'npx', ['memscope', 'demo'], {
+        status: 1,
+        errorLine: /^memscope: no TensorFlow\.js backend that runs in Node is installed: npm install @tensorflow\/tfjs-backend-cpu /,
+      }, at('nobackend'));
     },
     bare: () => {
       check(`${tag} npx memscope demo without TFJS: one line naming what to install`, 'npx', ['memscope', 'demo'], {
