@@ -15,7 +15,7 @@
 //     memscope/allocator work; memscope/tfjs refuses to track in one line.
 // Each check prints PASS or FAIL; the last line is "N passed, M failed"; the exit code is 1 when
 // any check failed. MEMSCOPE_PACKAGE_TEST_KEEP=1 keeps the temporary folder for a look inside.
-import { spawnSync } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { delimiter, dirname, join } from 'node:path';
@@ -74,6 +74,29 @@ function run(command, args, { cwd = work, env = baseEnv, timeout = 240_000 } = {
   };
 }
 
+/** `run` without waiting: downloads and installs overlap. Resolves with the same shape; never rejects. */
+function runAsync(command, args, { cwd = work, env = baseEnv, timeout = 240_000 } = {}) {
+  const t0 = performance.now();
+  return new Promise((resolve) => {
+    const child = spawn(command, args, { cwd, env, stdio: ['ignore', 'pipe', 'pipe'] });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.setEncoding('utf8').on('data', (d) => (stdout += d));
+    child.stderr.setEncoding('utf8').on('data', (d) => (stderr += d));
+    let timedOut = false;
+    const timer = setTimeout(() => {
+      timedOut = true;
+      child.kill('SIGKILL');
+    }, timeout);
+    const done = (status, problem) => {
+      clearTimeout(timer);
+      resolve({ status, stdout, stderr, ms: performance.now() - t0, problem: timedOut ? `timed out after ${seconds(timeout)}` : problem });
+    };
+    child.on('error', (err) => done(null, err.message));
+    child.on('close', (status) => done(status, null));
+  });
+}
+
 /** Records one check: `problems` empty means it passed. */
 function report(name, problems, result) {
   const took = result ? ` (${seconds(result.ms)})` : '';
@@ -116,6 +139,44 @@ function check(name, command, args, expected, options) {
   const shown = expected.errorLine && problems.length === 0 ? `${name}: ${result.stderr.trim()}` : name;
   return report(shown, problems, result);
 }
+
+// --- Other Node majors from the registry (downloads start now, beside the pack and installs) ---
+
+/** The other supported Node majors; each check below runs under this machine's Node and each of them. */
+const OTHER_NODE_MAJORS = [22, 24];
+
+/** Starts fetching the node-linux-<arch>@<major> registry package into its own folder. */
+function downloadNode(major) {
+  const dir = join(work, `node${major}`);
+  mkdirSync(dir);
+  const pkg = `node-linux-${process.arch}@${major}`;
+  const download =
+    process.platform === 'linux'
+      ? runAsync('npm', ['pack', pkg, '--pack-destination', dir, '--loglevel=warn'], { cwd: dir, timeout: 300_000 })
+      : Promise.resolve(null);
+  return { major, dir, pkg, download };
+}
+
+/** `package/bin` of a downloaded Node, unpacked; null (and a FAIL) when it cannot be had. */
+async function unpackNode({ major, dir, pkg, download }) {
+  const result = await download;
+  const problems = [];
+  if (result === null) {
+    problems.push(`the Node ${major} checks use the ${pkg} registry package, which runs on Linux only (this is ${process.platform})`);
+  } else {
+    problems.push(...expectations(result, {}));
+    const name = readdirSync(dir).find((f) => f.endsWith('.tgz'));
+    if (problems.length === 0 && !name) problems.push('npm pack wrote no tarball');
+    if (problems.length === 0) {
+      problems.push(...expectations(run('tar', ['xzf', name, 'package/bin/node'], { cwd: dir }), {}));
+      const version = run(join(dir, 'package/bin/node'), ['--version']);
+      if (!version.stdout.startsWith(`v${major}.`)) problems.push(`package/bin/node --version says ${JSON.stringify(version.stdout.trim() || version.stderr.trim())}`);
+    }
+  }
+  return report(`Node ${major} from the npm registry (${pkg})`, problems, result) ? join(dir, 'package/bin') : null;
+}
+
+const nodeDownloads = OTHER_NODE_MAJORS.map(downloadNode);
 
 // --- The tarball -------------------------------------------------------------------------------
 
@@ -160,40 +221,6 @@ let tarball = null;
   report(`npm pack of an unbuilt copy builds dist and ships it${detail}`, problems, result);
 }
 
-// --- Other Node majors from the registry -------------------------------------------------------
-
-/** The other supported Node majors; each check below runs under this machine's Node and each of them. */
-const OTHER_NODE_MAJORS = [22, 24];
-
-/** `package/bin` of the node-linux-<arch>@<major> registry package, unpacked; null (and a FAIL) when it cannot be had. */
-function registryNode(major) {
-  const dir = join(work, `node${major}`);
-  mkdirSync(dir);
-  const pkg = `node-linux-${process.arch}@${major}`;
-  const problems = [];
-  let result = null;
-  if (process.platform !== 'linux') {
-    problems.push(`the Node ${major} checks use the ${pkg} registry package, which runs on Linux only (this is ${process.platform})`);
-  } else {
-    result = run('npm', ['pack', pkg, '--pack-destination', dir], { cwd: dir, timeout: 300_000 });
-    problems.push(...expectations(result, {}));
-    const name = readdirSync(dir).find((f) => f.endsWith('.tgz'));
-    if (problems.length === 0 && !name) problems.push('npm pack wrote no tarball');
-    if (problems.length === 0) {
-      problems.push(...expectations(run('tar', ['xzf', name, 'package/bin/node'], { cwd: dir }), {}));
-      const version = run(join(dir, 'package/bin/node'), ['--version']);
-      if (!version.stdout.startsWith(`v${major}.`)) problems.push(`package/bin/node --version says ${JSON.stringify(version.stdout.trim() || version.stderr.trim())}`);
-    }
-  }
-  return report(`Node ${major} from the npm registry (${pkg})`, problems, result) ? join(dir, 'package/bin') : null;
-}
-
-const nodeBins = [dirname(process.execPath)];
-for (const major of OTHER_NODE_MAJORS) {
-  const bin = registryNode(major);
-  if (bin !== null) nodeBins.push(bin);
-}
-
 // --- The apps ----------------------------------------------------------------------------------
 
 const APPS = {
@@ -203,15 +230,19 @@ const APPS = {
   bare: [],
 };
 const installed = {};
-for (const [app, packages] of Object.entries(APPS)) {
+const installs = Object.entries(APPS).map(([app, packages]) => {
   const dir = join(work, app);
   mkdirSync(dir);
   writeFileSync(join(dir, 'package.json'), JSON.stringify({ name: `memscope-${app}-app`, version: '1.0.0', private: true }, null, 2));
-  if (tarball === null) {
+  const args = ['install', '--no-audit', '--no-fund', '--prefer-offline', tarball, ...packages];
+  return { app, dir, packages, result: tarball === null ? null : runAsync('npm', args, { cwd: dir, timeout: 600_000 }) };
+});
+for (const { app, dir, packages, result: pending } of installs) {
+  if (pending === null) {
     report(`install memscope into the ${app} app`, ['not run: there is no tarball'], null);
     continue;
   }
-  const result = run('npm', ['install', '--no-audit', '--no-fund', '--prefer-offline', tarball, ...packages], { cwd: dir, timeout: 600_000 });
+  const result = await pending;
   const label = packages.length > 0 ? `with ${packages.map((p) => p.replace(/@[^@]+$/, '')).join(', ')}` : 'alone';
   if (report(`install memscope ${label} (${app} app)`, expectations(result, {}), result)) installed[app] = dir;
 }
@@ -221,6 +252,12 @@ if (installed.union) {
   }
 }
 if (installed.bare) copyFileSync(join(root, 'test/package/no-tfjs-check.mjs'), join(installed.bare, 'no-tfjs-check.mjs'));
+
+const nodeBins = [dirname(process.execPath)];
+for (const download of nodeDownloads) {
+  const bin = await unpackNode(download);
+  if (bin !== null) nodeBins.push(bin);
+}
 
 // --- The checks, under each Node ---------------------------------------------------------------
 
