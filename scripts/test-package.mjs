@@ -28,7 +28,12 @@ const fixture = join(root, 'test/fixtures/torch/small_3seg.pickle');
 
 /** The versions the repository's own tests use, so the registry's cache already holds them. */
 function installedVersion(name) {
-  return JSON.parse(readFileSync(join(root, 'node_modules', name, 'package.json'), 'utf8')).version;
+  const file = join(root, 'node_modules', name, 'package.json');
+  if (!existsSync(file)) {
+    process.stdout.write(`FAIL ${name} is not installed in the repository (run npm ci first)\n0 passed, 1 failed\n`);
+    process.exit(1);
+  }
+  return JSON.parse(readFileSync(file, 'utf8')).version;
 }
 const tfjsVersion = installedVersion('@tensorflow/tfjs-core');
 const typescriptVersion = installedVersion('typescript');
@@ -187,7 +192,7 @@ const nodeDownloads = OTHER_NODE_MAJORS.map(downloadNode);
  */
 function unbuiltCopy() {
   const listing = run('git', ['ls-files', '-z', '--cached', '--others', '--exclude-standard'], { cwd: root });
-  if (listing.status !== 0) throw new Error(`git ls-files failed in ${root}: ${listing.problem ?? listing.stderr.trim()}`);
+  if (listing.status !== 0) return { problem: `git ls-files failed in ${root}: ${listing.problem ?? listing.stderr.trim()}` };
   const copy = join(work, 'source');
   for (const file of listing.stdout.split('\0').filter(Boolean)) {
     if (!existsSync(join(root, file))) continue; // deleted, not yet committed
@@ -195,13 +200,15 @@ function unbuiltCopy() {
     copyFileSync(join(root, file), join(copy, file));
   }
   symlinkSync(join(root, 'node_modules'), join(copy, 'node_modules'), 'dir');
-  return copy;
+  return { copy };
 }
 
 let tarball = null;
-{
-  const source = unbuiltCopy();
-  const result = run('npm', ['pack', '--pack-destination', work], { cwd: source, timeout: 600_000 });
+const source = unbuiltCopy();
+if (source.problem) {
+  report('npm pack of an unbuilt copy builds dist and ships it', [source.problem], null);
+} else {
+  const result = run('npm', ['pack', '--pack-destination', work], { cwd: source.copy, timeout: 600_000 });
   const problems = expectations(result, {});
   const name = readdirSync(work).find((f) => /^memscope-.*\.tgz$/.test(f));
   if (!name) problems.push('no memscope-*.tgz written');
