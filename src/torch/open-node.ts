@@ -77,12 +77,13 @@ async function contentHead(path: string): Promise<{ head: Uint8Array; gz: boolea
   return { head, gz: true };
 }
 
+/** Whether the first character after whitespace (and a UTF-8 byte-order mark) is '{' or '['. */
 function startsLikeJson(head: Uint8Array): boolean {
-  for (const b of head) {
+  const bom = head[0] === 0xef && head[1] === 0xbb && head[2] === 0xbf ? 3 : 0;
+  for (let i = bom; i < head.length; i++) {
+    const b = head[i]!;
     if (b === 0x20 || b === 0x09 || b === 0x0a || b === 0x0d) continue;
-    if (b === 0xef) continue; // a UTF-8 byte-order mark (EF BB BF)
-    if (b === 0xbb || b === 0xbf) continue;
-    return b === 0x7b || b === 0x5b; // '{' or '['
+    return b === 0x7b || b === 0x5b;
   }
   return false;
 }
