@@ -8,6 +8,8 @@ export default defineConfig({
     // TFJS keeps one global engine per process; isolate test files in forks so
     // one file's backend and patches can never leak into another's.
     pool: 'forks',
+    // Silences TFJS's Node.js banner in every test process (see the file).
+    setupFiles: ['./test/support/setup.ts'],
     reporters: ['default', './test/support/plain-summary.ts'],
   },
 });

@@ -9,6 +9,7 @@ import { readFileSync } from 'node:fs';
 import { readPickle, toPlain } from '../dist/torch/pickle/reader.js';
 import { replaySnapshot } from '../dist/allocator/replay.js';
 import { CachingAllocatorModel } from '../dist/allocator/caching-allocator.js';
+import { benchInput } from './inputs.mjs';
 
 // CPU time of this process (user + system), in ms: on a shared machine wall time also counts other processes.
 const cpuNow = () => {
@@ -22,7 +23,7 @@ const median = (xs) => {
   return s.length % 2 ? s[m] : (s[m - 1] + s[m]) / 2;
 };
 
-const raw = toPlain(readPickle(new Uint8Array(readFileSync('/work/shared/fixtures/torch-snapshots/transformer_fullstep_trace.pickle'))));
+const raw = toPlain(readPickle(new Uint8Array(readFileSync(benchInput('torch/transformer_fullstep_trace.pickle')))));
 const events = raw.device_traces[0].length;
 const replayMs = [];
 for (let r = 0; r < 5; r++) {

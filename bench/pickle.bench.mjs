@@ -21,11 +21,12 @@ import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { makeBigSnapshot } from './make-big-snapshot.mjs';
 import { ratioInterval, verdict } from './ratio-interval.mjs';
+import { benchInput } from './inputs.mjs';
 
 const here = dirname(fileURLToPath(import.meta.url));
 const out = join(here, 'out');
 mkdirSync(out, { recursive: true });
-const source = resolve(here, '../../shared/fixtures/torch-snapshots/transformer_fullstep_trace.pickle');
+const source = benchInput('torch/transformer_fullstep_trace.pickle');
 const sizes = (process.env.MEMSCOPE_BENCH_SIZES ?? '100,500,1000').split(',').map(Number);
 const pythonMax = Number(process.env.MEMSCOPE_BENCH_PYTHON_MAX ?? 1000);
 const memoryViz = process.env.MEMSCOPE_MEMORYVIZ_JS;
@@ -85,10 +86,6 @@ function runCli(file, { compileCache: cached = true, givenEnv = false } = {}) {
 
 const mb = (b) => (b / 1e6).toFixed(0);
 const s = (ms) => (ms / 1000).toFixed(2);
-if (!existsSync(source)) {
-  console.log(`skipped: ${source} not found`);
-  process.exit(0);
-}
 console.log(`source: ${source}`);
 const rows = [];
 for (const size of sizes) {

@@ -1,14 +1,14 @@
 // Kineto trace reading: memscope's streaming reader vs reading the whole JSON at once, on the two
-// real traces in ../shared/fixtures/torch-traces. Each measurement is a fresh process (wall time
+// real traces in test/fixtures/traces. Each measurement is a fresh process (wall time
 // and peak RSS): memscope = read + `summary` figures (peaks, per-operator memory); the baselines
 // only parse: CPython's json.load(gzip.open(...)) and Node's JSON.parse of the gunzipped text.
 // Three runs each, median reported (the machine is shared; single runs are noisy).
 import { spawnSync } from 'node:child_process';
-import { dirname, join, resolve } from 'node:path';
+import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { benchInput } from './inputs.mjs';
 
 const here = dirname(fileURLToPath(import.meta.url));
-const traces = resolve(here, '../../shared/fixtures/torch-traces');
 const FILES = ['kineto_modern_memory.json.gz', 'kineto_2021_resnet50.json.gz'];
 const RUNS = 3;
 
@@ -42,7 +42,7 @@ function measure(cmd, args) {
 
 const mb = (b) => `${(b / 2 ** 20).toFixed(0)} MB`;
 for (const f of FILES) {
-  const path = join(traces, f);
+  const path = benchInput(`traces/${f}`);
   const ms = measure(process.execPath, ['--input-type=module', '-e', MEMSCOPE, path]);
   const np = measure(process.execPath, ['--input-type=module', '-e', NODE_PARSE, path]);
   const py = measure('python3', ['-c', PYTHON, path]);

@@ -1,34 +1,56 @@
-import { closeSync, openSync, readFileSync, readSync } from 'node:fs';
+import { readFileSync } from 'node:fs';
 import { MemscopeError } from '../core/errors.js';
+import { describeContent, inFile, isCaptureDescription, readHeadSync, requireReadableFile, unreadableFile } from '../core/input-file.js';
 import { readPickle, toPlain } from '../torch/pickle/reader.js';
 import { readSnapshotFile as readColumnarSnapshot } from '../torch/snapshot-node.js';
 import { parsedFromSnapshot, parseSnapshot, type ParsedSnapshot } from './replay.js';
 
-function ioError(path: string, err: unknown): MemscopeError {
-  return err instanceof MemscopeError ? err : new MemscopeError('io', `cannot read ${path}: ${(err as Error).message}`);
+function notASnapshot(path: string, bytes: Uint8Array): MemscopeError {
+  const looks = describeContent(bytes.subarray(0, 4096));
+  return new MemscopeError('bad-snapshot', `${path}: not a PyTorch memory snapshot: ${isCaptureDescription(looks) ? looks : `looks like ${looks}`}`);
 }
 
 function parseJsonSnapshot(path: string, bytes: Uint8Array): unknown {
   const text = new TextDecoder().decode(bytes).trimStart();
-  if (text.startsWith('{')) {
+  const looks = describeContent(bytes.subarray(0, 4096));
+  if (text.startsWith('{') && !isCaptureDescription(looks)) {
+    let value: unknown;
     try {
-      return JSON.parse(text);
+      value = JSON.parse(text);
     } catch (err) {
       throw new MemscopeError('bad-snapshot', `${path}: not valid JSON (${(err as Error).message})`);
     }
+    // A snapshot has "segments"; anything else (a Kineto trace, other JSON) is named as what it is.
+    if (typeof value === 'object' && value !== null && !('segments' in value)) {
+      const keys = Object.keys(value).slice(0, 5).map((k) => JSON.stringify(k)).join(', ');
+      const what = 'traceEvents' in value ? 'looks like a Kineto trace (JSON)' : `JSON without "segments" (top-level keys: ${keys || 'none'})`;
+      throw new MemscopeError('bad-snapshot', `${path}: not a PyTorch memory snapshot: ${what}`);
+    }
+    return value;
   }
-  throw new MemscopeError('bad-snapshot', `${path}: neither a pickle (no 0x80 PROTO byte) nor a JSON snapshot`);
+  throw notASnapshot(path, bytes);
+}
+
+function readWhole(path: string): Uint8Array {
+  requireReadableFile(path);
+  try {
+    return new Uint8Array(readFileSync(path));
+  } catch (err) {
+    throw unreadableFile(path, err);
+  }
 }
 
 /** Reads a snapshot file (pickle, or JSON) as plain objects: every key the file has, frames included. */
 export function readSnapshotFile(path: string): unknown {
-  let bytes: Uint8Array;
-  try {
-    bytes = new Uint8Array(readFileSync(path));
-  } catch (err) {
-    throw ioError(path, err);
+  const bytes = readWhole(path);
+  if (bytes.length === 0) throw new MemscopeError('empty-file', `${path}: the file is empty`);
+  if (bytes[0] === 0x80) {
+    try {
+      return toPlain(readPickle(bytes));
+    } catch (err) {
+      throw inFile(path, err);
+    }
   }
-  if (bytes.length > 0 && bytes[0] === 0x80) return toPlain(readPickle(bytes));
   return parseJsonSnapshot(path, bytes);
 }
 
@@ -39,24 +61,20 @@ export function readSnapshotFile(path: string): unknown {
  * time and memory; JSON snapshots are parsed as before.
  */
 export function readReplaySnapshot(path: string): ParsedSnapshot {
-  let first: number | undefined;
-  try {
-    const fd = openSync(path, 'r');
+  requireReadableFile(path);
+  const head = readHeadSync(path, 1);
+  if (head.length === 0) throw new MemscopeError('empty-file', `${path}: the file is empty`);
+  if (head[0] === 0x80) {
     try {
-      const head = new Uint8Array(1);
-      first = readSync(fd, head, 0, 1, 0) === 1 ? head[0] : undefined;
-    } finally {
-      closeSync(fd);
+      return parsedFromSnapshot(readColumnarSnapshot(path));
+    } catch (err) {
+      throw inFile(path, err);
     }
-  } catch (err) {
-    throw ioError(path, err);
   }
-  if (first === 0x80) return parsedFromSnapshot(readColumnarSnapshot(path));
-  let bytes: Uint8Array;
+  const snapshot = parseJsonSnapshot(path, readWhole(path));
   try {
-    bytes = readFileSync(path);
+    return parseSnapshot(snapshot);
   } catch (err) {
-    throw ioError(path, err);
+    throw inFile(path, err);
   }
-  return parseSnapshot(parseJsonSnapshot(path, bytes));
 }

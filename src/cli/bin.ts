@@ -15,6 +15,6 @@ const bundle = runWithCompileCache(fileURLToPath(new URL('./memscope-cli.cjs', i
   variant: verb !== undefined && (PYTORCH_FILE_VERBS as readonly string[]).includes(verb) ? verb : 'other',
 });
 if (process.env['MEMSCOPE_COMPILE_CACHE_REPORT'] === '1') process.stderr.write(`memscope: compile cache ${bundle.cache}\n`);
-// Not awaited: the bin is CommonJS. runCli sets the exit code; an error it does not know rejects,
-// and Node reports the unhandled rejection and exits with 1, as a top-level await would.
+// Not awaited: the bin is CommonJS. runCli reports every error itself (one line on stderr) and
+// sets the exit code.
 void (bundle.exports as { runCli: typeof runCli }).runCli(process.argv, () => import('./commands/index.js'));

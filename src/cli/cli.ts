@@ -1,10 +1,16 @@
 import { Command, CommanderError } from 'commander';
 import { isMemscopeError } from '../core/errors.js';
+import { unreadableFile } from '../core/input-file.js';
 import type { RegisterCommand } from './commands/index.js';
+import { isUsageError } from './options.js';
 import type { PytorchFileVerb } from './verbs.js';
 
-/** Exit codes every verb shares: 0 ok, 1 bad input (the message names it), 2 usage. */
-const EXIT_BAD_INPUT = 1;
+/**
+ * Exit codes every verb shares: 0 ok, 1 an input that cannot be used (the message names the file
+ * and the problem) or an internal error, 2 usage (an unknown verb or option, a missing argument,
+ * a bad option value). `memscope leaks` adds 3, leaks found; `memscope run` exits with its script's code.
+ */
+const EXIT_ERROR = 1;
 const EXIT_USAGE = 2;
 
 /** Loads every verb's registration: the TFJS verbs, the report viewer, `run`, and the rest. */
@@ -43,35 +49,54 @@ export async function runCli(argv: readonly string[], loadAll: LoadAllCommands):
     .name('memscope')
     .description('Where did my tensor memory go? Memory tracking and profiling for TensorFlow.js and PyTorch files.')
     .version('0.1.0')
-    .showHelpAfterError()
+    // Commander's own error lines are printed by reportError, in memscope's one-line form.
+    .configureOutput({ outputError: () => {} })
     // Throw instead of exiting so usage errors get their own exit code. Set
-    // before the verbs are added: subcommands inherit it when created.
+    // before the verbs are added: subcommands inherit both when created.
     .exitOverride();
 
-  for (const register of await commandsFor(argv[2], loadAll)) register(program);
-
+  let verb: string | undefined;
   try {
+    for (const register of await commandsFor(argv[2], loadAll)) register(program);
+    verb = program.commands.some((c) => c.name() === argv[2]) ? argv[2] : undefined;
     await program.parseAsync([...argv]);
   } catch (err) {
-    process.exitCode = exitCodeFor(err);
+    process.exitCode = reportError(err, verb);
   }
 }
 
-function exitCodeFor(err: unknown): number {
+/** Where to read about the verb's options, after a usage error. */
+function usageHint(verb: string | undefined): string {
+  return ` (see memscope ${verb ? `${verb} ` : ''}--help)`;
+}
+
+/** Prints one line on stderr for `err` and returns the exit code: every failure of every verb ends here. */
+function reportError(err: unknown, verb: string | undefined): number {
   if (err instanceof CommanderError) {
-    // Help and --version arrive here too, with exit code 0; commander has
-    // already printed its message for real usage errors.
-    return err.exitCode === 0 ? 0 : EXIT_USAGE;
+    // Help and --version arrive here with exit code 0; help shown because no verb was given has
+    // already been printed, and is a usage error.
+    if (err.exitCode === 0) return 0;
+    if (err.code === 'commander.help' || err.code === 'commander.helpDisplayed') return EXIT_USAGE;
+    process.stderr.write(`memscope: ${err.message.replace(/^error: /, '')}${usageHint(verb)}\n`);
+    return EXIT_USAGE;
   }
   if (isMemscopeError(err)) {
+    if (isUsageError(err)) {
+      process.stderr.write(`memscope: ${err.message}${usageHint(verb)}\n`);
+      return EXIT_USAGE;
+    }
     process.stderr.write(`memscope: ${err.message}\n`);
-    return EXIT_BAD_INPUT;
+    return EXIT_ERROR;
   }
-  // A file that cannot be opened is bad input, not a crash: name it plainly.
-  const sys = err as NodeJS.ErrnoException;
+  // A system error that escaped a reader: the same wording as the readers' own (src/core/input-file.ts).
+  const sys = err as NodeJS.ErrnoException | null;
   if (sys && typeof sys.code === 'string' && typeof sys.syscall === 'string') {
-    process.stderr.write(`memscope: cannot ${sys.syscall} ${sys.path ?? ''}: ${sys.code}\n`);
-    return EXIT_BAD_INPUT;
+    process.stderr.write(`memscope: ${sys.path ? unreadableFile(sys.path, sys).message : `${sys.syscall}: ${sys.code}`}\n`);
+    return EXIT_ERROR;
   }
-  throw err;
+  // A bug: one line, not a stack trace, unless asked for.
+  const message = err instanceof Error ? err.message : String(err);
+  if (process.env['MEMSCOPE_DEBUG'] === '1' && err instanceof Error) process.stderr.write(`${err.stack ?? message}\n`);
+  process.stderr.write(`memscope: internal error: ${message.split('\n')[0]} (MEMSCOPE_DEBUG=1 prints the stack)\n`);
+  return EXIT_ERROR;
 }

@@ -1,7 +1,7 @@
 /**
  * Shared plumbing of the PyTorch-file analysis verbs (summary, stats, trace,
  * segments, memory, compare, plot): open a file with a progress bar, pick
- * colours only for a terminal, parse numeric options, write outputs.
+ * colours only for a terminal, write outputs. Option values are read by src/cli/options.ts.
  */
 import { writeFileSync } from 'node:fs';
 import pc from 'picocolors';
@@ -34,20 +34,16 @@ export async function openSnapshotWithProgress(path: string, verb: string): Prom
   }
 }
 
-/** A non-negative integer option, or a usage error naming the option. */
-export function intOption(value: string | undefined, name: string, fallback: number): number {
-  if (value === undefined) return fallback;
-  if (!/^\d+$/.test(value)) throw new MemscopeError('bad-argument', `${name} must be a non-negative integer, got ${JSON.stringify(value)}`);
-  return Number(value);
-}
-
-export function writeOutput(path: string, content: string, what: string): void {
+/** Writes an output file; a failure is one line naming the file (`out.svg: cannot write it: is a directory`). */
+export function writeOutput(path: string, content: string, what: string, options: { quiet?: boolean } = {}): void {
   try {
     writeFileSync(path, content);
   } catch (err) {
-    throw new MemscopeError('write-failed', `cannot write ${path}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`);
+    const code = (err as NodeJS.ErrnoException).code;
+    const problem = code === 'EISDIR' ? 'is a directory' : code === 'ENOENT' ? 'no such directory' : code === 'EACCES' ? 'permission denied' : (code ?? (err as Error).message);
+    throw new MemscopeError('write-failed', `${path}: cannot write it: ${problem}`);
   }
-  process.stderr.write(`memscope: wrote ${what} to ${path} (${content.length.toLocaleString('en-US')} bytes)\n`);
+  if (!options.quiet) process.stderr.write(`memscope: wrote ${what} to ${path} (${content.length.toLocaleString('en-US')} bytes)\n`);
 }
 
 let pipeGuard = false;

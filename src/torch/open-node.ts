@@ -2,9 +2,11 @@
  * Opens any PyTorch memory file memscope reads, by content rather than name:
  * a pickled CUDA memory snapshot (`_dump_snapshot`), a Kineto chrome trace
  * with `[memory]` events, or `export_memory_timeline` JSON — each optionally
- * gzipped. Used by the analysis commands (summary, stats, trace, plot, …).
+ * gzipped. Used by the analysis commands (summary, stats, trace, plot, …). Every refusal
+ * and every error found while parsing starts with the file's name (src/core/input-file.ts).
  */
 import { MemscopeError } from '../core/errors.js';
+import { describeContent, inFile, isCaptureDescription, requireReadableFile, unreadableFile } from '../core/input-file.js';
 import { fileChunks, isGzip, readFileHead, readJsonTraceFile, type FileReadOptions } from './chrome-trace-node.js';
 import type { MemoryTrace } from './memory-trace.js';
 import { readSnapshot } from './snapshot-decoder.js';
@@ -37,36 +39,103 @@ async function gunzipWhole(path: string, options: OpenOptions): Promise<Uint8Arr
   return out;
 }
 
-async function firstDecompressedByte(path: string): Promise<number | undefined> {
+/** The first `length` decompressed bytes of a gzipped file (fewer if it inflates to less). */
+async function firstDecompressedBytes(path: string, length: number): Promise<Uint8Array> {
+  const parts: Uint8Array[] = [];
+  let have = 0;
   for await (const chunk of fileChunks(path)) {
-    if (chunk.length > 0) return chunk[0];
+    parts.push(chunk);
+    have += chunk.length;
+    if (have >= length) break;
   }
-  return undefined;
+  const out = new Uint8Array(Math.min(have, length));
+  let at = 0;
+  for (const p of parts) {
+    if (at >= out.length) break;
+    out.set(p.subarray(0, out.length - at), at);
+    at += p.length;
+  }
+  return out;
 }
 
-export async function openMemoryFile(path: string, options: OpenOptions = {}): Promise<MemoryFile> {
-  const head = await readFileHead(path, 2);
-  if (head.length === 0) throw new MemscopeError('empty-file', `${path}: the file is empty`);
-  const gz = isGzip(head);
-  const first = gz ? await firstDecompressedByte(path) : head[0];
-  if (first === PROTO) {
-    const onProgress = options.onProgress ? (bytesRead: number, totalBytes: number) => options.onProgress!({ bytesRead, totalBytes }) : undefined;
+/** Enough of the start of a file to tell what it is and to quote it in a refusal. */
+const SNIFF_BYTES = 4096;
+
+/** The file's first bytes after any gzip layer, and whether there was one. */
+async function contentHead(path: string): Promise<{ head: Uint8Array; gz: boolean }> {
+  requireReadableFile(path);
+  let raw: Uint8Array;
+  try {
+    raw = await readFileHead(path, SNIFF_BYTES);
+  } catch (err) {
+    throw unreadableFile(path, err);
+  }
+  if (raw.length === 0) throw new MemscopeError('empty-file', `${path}: the file is empty`);
+  if (!isGzip(raw)) return { head: raw, gz: false };
+  const head = await firstDecompressedBytes(path, SNIFF_BYTES);
+  if (head.length === 0) throw new MemscopeError('empty-file', `${path}: the file is empty once decompressed`);
+  return { head, gz: true };
+}
+
+/** Whether the first character after whitespace (and a UTF-8 byte-order mark) is '{' or '['. */
+function startsLikeJson(head: Uint8Array): boolean {
+  const bom = head[0] === 0xef && head[1] === 0xbb && head[2] === 0xbf ? 3 : 0;
+  for (let i = bom; i < head.length; i++) {
+    const b = head[i]!;
+    if (b === 0x20 || b === 0x09 || b === 0x0a || b === 0x0d) continue;
+    return b === 0x7b || b === 0x5b;
+  }
+  return false;
+}
+
+async function readSnapshotContent(path: string, gz: boolean, options: OpenOptions): Promise<MemorySnapshot> {
+  const onProgress = options.onProgress ? (bytesRead: number, totalBytes: number) => options.onProgress!({ bytesRead, totalBytes }) : undefined;
+  try {
     // Plain files go through readSnapshotFile, which reads big ones in pieces instead of holding
     // (and copying) the whole file; gzip has no random access, so it is inflated whole.
-    const snapshot = gz ? readSnapshot(await gunzipWhole(path, options), { onProgress }) : readSnapshotFile(path, { onProgress });
-    return { kind: 'snapshot', path, snapshot };
+    return gz ? readSnapshot(await gunzipWhole(path, options), { onProgress }) : readSnapshotFile(path, { onProgress });
+  } catch (err) {
+    throw inFile(path, err);
   }
-  return { kind: 'trace', path, trace: await readJsonTraceFile(path, options) };
 }
 
-/** Opens a file that must be a snapshot (segments, memory, compare). */
+/**
+ * Opens a snapshot or a trace, told apart by content. Anything else is refused before parsing,
+ * with what the file looks like instead (`notes.txt: not a PyTorch memory snapshot or Kineto
+ * trace: looks like text ("hello")`).
+ */
+export async function openMemoryFile(path: string, options: OpenOptions = {}): Promise<MemoryFile> {
+  const { head, gz } = await contentHead(path);
+  if (head[0] === PROTO) return { kind: 'snapshot', path, snapshot: await readSnapshotContent(path, gz, options) };
+  const looks = describeContent(head);
+  if (!startsLikeJson(head) || isCaptureDescription(looks)) {
+    throw new MemscopeError('not-a-memory-file', `${path}: not a PyTorch memory snapshot or Kineto trace: ${looksLike(looks)}`);
+  }
+  try {
+    return { kind: 'trace', path, trace: await readJsonTraceFile(path, options) };
+  } catch (err) {
+    throw inFile(path, err);
+  }
+}
+
+function looksLike(description: string): string {
+  return isCaptureDescription(description)
+    ? `${description}; read it with \`memscope leaks\` or \`memscope report\``
+    : `looks like ${description}`;
+}
+
+/**
+ * Opens a file that must be a snapshot (stats, segments, memory, compare). Anything else is
+ * refused from its first bytes, without parsing it: `trace.json.gz: not a PyTorch memory
+ * snapshot: looks like a Kineto trace (JSON); \`memscope stats\` needs …`.
+ */
 export async function openSnapshotFile(path: string, verb: string, options: OpenOptions = {}): Promise<MemorySnapshot> {
-  const file = await openMemoryFile(path, options);
-  if (file.kind !== 'snapshot') {
+  const { head, gz } = await contentHead(path);
+  if (head[0] !== PROTO) {
     throw new MemscopeError(
       'needs-snapshot',
-      `${path}: \`memscope ${verb}\` needs a memory snapshot (torch.cuda.memory._dump_snapshot pickle); this is a ${file.trace.source} trace`,
+      `${path}: not a PyTorch memory snapshot: ${looksLike(describeContent(head))}; \`memscope ${verb}\` needs a torch.cuda.memory._dump_snapshot pickle`,
     );
   }
-  return file.snapshot;
+  return readSnapshotContent(path, gz, options);
 }

@@ -8,6 +8,7 @@ import { readSnapshotFile } from '../../src/allocator/read-snapshot-node.js';
 import { dumpSnapshot, saveMemoryUsage, saveSegmentUsage } from '../../src/allocator/snapshot-node.js';
 import { renderMemorySummary } from '../../src/allocator/summary.js';
 import { MemscopeError } from '../../src/core/errors.js';
+import { fixture } from '../support/fixtures.js';
 
 const MiB = 1024 * 1024;
 
@@ -140,8 +141,7 @@ describe('memorySummary', () => {
     writeFileSync(statsPath, JSON.stringify(samples));
     const script = String.raw`
 import json, sys, typing
-src = open(sys.argv[1], encoding="utf8").read()
-code = src[src.index("def memory_summary("):src.index("def list_gpu_processes(")]
+code = open(sys.argv[1], encoding="utf8").read()
 # The spec file follows the function's return with a translated comment; cut at the return.
 code = code[:code.rindex('return "|"')] + 'return "|" + "|\\n|".join(lines).format(**fmt_dict) + "|\\n"\n'
 out = []
@@ -152,7 +152,7 @@ for stats in json.load(open(sys.argv[2])):
 sys.stdout.write(json.dumps(out))
 `;
     const expected: [string, string][] = JSON.parse(
-      execFileSync('python3', ['-c', script, '/work/shared/reference/pytorch/003_0b8f84261bb4ab90.txt', statsPath], { encoding: 'utf8' }),
+      execFileSync('python3', ['-c', script, fixture('reference/torch_cuda_memory_summary.txt'), statsPath], { encoding: 'utf8' }),
     );
     expect(expected).toHaveLength(samples.length);
     samples.forEach((stats, i) => {

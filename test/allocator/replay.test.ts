@@ -3,12 +3,12 @@ import { readSnapshotFile } from '../../src/allocator/read-snapshot-node.js';
 import { parseSnapshot, reconstructStartState, replaySnapshot, whatIf } from '../../src/allocator/replay.js';
 import { parseAllocatorConf } from '../../src/allocator/settings.js';
 import { MemscopeError } from '../../src/core/errors.js';
+import { fixture } from '../support/fixtures.js';
 
-const DIR = '/work/shared/fixtures/torch-snapshots';
 const cache = new Map<string, unknown>();
 /** Read through memscope's own pickle reader (src/torch/pickle/reader.ts). */
 function load(name: string): any {
-  if (!cache.has(name)) cache.set(name, readSnapshotFile(`${DIR}/${name}`));
+  if (!cache.has(name)) cache.set(name, readSnapshotFile(fixture(`torch/${name}`)));
   return structuredClone(cache.get(name));
 }
 

@@ -10,15 +10,15 @@ import { openMemoryFile } from '../../src/torch/open-node.js';
 import { spawnSync } from 'node:child_process';
 import { devicePeak, memoryByOperator, NO_OPERATOR, type MemoryTrace } from '../../src/torch/memory-trace.js';
 import { readMemoryTimeline, DEVICE_UNNAMED } from '../../src/torch/memory-timeline.js';
+import { fixture } from '../support/fixtures.js';
 
 
 // Real-file tests: generous limits, the test machine is shared and sometimes saturated.
 vi.setConfig({ testTimeout: 60_000, hookTimeout: 180_000 });
 
 const repoRoot = path.resolve(import.meta.dirname, '../..');
-const traces = path.resolve(repoRoot, '../shared/fixtures/torch-traces');
-const MODERN = path.join(traces, 'kineto_modern_memory.json.gz');
-const LEGACY = path.join(traces, 'kineto_2021_resnet50.json.gz');
+const MODERN = fixture('traces/kineto_modern_memory.json.gz');
+const LEGACY = fixture('traces/kineto_2021_resnet50.json.gz');
 const tmp = mkdtempSync(path.join(tmpdir(), 'memscope-trace-'));
 
 function device(trace: MemoryTrace, name: string) {

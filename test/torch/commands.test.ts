@@ -23,12 +23,12 @@ import { renderSnapshotFlameGraph } from '../../src/report/snapshot-flamegraph.j
 import { formatFragmentation, formatSnapshotSummary } from '../../src/report/torch-text.js';
 import { renderMemoryPlotHtml } from '../../src/report/memory-plot-html.js';
 import { readMemoryTimeline } from '../../src/torch/memory-timeline.js';
+import { fixture } from '../support/fixtures.js';
 
 // Real-file tests: generous limits, the test machine is shared and sometimes saturated.
 vi.setConfig({ testTimeout: 60_000, hookTimeout: 180_000 });
 
 const repoRoot = path.resolve(import.meta.dirname, '../..');
-const shared = path.resolve(repoRoot, '../shared/fixtures');
 const SNAPSHOTS = [
   'small_3seg',
   'state_only_259seg',
@@ -37,7 +37,7 @@ const SNAPSHOTS = [
   'transformer_forward_trace',
   'transformer_fullstep_trace',
 ] as const;
-const snapshotPath = (name: string): string => path.join(shared, 'torch-snapshots', `${name}.pickle`);
+const snapshotPath = (name: string): string => fixture(`torch/${name}.pickle`);
 const tmp = mkdtempSync(path.join(tmpdir(), 'memscope-cmd-'));
 
 /**
@@ -359,7 +359,6 @@ describe('plot HTML', () => {
 describe('the CLI', () => {
   const tsx = path.join(repoRoot, 'node_modules/.bin/tsx');
   const cli = (...args: string[]) => spawnSync(tsx, [path.join(repoRoot, 'src/cli/main.ts'), ...args], { encoding: 'utf8', cwd: tmp, maxBuffer: 1 << 26 });
-  const traces = path.join(shared, 'torch-traces');
 
   it('summary --json on a snapshot and on both traces gives the key figures', () => {
     const snap = cli('summary', snapshotPath('small_3seg'), '--json');
@@ -368,14 +367,14 @@ describe('the CLI', () => {
     expect(js.kind).toBe('snapshot');
     expect(js.totals.all.reserved).toBe(facts['small_3seg']!.total_size);
     expect(js.totals.all.allocated).toBe(facts['small_3seg']!.allocated_size);
-    const tr = cli('summary', path.join(traces, 'kineto_modern_memory.json.gz'), '--json', '--top', '3');
+    const tr = cli('summary', fixture('traces/kineto_modern_memory.json.gz'), '--json', '--top', '3');
     expect(tr.status).toBe(0);
     const jt = JSON.parse(tr.stdout) as { memoryEvents: number; devices: { device: string; peakAllocated: number; peakReserved: number | null; operators: { name: string }[] }[] };
     expect(jt.memoryEvents).toBe(28_010);
     const cuda = jt.devices.find((d) => d.device === 'cuda:1')!;
     expect([cuda.peakAllocated, cuda.peakReserved]).toEqual([6_629_508_096, 12_782_141_440]);
     expect(cuda.operators.map((o) => o.name)).toEqual(['aten::mul', 'aten::add', 'aten::mm']);
-    const text = cli('summary', path.join(traces, 'kineto_2021_resnet50.json.gz'), '--top', '2');
+    const text = cli('summary', fixture('traces/kineto_2021_resnet50.json.gz'), '--top', '2');
     expect(text.status).toBe(0);
     expect(text.stdout).toContain('cuda:0 (Tesla V100-DGXS-32GB)');
     expect(text.stdout).toContain('2.60 GiB');
@@ -392,7 +391,7 @@ describe('the CLI', () => {
     expect(cmp.status).toBe(0);
     expect(cmp.stdout).toContain('cache_utils_V2.py:225:update_new');
     expect(readFileSync(path.join(tmp, 'cmp.svg'), 'utf8')).toContain('<title>only_after (15.96 GiB');
-    const plot = cli('plot', path.join(traces, 'kineto_2021_resnet50.json.gz'), '-o', 'plot.html');
+    const plot = cli('plot', fixture('traces/kineto_2021_resnet50.json.gz'), '-o', 'plot.html');
     expect(plot.status).toBe(0);
     const html = readFileSync(path.join(tmp, 'plot.html'), 'utf8');
     expect(html).toContain('<svg');
@@ -409,8 +408,8 @@ describe('the CLI', () => {
     const gz = cli('summary', 'garbage.json.gz');
     expect(gz.stderr).toMatch(/^memscope: garbage\.json\.gz: corrupt or truncated gzip data/);
     expect(gz.stderr.trim().split('\n')).toHaveLength(1);
-    const wrongKind = cli('stats', path.join(traces, 'kineto_2021_resnet50.json.gz'));
-    expect(wrongKind.stderr).toMatch(/`memscope stats` needs a memory snapshot/);
+    const wrongKind = cli('stats', fixture('traces/kineto_2021_resnet50.json.gz'));
+    expect(wrongKind.stderr).toMatch(/kineto_2021_resnet50\.json\.gz: not a PyTorch memory snapshot: looks like a Kineto trace \(JSON\); `memscope stats` needs a torch\.cuda\.memory\._dump_snapshot pickle/);
     const noTrace = cli('plot', snapshotPath('small_3seg'));
     expect(noTrace.stderr).toMatch(/nothing to plot: the snapshot has no trace/);
     const badTop = cli('summary', snapshotPath('small_3seg'), '--top', 'many');
@@ -422,7 +421,7 @@ describe('the CLI', () => {
       const help = cli(verb, '--help');
       expect({ verb, status: help.status, usage: help.stdout.split('\n')[0]!.split(' ').slice(0, 3).join(' ') }).toEqual({ verb, status: 0, usage: `Usage: memscope ${verb}` });
       const missing = cli(verb);
-      expect({ verb, status: missing.status, error: missing.stderr.split('\n')[0] }).toEqual({ verb, status: 2, error: expect.stringMatching(/^error: missing required argument/) });
+      expect({ verb, status: missing.status, error: missing.stderr.split('\n')[0] }).toEqual({ verb, status: 2, error: expect.stringMatching(new RegExp(`^memscope: missing required argument .* \\(see memscope ${verb} --help\\)$`)) });
     }
     expect(cli('--help').stdout).toMatch(/summary \[options\] <file>[\s\S]*plot \[options\] <file>/);
     expect(cli('no-such-verb').status).toBe(2);
@@ -440,11 +439,10 @@ describe('the built bin (dist/cli/memscope.cjs, bundled by scripts/build-cli.mjs
   it('is the package bin, and answers as the source CLI does, bundled verbs and the rest alike', () => {
     expect(existsSync(bin), 'run `npm run build` first').toBe(true);
     expect(JSON.parse(readFileSync(path.join(repoRoot, 'package.json'), 'utf8')).bin).toEqual({ memscope: 'dist/cli/memscope.cjs' });
-    const traces = path.join(shared, 'torch-traces');
-    for (const args of [
+      for (const args of [
       ['summary', snapshotPath('newest_format_trace'), '--json'],
       ['stats', snapshotPath('small_3seg'), '--json'],
-      ['summary', path.join(traces, 'kineto_modern_memory.json.gz'), '--json', '--top', '3'],
+      ['summary', fixture('traces/kineto_modern_memory.json.gz'), '--json', '--top', '3'],
       ['trace', snapshotPath('small_3seg')],
     ]) {
       const built = run(...args);

@@ -1,6 +1,6 @@
 """Independent figures for test/torch/chrome-trace.test.ts, computed from the
 fixtures with Python's json module (no memscope code). Run:
-    python3 test/torch/derive-trace-figures.py ../shared/fixtures/torch-traces/*.json.gz
+    python3 test/torch/derive-trace-figures.py test/fixtures/traces/*.json.gz
 Attribution here is a different algorithm from memscope's stack sweep: for each
 [memory] event, among CPU spans on the same pid/tid with ts <= t <= ts+dur, take
 the one that starts last (ties: the one that ends first)."""

@@ -1,14 +1,13 @@
 import { describe, it, expect } from 'vitest';
 import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join, resolve } from 'node:path';
+import { join } from 'node:path';
 import { MemscopeError } from '../../src/core/errors.js';
 import { makeTuple, readPickle } from '../../src/torch/pickle/reader.js';
 import { pyFloat, writePickle } from '../../src/torch/pickle/writer.js';
 import { python } from './python.js';
+import { fixture } from '../support/fixtures.js';
 
-const repoRoot = resolve(import.meta.dirname, '../..');
-const sharedFixtures = resolve(repoRoot, '../shared/fixtures/torch-snapshots');
 const dir = mkdtempSync(join(tmpdir(), 'memscope-writer-'));
 
 /** The opcodes PyTorch's own snapshot files use (fixture README): memory_viz reads these. */
@@ -84,7 +83,7 @@ describe('writePickle → python3 pickle.load', () => {
 describe('round trips through real PyTorch snapshots', () => {
   for (const name of ['small_3seg', 'state_only_259seg', 'older_no_settings_6633blocks', 'newest_format_trace', 'transformer_fullstep_trace']) {
     it(`${name}: memscope read → write → python reads an equal object using only snapshot opcodes`, () => {
-      const original = join(sharedFixtures, `${name}.pickle`);
+      const original = fixture(`torch/${name}.pickle`);
       const copy = join(dir, `${name}.pickle`);
       const value = readPickle(readFileSync(original));
       writeFileSync(copy, writePickle(value));

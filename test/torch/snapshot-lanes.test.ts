@@ -1,5 +1,5 @@
 import { describe, it, expect, vi } from 'vitest';
-import { existsSync, readFileSync } from 'node:fs';
+import { readFileSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { MemscopeError } from '../../src/core/errors.js';
 import { DEFAULT_PICKLE_LIMITS, PickleMachine, runPickle, type PickleLimits } from '../../src/torch/pickle/machine.js';
@@ -10,17 +10,14 @@ import { SnapshotTables } from '../../src/torch/snapshot-tables.js';
 import { normaliseSnapshot, readSnapshot } from '../../src/torch/snapshot.js';
 import { pythonFile, pythonPickle } from './python.js';
 import { resolved } from './resolved-snapshot.js';
+import { fixture } from '../support/fixtures.js';
 
 // readSnapshot decodes trace entries, blocks and frame lists in fast lanes that skip the VM stack
 // (src/torch/snapshot-builder.ts). Limits must not notice: a lane gives way to the general path
 // wherever a limit could be reached inside the opcodes it would take, and charges the memory budget
 // exactly as the general path does. readPickle has no lanes, so it is the reference.
 
-const repoRoot = resolve(import.meta.dirname, '../..');
-const FILES = [
-  resolve(repoRoot, 'test/fixtures/torch/older_no_settings_6633blocks.pickle'),
-  resolve(repoRoot, '../shared/fixtures/torch-snapshots/transformer_forward_trace.pickle'),
-];
+const FILES = ['torch/older_no_settings_6633blocks.pickle', 'torch/transformer_forward_trace.pickle'];
 
 /** readSnapshotPieces over the bytes, with how many times it read from offset 0 (2: it fell back to the generic reader). */
 function readCountingStarts(bytes: Uint8Array): { snap: ReturnType<typeof readSnapshot>; starts: number } {
@@ -46,9 +43,9 @@ function outcome(read: () => unknown): string {
 }
 
 describe('fast lanes under limits', () => {
-  for (const file of FILES) {
-    it.runIf(existsSync(file))(`${file.split('/').pop()}: the same limit errors, at the same offsets, as the general path`, () => {
-      const bytes = readFileSync(file);
+  for (const name of FILES) {
+    it(`${name.split('/').pop()}: the same limit errors, at the same offsets, as the general path`, () => {
+      const bytes = readFileSync(fixture(name));
       const cases: Partial<PickleLimits>[] = [];
       // Depths around a trace entry / block with its frame list (dict, MARK, keys and values, list, MARK, frames).
       for (const maxDepth of [6, 12, 20, 30, 45, 60, 90]) cases.push({ maxDepth });
@@ -342,9 +339,8 @@ describe('the byte budget held in slices', () => {
   // refilled from the rest when one runs out. With slices of a few bytes, refills happen at
   // nearly every charging opcode and lanes give way at slice ends: the outcome, and the offset of
   // a limit error, must be the same as with one slice that holds the whole budget.
-  const file = resolve(repoRoot, '../shared/fixtures/torch-snapshots/transformer_forward_trace.pickle');
-  it.runIf(existsSync(file))('gives the same result and the same limit errors whatever the slice', () => {
-    const bytes = new Uint8Array(readFileSync(file));
+  it('gives the same result and the same limit errors whatever the slice', () => {
+    const bytes = new Uint8Array(readFileSync(fixture('torch/transformer_forward_trace.pickle')));
     const read = (maxBytes: number, slice: number): string => {
       const limits = { ...DEFAULT_PICKLE_LIMITS, maxBytes };
       const tables = new SnapshotTables();

@@ -1,6 +1,5 @@
 import { describe, it, expect } from 'vitest';
-import { existsSync, readFileSync } from 'node:fs';
-import { resolve } from 'node:path';
+import { readFileSync } from 'node:fs';
 import { MemscopeError } from '../../src/core/errors.js';
 import { readPickle } from '../../src/torch/pickle/reader.js';
 import { writePickle } from '../../src/torch/pickle/writer.js';
@@ -16,17 +15,15 @@ import {
 } from '../../src/torch/snapshot.js';
 import { python, pythonPickle } from './python.js';
 import { resolved } from './resolved-snapshot.js';
+import { fixture } from '../support/fixtures.js';
 
-const repoRoot = resolve(import.meta.dirname, '../..');
-const local = resolve(repoRoot, 'test/fixtures/torch');
-const shared = resolve(repoRoot, '../shared/fixtures/torch-snapshots');
 const FIXTURES = [
-  ['small_3seg', local],
-  ['state_only_259seg', local],
-  ['older_no_settings_6633blocks', local],
-  ['newest_format_trace', shared],
-  ['transformer_forward_trace', shared],
-  ['transformer_fullstep_trace', shared],
+  'small_3seg',
+  'state_only_259seg',
+  'older_no_settings_6633blocks',
+  'newest_format_trace',
+  'transformer_forward_trace',
+  'transformer_fullstep_trace',
 ] as const;
 
 interface PythonFacts {
@@ -100,9 +97,9 @@ function tracePeaks(s: MemorySnapshot): { allocated: number; reserved: number } 
 }
 
 describe('readSnapshot on every real PyTorch snapshot', () => {
-  for (const [name, dir] of FIXTURES) {
-    const file = resolve(dir, `${name}.pickle`);
-    it.runIf(existsSync(file))(`${name}: agrees with the file's own segment fields and with CPython`, () => {
+  for (const name of FIXTURES) {
+    it(`${name}: agrees with the file's own segment fields and with CPython`, () => {
+      const file = fixture(`torch/${name}.pickle`);
       const bytes = readFileSync(file);
       const s = readSnapshot(bytes);
       const py = pythonFacts(file);
@@ -159,7 +156,7 @@ describe('readSnapshot on every real PyTorch snapshot', () => {
     // The machine stops before an opcode a piece holds only part of and resumes with the next
     // piece; with these sizes the cuts fall inside every kind of opcode in a real snapshot (strings
     // longer than a piece included: the buffer grows for them).
-    const bytes = readFileSync(resolve(local, 'small_3seg.pickle'));
+    const bytes = readFileSync(fixture('torch/small_3seg.pickle'));
     const whole = resolved(readSnapshot(bytes));
     for (let size = 64; size <= 400; size++) {
       const s = readSnapshotPieces(readerOf(bytes), bytes.length, { pieceBytes: size });
@@ -168,7 +165,7 @@ describe('readSnapshot on every real PyTorch snapshot', () => {
   });
 
   it('pins the figures of the small fixture', () => {
-    const s = readSnapshotFile(resolve(local, 'small_3seg.pickle'));
+    const s = readSnapshotFile(fixture('torch/small_3seg.pickle'));
     expect(s.segments[0]).toMatchInlineSnapshot(`
       {
         "activeSize": 10733568,
@@ -214,8 +211,7 @@ describe('readSnapshot on every real PyTorch snapshot', () => {
   });
 
   it('reads the newest layout: compile_context, user_metadata, Windows paths', () => {
-    const file = resolve(shared, 'newest_format_trace.pickle');
-    if (!existsSync(file)) return;
+    const file = fixture('torch/newest_format_trace.pickle');
     const s = readSnapshot(readFileSync(file));
     const e = traceEventAt(s, s.traces[0]!, 0);
     expect(e).toMatchInlineSnapshot(`
@@ -242,8 +238,7 @@ describe('readSnapshot on every real PyTorch snapshot', () => {
   });
 
   it('reads the full-step trace: C++ frames and external annotations', () => {
-    const file = resolve(shared, 'transformer_fullstep_trace.pickle');
-    if (!existsSync(file)) return;
+    const file = fixture('torch/transformer_fullstep_trace.pickle');
     const s = readSnapshot(readFileSync(file));
     expect(s.externalAnnotations.length).toBe(4);
     expect(s.externalAnnotations[0]).toMatchInlineSnapshot(`

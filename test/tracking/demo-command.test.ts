@@ -23,7 +23,7 @@ describe('memscope demo', () => {
 
   it('rejects bad arguments with MemscopeError before training', async () => {
     const print = () => {};
-    await expect(runDemo({ ...defaults, steps: '0' }, print)).rejects.toThrow(/--steps must be an integer ≥ 1/);
+    await expect(runDemo({ ...defaults, steps: '0' }, print)).rejects.toThrow(/--steps must be a positive integer, got "0"/);
     await expect(runDemo({ ...defaults, units: 'MB' }, print)).rejects.toThrow(MemscopeError);
     await expect(runDemo({ ...defaults, backend: 'cuda' }, print)).rejects.toThrow(/unknown backend "cuda"/);
   });

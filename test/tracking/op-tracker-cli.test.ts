@@ -28,7 +28,7 @@ describe('memscope ops', () => {
     const dir = mkdtempSync(path.join(tmpdir(), 'memscope-ops-alloc-'));
     const lines: string[] = [];
     // 1 MiB cannot hold even one 2 MiB small-allocation segment: every storage is a modelled OOM (after one retry).
-    const tight = await runOps({ backend: 'cpu', outDir: dir, steps: '1', top: '3', capacity: '1' }, (l) => lines.push(l));
+    const tight = await runOps({ backend: 'cpu', outDir: dir, steps: '1', top: '3', capacity: '1MiB' }, (l) => lines.push(l));
     const stats = parseOpTraceStats(readFileSync(tight.stats, 'utf8'), tight.stats);
     expect(stats.reservedSource).toMatch(/caching allocator model/);
     expect(stats.numOoms).toBeGreaterThan(0);
@@ -46,6 +46,6 @@ describe('memscope ops', () => {
     const print = () => {};
     await expect(runOps({ backend: 'tpu', outDir: 'x', steps: '2', top: '5' }, print)).rejects.toThrow(MemscopeError);
     await expect(runOps({ backend: 'tpu', outDir: 'x', steps: '2', top: '5' }, print)).rejects.toThrow(/--backend: unknown backend "tpu"/);
-    await expect(runOps({ backend: 'cpu', outDir: 'x', steps: '0', top: '5' }, print)).rejects.toThrow(/--steps must be an integer ≥ 1/);
+    await expect(runOps({ backend: 'cpu', outDir: 'x', steps: '0', top: '5' }, print)).rejects.toThrow(/--steps must be a positive integer, got "0"/);
   });
 });

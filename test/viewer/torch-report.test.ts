@@ -10,8 +10,8 @@ import { DEFAULT_CAPS, type ReportData } from '../../src/viewer/report-data.js';
 import { renderReportHtml } from '../../src/viewer/html.js';
 import { viewerBundle } from '../../src/viewer/bundle-node.js';
 import { chromiumAvailable, launchChromium } from '../support/browser.js';
+import { fixture } from '../support/fixtures.js';
 
-const FIX = '/work/shared/fixtures';
 
 async function load(path: string): Promise<ReportData> {
   const f = await openMemoryFile(path);
@@ -27,8 +27,8 @@ function finalLive(d: ReportData): number[] {
 
 describe('PyTorch inputs', () => {
   it('a snapshot with history: the timeline ends at the segments\u2019 allocated and reserved bytes', async () => {
-    const d = await load(`${FIX}/torch-snapshots/transformer_fullstep_trace.pickle`);
-    const f = await openMemoryFile(`${FIX}/torch-snapshots/transformer_fullstep_trace.pickle`);
+    const d = await load(fixture('torch/transformer_fullstep_trace.pickle'));
+    const f = await openMemoryFile(fixture('torch/transformer_fullstep_trace.pickle'));
     if (f.kind !== 'snapshot') throw new Error('expected a snapshot');
     const reserved = f.snapshot.segments.reduce((s, x) => s + x.totalSize, 0);
     const allocated = f.snapshot.segments.reduce((s, x) => s + x.activeSize, 0);
@@ -45,14 +45,14 @@ describe('PyTorch inputs', () => {
   });
 
   it('a snapshot without history: final state, blocks as allocations, and a notice', async () => {
-    const d = await load(`${FIX}/torch-snapshots/older_no_settings_6633blocks.pickle`);
+    const d = await load(fixture('torch/older_no_settings_6633blocks.pickle'));
     expect(d.notices.join(' ')).toMatch(/no allocation history/);
     expect(d.segments).toHaveLength(672);
     expect(d.segments.reduce((s, x) => s + x.blocks.size.length, 0)).toBe(6633);
   });
 
   it('a 2021 Kineto trace: relative totals, said so, and operators', async () => {
-    const d = await load(`${FIX}/torch-traces/kineto_2021_resnet50.json.gz`);
+    const d = await load(fixture('traces/kineto_2021_resnet50.json.gz'));
     expect(d.source.kind).toBe('trace');
     expect(d.notices.join(' ')).toMatch(/relative to the trace start/);
     expect(d.timeline.dt.length).toBeGreaterThan(12000);
@@ -64,8 +64,8 @@ describe('PyTorch inputs', () => {
     const browser = await launchChromium();
     try {
       for (const [name, file] of [
-        ['snapshot', `${FIX}/torch-snapshots/transformer_fullstep_trace.pickle`],
-        ['trace', `${FIX}/torch-traces/kineto_modern_memory.json.gz`],
+        ['snapshot', fixture('torch/transformer_fullstep_trace.pickle')],
+        ['trace', fixture('traces/kineto_modern_memory.json.gz')],
       ] as const) {
         const html = join(dir, `${name}.html`);
         writeFileSync(html, renderReportHtml(await load(file), app));

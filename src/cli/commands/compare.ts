@@ -2,7 +2,8 @@ import type { Command } from 'commander';
 import { compareSnapshots, formatComparison } from '../../report/torch-text.js';
 import { renderFlameGraph } from '../../report/flamegraph-svg.js';
 import { compareFlameStacks } from '../../torch/snapshot-analysis.js';
-import { intOption, openSnapshotWithProgress, writeOutput, printJson, textStyle, printText } from '../torch-common.js';
+import { nonNegativeInt } from '../options.js';
+import { openSnapshotWithProgress, writeOutput, printJson, textStyle, printText } from '../torch-common.js';
 
 export function register(program: Command): void {
   program
@@ -10,11 +11,11 @@ export function register(program: Command): void {
     .description('what changed between two memory snapshots: live memory by allocating frame, and segments only in one of them')
     .argument('<before>', 'the earlier snapshot pickle')
     .argument('<after>', 'the later snapshot pickle')
-    .option('--top <n>', 'frames listed', '20')
+    .option('--top <n>', 'frames listed', (v) => nonNegativeInt(v, '--top'), 20)
     .option('-o, --output <file>', 'also write a flame graph (SVG) of the segments found in only one snapshot, like _memory_viz.py compare')
     .option('--json', 'print the comparison as JSON')
-    .action(async (beforeFile: string, afterFile: string, opts: { top?: string; json?: boolean; output?: string }) => {
-      const top = intOption(opts.top, '--top', 20);
+    .action(async (beforeFile: string, afterFile: string, opts: { top: number; json?: boolean; output?: string }) => {
+      const { top } = opts;
       const before = await openSnapshotWithProgress(beforeFile, 'compare');
       const after = await openSnapshotWithProgress(afterFile, 'compare');
       const cmp = compareSnapshots(before, after);

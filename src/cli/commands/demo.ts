@@ -1,6 +1,7 @@
 import type { Command } from 'commander';
-import { MemscopeError } from '../../core/errors.js';
-import { parseUnit } from '../../core/units.js';
+import { UNITS } from '../../core/units.js';
+import type { MemorySnapshot, ModuleMemStats } from '../../tracking/mem-types.js';
+import { choice, positiveInt, usageOf } from '../options.js';
 
 export interface DemoOptions {
   /** Absent: the first installed of cpu, wasm. */
@@ -9,14 +10,23 @@ export interface DemoOptions {
   batchSize: string;
   units: string;
   depth: string;
+  json?: boolean;
 }
 
-function integerAtLeast(value: string, flag: string, min: number): number {
-  const n = Number(value);
-  if (!Number.isInteger(n) || n < min) {
-    throw new MemscopeError('bad-argument', `demo: ${flag} must be an integer ≥ ${min}, got ${JSON.stringify(value)}`);
-  }
-  return n;
+/** What `memscope demo --json` prints: the figures of the tables, in bytes. */
+export interface DemoJson {
+  readonly model: string;
+  readonly backend: string;
+  readonly steps: number;
+  readonly batchSize: number;
+  readonly losses: readonly number[];
+  /** Bytes per category per device at the highest total while tracking. */
+  readonly peak: MemorySnapshot;
+  /** Bytes per category per device after training. */
+  readonly current: MemorySnapshot;
+  /** Module-wise statistics of the last step, modules down to `depth`, sorted by name. */
+  readonly depth: number;
+  readonly modules: readonly ModuleMemStats[];
 }
 
 /**
@@ -27,14 +37,14 @@ function integerAtLeast(value: string, flag: string, min: number): number {
  * (statistics are reset before it, as PyTorch advises between iterations).
  */
 export async function runDemo(opts: DemoOptions, print: (text: string) => void): Promise<void> {
-  const steps = integerAtLeast(opts.steps, '--steps', 1);
-  const batchSize = integerAtLeast(opts.batchSize, '--batch-size', 1);
-  const depth = integerAtLeast(opts.depth, '--depth', 1);
-  const units = parseUnit(opts.units, 'demo: --units');
+  const steps = positiveInt(opts.steps, '--steps');
+  const batchSize = positiveInt(opts.batchSize, '--batch-size');
+  const depth = positiveInt(opts.depth, '--depth');
+  const units = choice(opts.units, '--units', UNITS);
   // TFJS is loaded only when the command runs, so other verbs start fast, and from the user's
   // install (a peer dependency): a missing package is a one-line error naming what to install.
   const { defaultDemoBackend, parseDemoBackend, useDemoBackend } = await import('../../tfjs/demo-backend-node.js');
-  const backend = opts.backend === undefined ? await defaultDemoBackend() : parseDemoBackend(opts.backend);
+  const backend = opts.backend === undefined ? await defaultDemoBackend() : usageOf(() => parseDemoBackend(opts.backend));
   await useDemoBackend(backend);
   const { createDemoRun, DEMO_SHAPE } = await import('../../tfjs/demo-model.js');
   const { MemTracker } = await import('../../tfjs/mem-tracker.js');
@@ -55,10 +65,17 @@ export async function runDemo(opts: DemoOptions, print: (text: string) => void):
     run.dispose();
   }
 
-  print(
-    `memscope demo: Dense(${shape.inputs}→${shape.hidden}, relu) → BatchNorm → Dense(${shape.hidden}→${shape.outputs}), ` +
-      `Adam, batch ${batchSize}, ${steps} step(s) on the ${backend} backend; loss ${losses.map((l) => l.toFixed(4)).join(' → ')}`,
-  );
+  const model = `Dense(${shape.inputs}→${shape.hidden}, relu) → BatchNorm → Dense(${shape.hidden}→${shape.outputs}), Adam`;
+  if (opts.json) {
+    const modules = tracker
+      .moduleStats()
+      .filter((m) => m.depth <= depth)
+      .sort((a, b) => (a.modFqn < b.modFqn ? -1 : a.modFqn > b.modFqn ? 1 : 0));
+    const json: DemoJson = { model, backend, steps, batchSize, losses, peak: tracker.snapshot('peak'), current: tracker.snapshot('current'), depth, modules };
+    print(JSON.stringify(json, null, 2));
+    return;
+  }
+  print(`memscope demo: ${model}, batch ${batchSize}, ${steps} step(s) on the ${backend} backend; loss ${losses.map((l) => l.toFixed(4)).join(' → ')}`);
   print('');
   print(`Peak memory (the highest total while tracking):`);
   print(tracker.formatSnapshot('peak', { units, tabulate: true }));
@@ -79,6 +96,7 @@ export function register(program: Command): void {
     .option('--batch-size <n>', 'examples per step', String(16))
     .option('--units <unit>', 'B, KiB, MiB or GiB', 'KiB')
     .option('--depth <n>', 'module levels shown in the module-wise tables (the model is level 1)', '2')
+    .option('--json', 'print the tables\' figures (bytes per category, per device and per module) as JSON')
     .action(async (opts: DemoOptions) => {
       await runDemo(opts, (text) => process.stdout.write(`${text}\n`));
     });

@@ -1,7 +1,8 @@
 import type { Command } from 'commander';
 import { renderSnapshotFlameGraph } from '../../report/snapshot-flamegraph.js';
 import { blockFlameStacks } from '../../torch/snapshot-analysis.js';
-import { intOption, openSnapshotWithProgress, printJson, writeOutput } from '../torch-common.js';
+import { nonNegativeInt } from '../options.js';
+import { openSnapshotWithProgress, printJson, writeOutput } from '../torch-common.js';
 
 export function register(program: Command): void {
   program
@@ -9,10 +10,10 @@ export function register(program: Command): void {
     .description('flame graph of reserved memory by allocating stack (like _memory_viz.py memory, no flamegraph.pl needed)')
     .argument('<snapshot>', 'a memory snapshot pickle (torch.cuda.memory._dump_snapshot)')
     .option('-o, --output <file>', 'SVG file to write', 'memory.svg')
-    .option('--device <n>', 'only this CUDA device')
+    .option('--device <n>', 'only this CUDA device', (v) => nonNegativeInt(v, '--device'))
     .option('--json', 'print the weighted stacks as JSON instead of drawing them')
-    .action(async (file: string, opts: { output: string; device?: string; json?: boolean }) => {
-      const device = opts.device === undefined ? null : intOption(opts.device, '--device', 0);
+    .action(async (file: string, opts: { output: string; device?: number; json?: boolean }) => {
+      const device = opts.device ?? null;
       const snapshot = await openSnapshotWithProgress(file, 'memory');
       if (opts.json) {
         printJson(blockFlameStacks(snapshot, false, device));

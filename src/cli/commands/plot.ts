@@ -4,6 +4,7 @@ import { MemscopeError } from '../../core/errors.js';
 import { renderMemoryPlotHtml } from '../../report/memory-plot-html.js';
 import { snapshotTimeline } from '../../torch/snapshot-analysis.js';
 import { devicePeak } from '../../torch/memory-trace.js';
+import { usageError } from '../options.js';
 import { openWithProgress, printJson, writeOutput } from '../torch-common.js';
 
 export function register(program: Command): void {
@@ -20,7 +21,7 @@ export function register(program: Command): void {
       if (opts.device !== undefined) {
         const devices = trace.devices.filter((d) => d.device === opts.device);
         if (devices.length === 0) {
-          throw new MemscopeError('bad-argument', `--device ${opts.device}: ${file} has ${trace.devices.map((d) => d.device).join(', ') || 'no devices'}`);
+          throw usageError(`--device ${opts.device}: ${file} has ${trace.devices.map((d) => d.device).join(', ') || 'no devices'}`);
         }
         trace = { ...trace, devices };
       }

@@ -1,46 +1,44 @@
-import { openSync, readSync, closeSync, writeFileSync, statSync } from 'node:fs';
-import { InvalidArgumentError, type Command } from 'commander';
+import type { Command } from 'commander';
 import { MemscopeError } from '../../core/errors.js';
+import { describeContent, readHeadSync, requireReadableFile } from '../../core/input-file.js';
 import { humanBytes } from '../../core/units.js';
 import { looksLikeCapture } from '../../capture/reader.js';
 import { readCaptureFile } from '../../capture/read-node.js';
 import { captureToReport, DEFAULT_CAPS, type ReportCaps, type ReportData } from '../../viewer/report-data.js';
 import { renderReportHtml } from '../../viewer/html.js';
 import { viewerBundle } from '../../viewer/bundle-node.js';
+import { positiveInt } from '../options.js';
+import { writeOutput } from '../torch-common.js';
 
 interface ReportOptions {
   output?: string;
   maxEvents: number;
   maxAllocations: number;
+  json?: boolean;
 }
 
-function head(path: string, n = 4096): Buffer {
-  let fd: number;
-  try {
-    if (!statSync(path).isFile()) throw new Error('not a file');
-    fd = openSync(path, 'r');
-  } catch (err) {
-    throw new MemscopeError('bad-argument', `report: cannot read ${path}: ${err instanceof Error ? err.message : String(err)}`);
-  }
-  try {
-    const buf = Buffer.alloc(n);
-    const got = readSync(fd, buf, 0, n, 0);
-    return buf.subarray(0, got);
-  } finally {
-    closeSync(fd);
-  }
-}
-
-function positiveInt(value: string): number {
-  const n = Number(value);
-  if (!/^\d+$/.test(value) || !Number.isSafeInteger(n) || n <= 0) throw new InvalidArgumentError('expected a positive integer.');
-  return n;
+/** What `memscope report --json` prints: where the report went and what it holds. */
+export interface ReportJson {
+  readonly input: string;
+  readonly output: string;
+  readonly bytes: number;
+  readonly timelineEvents: number;
+  readonly leakGroups: number;
+  /** Why the report holds less than the input (events merged, allocations left out), or null. */
+  readonly truncated: string | null;
 }
 
 /** Reads CAPTURE, SNAPSHOT or TRACE (told apart by their first bytes) into report data. */
 export async function loadReportData(file: string, caps: ReportCaps): Promise<ReportData> {
-  const start = head(file);
-  if (looksLikeCapture(start.toString('utf8'))) return captureToReport(readCaptureFile(file), file, caps);
+  requireReadableFile(file);
+  const start = readHeadSync(file, 4096);
+  if (start.length === 0) throw new MemscopeError('empty-file', `${file}: the file is empty`);
+  if (looksLikeCapture(Buffer.from(start).toString('utf8'))) return captureToReport(readCaptureFile(file), file, caps);
+  const looks = describeContent(start);
+  // Pickles, gzip and JSON go to the PyTorch readers, which name what they find inside.
+  if (!(start[0] === 0x80 || looks === 'gzip data' || looks.includes('JSON'))) {
+    throw new MemscopeError('not-a-report-input', `${file}: not a memscope capture, PyTorch memory snapshot or Kineto trace: looks like ${looks}`);
+  }
   const { torchToReport } = await import('../../viewer/torch-report-node.js');
   return torchToReport(file, caps);
 }
@@ -51,8 +49,9 @@ export function register(program: Command): void {
     .description('write one self-contained interactive HTML report of a capture, a PyTorch snapshot or a profiler trace')
     .argument('<input>', 'a capture (memscope run), a PyTorch memory snapshot (.pickle) or a chrome trace (.json/.json.gz)')
     .option('-o, --output <file>', 'HTML file to write', 'memscope-report.html')
-    .option('--max-events <n>', 'timeline events embedded exactly (more are merged)', positiveInt, DEFAULT_CAPS.maxTimelineEvents)
-    .option('--max-allocations <n>', 'allocations embedded with detail (the largest)', positiveInt, DEFAULT_CAPS.maxAllocations)
+    .option('--max-events <n>', 'timeline events embedded exactly (more are merged)', (v) => positiveInt(v, '--max-events'), DEFAULT_CAPS.maxTimelineEvents)
+    .option('--max-allocations <n>', 'allocations embedded with detail (the largest)', (v) => positiveInt(v, '--max-allocations'), DEFAULT_CAPS.maxAllocations)
+    .option('--json', 'print where the report was written and its figures as JSON')
     .action(async (input: string, opts: ReportOptions) => {
       const caps: ReportCaps = {
         ...DEFAULT_CAPS,
@@ -62,8 +61,20 @@ export function register(program: Command): void {
       const data = await loadReportData(input, caps);
       const html = renderReportHtml(data, await viewerBundle());
       const out = opts.output ?? 'memscope-report.html';
-      writeFileSync(out, html);
+      writeOutput(out, html, 'the report', { quiet: true });
+      const json: ReportJson = {
+        input,
+        output: out,
+        bytes: Buffer.byteLength(html),
+        timelineEvents: data.timeline.dt.length,
+        leakGroups: data.leaks.length,
+        truncated: data.truncated ?? null,
+      };
+      if (opts.json) {
+        process.stdout.write(JSON.stringify(json, null, 2) + '\n');
+        return;
+      }
       if (data.truncated) process.stderr.write(`memscope: ${data.truncated}\n`);
-      process.stderr.write(`memscope: report written to ${out} (${humanBytes(Buffer.byteLength(html))}, ${data.timeline.dt.length.toLocaleString('en-US')} timeline events, ${data.leaks.length} leak group${data.leaks.length === 1 ? '' : 's'})\n`);
+      process.stderr.write(`memscope: report written to ${out} (${humanBytes(json.bytes)}, ${json.timelineEvents.toLocaleString('en-US')} timeline events, ${json.leakGroups} leak group${json.leakGroups === 1 ? '' : 's'})\n`);
     });
 }

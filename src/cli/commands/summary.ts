@@ -1,18 +1,18 @@
 import type { Command } from 'commander';
 import { formatSnapshotSummary, formatTraceSummary, snapshotSummaryJson, traceSummaryJson } from '../../report/torch-text.js';
-import { intOption, openWithProgress, printJson, textStyle, printText } from '../torch-common.js';
+import { nonNegativeInt } from '../options.js';
+import { openWithProgress, printJson, textStyle, printText } from '../torch-common.js';
 
 export function register(program: Command): void {
   program
     .command('summary')
     .description('summarise a PyTorch memory snapshot (memory_summary table, largest allocations, totals by frame) or a profiler trace (peaks per device, memory added per operator)')
     .argument('<file>', 'a snapshot pickle, a Kineto trace (.json or .json.gz) or export_memory_timeline JSON')
-    .option('--top <n>', 'rows in the allocation / frame / operator tables', '10')
-    .option('--frames <n>', 'stack frames shown per allocation', '3')
+    .option('--top <n>', 'rows in the allocation / frame / operator tables', (v) => nonNegativeInt(v, '--top'), 10)
+    .option('--frames <n>', 'stack frames shown per allocation', (v) => nonNegativeInt(v, '--frames'), 3)
     .option('--json', 'print the figures as JSON')
-    .action(async (file: string, opts: { top?: string; frames?: string; json?: boolean }) => {
-      const top = intOption(opts.top, '--top', 10);
-      const frames = intOption(opts.frames, '--frames', 3);
+    .action(async (file: string, opts: { top: number; frames: number; json?: boolean }) => {
+      const { top, frames } = opts;
       const opened = await openWithProgress(file);
       if (opened.kind === 'snapshot') {
         if (opts.json) printJson(snapshotSummaryJson(opened.snapshot, top, frames));

@@ -1,7 +1,8 @@
 import type { Command } from 'commander';
 import { traceEventLines } from '../../report/torch-text.js';
 import { snapshotTimeline, traceLines } from '../../torch/snapshot-analysis.js';
-import { intOption, openWithProgress, printJson, printText } from '../torch-common.js';
+import { nonNegativeInt } from '../options.js';
+import { openWithProgress, printJson, printText } from '../torch-common.js';
 
 export function register(program: Command): void {
   program
@@ -9,10 +10,10 @@ export function register(program: Command): void {
     .description("print a snapshot's allocator trace (like _memory_viz.py trace) or a profiler trace's memory events as readable lines")
     .argument('<file>', 'a snapshot pickle recorded with history, a Kineto trace or export_memory_timeline JSON')
     .option('--frames', 'add the top stack frame to each snapshot trace line')
-    .option('--limit <n>', 'lines per device for profiler traces (default: all)')
+    .option('--limit <n>', 'lines per device for profiler traces (default: all)', (v) => nonNegativeInt(v, '--limit'))
     .option('--json', 'print the events as JSON columns (time, bytes, allocated, reserved per device)')
-    .action(async (file: string, opts: { frames?: boolean; limit?: string; json?: boolean }) => {
-      const limit = intOption(opts.limit, '--limit', Number.POSITIVE_INFINITY);
+    .action(async (file: string, opts: { frames?: boolean; limit?: number; json?: boolean }) => {
+      const limit = opts.limit ?? Number.POSITIVE_INFINITY;
       const opened = await openWithProgress(file);
       const trace = opened.kind === 'snapshot' ? snapshotTimeline(opened.snapshot) : opened.trace;
       if (opts.json) {

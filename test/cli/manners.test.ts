@@ -1,0 +1,206 @@
+// The CLI's manners, through the built bin (dist/cli/memscope.cjs) as users run it: usage errors
+// exit 2, unusable input exits 1, and either way stderr holds one line naming the option or the
+// file and the problem, never a stack trace.
+import { spawnSync } from 'node:child_process';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, statSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { describe, expect, it, vi } from 'vitest';
+import { fixture, repoRoot } from '../support/fixtures.js';
+
+vi.setConfig({ testTimeout: 180_000 });
+
+const bin = path.join(repoRoot, 'dist/cli/memscope.cjs');
+const work = mkdtempSync(path.join(tmpdir(), 'memscope-manners-'));
+
+interface Outcome {
+  status: number | null;
+  stdout: string;
+  stderr: string;
+}
+
+/** Runs the built bin in `work` (relative file names stay as typed in the messages). */
+function memscope(...args: string[]): Outcome {
+  if (!existsSync(bin)) throw new Error(`${bin} is missing: run \`npm run build\` first (npm test does)`);
+  const r = spawnSync(process.execPath, [bin, ...args], {
+    cwd: work,
+    encoding: 'utf8',
+    maxBuffer: 1 << 26,
+    env: { ...process.env, MEMSCOPE_COMPILE_CACHE: 'off', NO_COLOR: '1' },
+  });
+  return { status: r.status, stdout: r.stdout, stderr: r.stderr };
+}
+
+/** The exit code and the stderr lines, for one comparison that shows both when it fails. */
+function failure(r: Outcome): { status: number | null; lines: string[] } {
+  return { status: r.status, lines: r.stderr.split('\n').filter((l) => l !== '') };
+}
+
+const snapshot = fixture('torch/small_3seg.pickle');
+const trace = fixture('traces/kineto_2021_resnet50.json.gz');
+
+// Inputs that are not what a verb reads.
+mkdirSync(path.join(work, 'some', 'dir'), { recursive: true });
+writeFileSync(path.join(work, 'notes.txt'), 'hello, these are my notes\nsecond line\n');
+writeFileSync(path.join(work, 'capture.ndjson'), '{"format":"memscope-capture","version":1,"clock":"ms"}\n');
+writeFileSync(path.join(work, 'truncated.pickle'), readFileSync(snapshot).subarray(0, 300));
+writeFileSync(path.join(work, 'config.json'), '{"name": "app", "version": "1.0.0"}\n');
+
+describe('usage errors exit 2 with one line naming the option and the value', () => {
+  it.each([
+    [['demo', '--backend', 'foo'], /^memscope: --backend: unknown backend "foo"; expected one of .*cpu.* \(see memscope demo --help\)$/],
+    [['demo', '--steps', 'abc'], /^memscope: --steps must be a positive integer, got "abc" \(see memscope demo --help\)$/],
+    [['demo', '--units', 'MB'], /^memscope: --units must be one of B, KiB, MiB, GiB, got "MB"/],
+    [['summary', snapshot, '--top', '-3'], /^memscope: --top must be a non-negative integer, got "-3" \(see memscope summary --help\)$/],
+    [['summary', snapshot, '--frames', '2.5'], /^memscope: --frames must be a non-negative integer, got "2\.5"/],
+    [['trace', snapshot, '--limit', 'all'], /^memscope: --limit must be a non-negative integer, got "all"/],
+    [['segments', snapshot, '--device', 'cuda:0'], /^memscope: --device must be a non-negative integer, got "cuda:0"/],
+    [['compare', snapshot, snapshot, '--top', 'x'], /^memscope: --top must be a non-negative integer, got "x"/],
+    [['plot', trace, '--device', 'cuda:7'], /^memscope: --device cuda:7: .* has cpu/],
+    [['ops', '--capacity', 'lots'], /^memscope: --capacity must be a size in bytes such as 24GiB, 512MiB or 17179869184, got "lots" \(see memscope ops --help\)$/],
+    [['ops', '--capacity', '0'], /^memscope: --capacity must be a positive size, got "0"/],
+    [['ops', '--alloc-conf', 'no_such_setting:1'], /^memscope: allocator settings "no_such_setting:1": unrecognized option "no_such_setting"/],
+    [['ops', '--top', '-1'], /^memscope: --top must be a non-negative integer, got "-1"/],
+    [['report', snapshot, '--max-events', '0'], /^memscope: --max-events must be a positive integer, got "0" \(see memscope report --help\)$/],
+    [['summary'], /^memscope: missing required argument 'file' \(see memscope summary --help\)$/],
+    [['summary', snapshot, '--no-such-option'], /^memscope: unknown option '--no-such-option' \(see memscope summary --help\)$/],
+    [['no-such-verb'], /^memscope: unknown command 'no-such-verb' \(see memscope --help\)$/],
+  ])('memscope %j', (args, message) => {
+    const r = memscope(...args);
+    expect(failure(r)).toEqual({ status: 2, lines: [expect.stringMatching(message)] });
+    expect(r.stdout).toBe('');
+  });
+
+  it('memscope with no verb prints the help on stderr and exits 2', () => {
+    const r = memscope();
+    expect(r.status).toBe(2);
+    expect(r.stderr).toMatch(/^Usage: memscope /);
+  });
+});
+
+describe('every verb names an unusable input file and the problem in the same words, exit 1', () => {
+  const verbs: string[][] = [['summary'], ['stats'], ['trace'], ['segments'], ['memory'], ['plot'], ['report'], ['replay'], ['leaks']];
+
+  it.each(verbs)('memscope %s some/dir: is a directory', (verb) => {
+    expect(failure(memscope(verb, 'some/dir'))).toEqual({ status: 1, lines: ['memscope: some/dir: is a directory'] });
+  });
+
+  it.each(verbs)('memscope %s missing.pickle: no such file', (verb) => {
+    expect(failure(memscope(verb, 'missing.pickle'))).toEqual({ status: 1, lines: ['memscope: missing.pickle: no such file'] });
+  });
+
+  it('compare names whichever of its two files is unusable', () => {
+    expect(failure(memscope('compare', 'some/dir', snapshot))).toEqual({ status: 1, lines: ['memscope: some/dir: is a directory'] });
+    expect(failure(memscope('compare', snapshot, 'missing.pickle'))).toEqual({ status: 1, lines: ['memscope: missing.pickle: no such file'] });
+  });
+
+  it('a verb that needs a snapshot says so, and what the file looks like instead', () => {
+    const needs = (verb: string) => `\`memscope ${verb}\` needs a torch.cuda.memory._dump_snapshot pickle`;
+    expect(failure(memscope('stats', 'notes.txt'))).toEqual({
+      status: 1,
+      lines: [`memscope: notes.txt: not a PyTorch memory snapshot: looks like text ("hello, these are my notes"); ${needs('stats')}`],
+    });
+    expect(failure(memscope('segments', trace))).toEqual({
+      status: 1,
+      lines: [`memscope: ${trace}: not a PyTorch memory snapshot: looks like a Kineto trace (JSON); ${needs('segments')}`],
+    });
+    expect(failure(memscope('memory', 'config.json'))).toEqual({ status: 1, lines: [`memscope: config.json: not a PyTorch memory snapshot: looks like JSON; ${needs('memory')}`] });
+    expect(failure(memscope('compare', snapshot, 'capture.ndjson'))).toEqual({
+      status: 1,
+      lines: [expect.stringMatching(/^memscope: capture\.ndjson: not a PyTorch memory snapshot: a memscope capture \(written by memscope run\); read it with `memscope leaks` or `memscope report`/)],
+    });
+    expect(failure(memscope('replay', 'notes.txt'))).toEqual({ status: 1, lines: ['memscope: notes.txt: not a PyTorch memory snapshot: looks like text ("hello, these are my notes")'] });
+    expect(failure(memscope('replay', 'config.json'))).toEqual({
+      status: 1,
+      lines: ['memscope: config.json: not a PyTorch memory snapshot: JSON without "segments" (top-level keys: "name", "version")'],
+    });
+  });
+
+  it('verbs that take other files too name everything they read', () => {
+    expect(failure(memscope('summary', 'notes.txt'))).toEqual({
+      status: 1,
+      lines: ['memscope: notes.txt: not a PyTorch memory snapshot or Kineto trace: looks like text ("hello, these are my notes")'],
+    });
+    expect(failure(memscope('trace', 'capture.ndjson'))).toEqual({
+      status: 1,
+      lines: ['memscope: capture.ndjson: not a PyTorch memory snapshot or Kineto trace: a memscope capture (written by memscope run); read it with `memscope leaks` or `memscope report`'],
+    });
+    expect(failure(memscope('report', 'notes.txt'))).toEqual({
+      status: 1,
+      lines: ['memscope: notes.txt: not a memscope capture, PyTorch memory snapshot or Kineto trace: looks like text ("hello, these are my notes")'],
+    });
+    expect(failure(memscope('leaks', snapshot))).toEqual({ status: 1, lines: [`memscope: ${snapshot}: not a memscope capture (\`memscope run\` writes them): looks like a pickle`] });
+  });
+
+  it('an error found while parsing starts with the file name, then where inside and what', () => {
+    for (const verb of ['summary', 'stats', 'replay']) {
+      const r = memscope(verb, 'truncated.pickle');
+      expect({ verb, ...failure(r) }).toEqual({ verb, status: 1, lines: [expect.stringMatching(/^memscope: truncated\.pickle: pickle: .*offset \d+/)] });
+    }
+  });
+
+  it('an output that cannot be written is one line naming it', () => {
+    expect(failure(memscope('segments', snapshot, '-o', 'some/dir'))).toEqual({ status: 1, lines: ['memscope: some/dir: cannot write it: is a directory'] });
+  });
+});
+
+describe('one spelling per idea: ops --capacity takes sizes with units, --alloc-conf as replay spells it', () => {
+  const ops = (...args: string[]) => {
+    const out = path.join(work, `ops-${args.join('-').replace(/[^\w-]/g, '_')}`);
+    const r = memscope('ops', '--steps', '1', '--top', '3', '-o', out, '--json', ...args);
+    expect(failure(r)).toEqual({ status: 0, lines: [] });
+    return JSON.parse(r.stdout) as { summary: { reservedSource: string; numOoms: number | null; numAllocRetries: number | null; top: unknown[] }; stats: string };
+  };
+
+  it('--capacity 24GiB holds the demo; --capacity 1MiB cannot hold one 2 MiB segment', () => {
+    const roomy = ops('--capacity', '24GiB');
+    expect(roomy.summary.reservedSource).toMatch(/caching allocator model/);
+    expect(roomy.summary.numOoms).toBe(0);
+    expect(roomy.summary.top).toHaveLength(3);
+    expect(existsSync(roomy.stats)).toBe(true);
+    const tight = ops('--capacity', '1MiB');
+    expect(tight.summary.numOoms).toBeGreaterThan(0);
+  });
+
+  it('--alloc-conf is the documented spelling; --allocator-conf still works, hidden from help', () => {
+    expect(ops('--alloc-conf', 'expandable_segments:True').summary.reservedSource).toMatch(/caching allocator model/);
+    expect(ops('--allocator-conf', 'expandable_segments:True').summary.reservedSource).toMatch(/caching allocator model/);
+    const help = memscope('ops', '--help').stdout;
+    expect(help).toContain('--alloc-conf <conf>');
+    expect(help).not.toContain('--allocator-conf');
+    expect(help).toContain('--capacity <bytes>');
+  });
+});
+
+describe('--json on the verbs that report', () => {
+  it('demo --json: the MemTracker tables as bytes', () => {
+    const r = memscope('demo', '--steps', '2', '--batch-size', '4', '--json');
+    expect(failure(r)).toEqual({ status: 0, lines: [] });
+    const js = JSON.parse(r.stdout) as {
+      backend: string;
+      steps: number;
+      losses: number[];
+      peak: Record<string, Record<string, number>>;
+      current: Record<string, Record<string, number>>;
+      modules: { modFqn: string; depth: number; parameterMem: number }[];
+    };
+    expect([js.backend, js.steps, js.losses.length]).toEqual(['cpu', 2, 2]);
+    const current = js.current['cpu']!;
+    const peak = js.peak['cpu']!;
+    expect(current['Total']).toBeGreaterThan(0);
+    expect(peak['Total']).toBeGreaterThanOrEqual(current['Total']!);
+    // Dense(32→64) + BatchNorm(64: gamma, beta trainable) + Dense(64→8), float32.
+    expect(current['Parameter']).toBe(4 * (32 * 64 + 64 + 64 + 64 + 64 * 8 + 8));
+    expect(js.modules.map((m) => m.modFqn)).toEqual(['demo', 'demo.bn', 'demo.dense_in', 'demo.dense_out']);
+    expect(js.modules[0]!.parameterMem).toBe(current['Parameter']);
+  });
+
+  it('report --json: where the report went and what it holds', () => {
+    const r = memscope('report', snapshot, '-o', 'r.html', '--json');
+    expect(failure(r)).toEqual({ status: 0, lines: [] });
+    const js = JSON.parse(r.stdout) as { input: string; output: string; bytes: number; timelineEvents: number; leakGroups: number; truncated: string | null };
+    expect(js).toMatchObject({ input: snapshot, output: 'r.html', leakGroups: 0, truncated: null });
+    expect(js.bytes).toBe(statSync(path.join(work, 'r.html')).size);
+    expect(js.timelineEvents).toBeGreaterThan(0);
+  });
+});
