@@ -155,6 +155,6 @@ describe('leak detection', () => {
     short.rec.finish({ exitCode: 0, error: null });
     const r = findLeaks(parseCapture(short.text()));
     expect(r.groups).toEqual([]);
-    expect(r.note).toMatch(/at least 3 completed training steps/);
+    expect(r.note).toMatch(/at least 3 completed steps/);
   });
 });
