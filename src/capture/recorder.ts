@@ -273,6 +273,11 @@ export class CaptureRecorder implements MemoryEventSink {
     // The variable keeps its role: a weight stays Parameter/Buffer, a moment stays Optstate.
     const cat = prev ? prev.cat : variable.trainable ? CAT.Parameter : next.cat;
     this.recategorise(variable.storage.id, cat);
+    // An old storage still alive is held by other tensors (the clones TFJS's tape leaks when a
+    // layer throws in `fit`), no longer by the variable: a parameter's bytes are its current storage.
+    if (prev && previous.id !== variable.storage.id && prev.cat !== CAT.Activation && prev.cat !== CAT.Temp && prev.cat !== CAT.Gradient) {
+      this.recategorise(previous.id, CAT.Activation);
+    }
   }
 
   /** Writes the module tables and kernel statistics (readers keep the latest) and the end record. */

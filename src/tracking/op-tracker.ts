@@ -74,6 +74,12 @@ export class MemoryTracker implements Disposable {
   #root: ModuleRef | null = null;
   #rootDepth = 0;
   #kernelDepth = 0;
+  /**
+   * Optimizer steps completed since startMonitor. The adapter's `ctx.step` counts from when the
+   * framework was instrumented, which is earlier when another tracker attached first; like
+   * PyTorch's MemoryTracker, whose records belong to its own monitoring session, steps count from 0 at start.
+   */
+  #steps = 0;
 
   #device: DeviceName = '';
   #granularity = 1;
@@ -124,6 +130,9 @@ export class MemoryTracker implements Disposable {
         // PyTorch (which records after the op returns) it is not an operator call.
         if (kernel.outputs.length === 0) return;
         this.#record(kernel, ctx);
+      },
+      onOptimizerStepEnd: () => {
+        this.#steps++;
       },
       onModuleEnter: (module, _inputs, ctx) => {
         if (module !== this.#root) return;
@@ -326,7 +335,7 @@ export class MemoryTracker implements Disposable {
     const layer = ctx.module ? ctx.module.path : NO_LAYER;
     this.#records.push({
       name: `${layer}.${ctx.phase}.${kernelName}_${n}`,
-      step: ctx.step,
+      step: this.#steps,
       allocated: this.#allocated,
       active: this.#allocated,
       reserved: this.#readReserved(),
@@ -335,7 +344,7 @@ export class MemoryTracker implements Disposable {
 
   #mark(name: MarkerName, ctx: EventContext): void {
     // Every marker is kept (PyTorch keeps one per name, so a second step overwrote the first).
-    this.#markers.push({ name, index: this.#records.length, step: ctx.step });
+    this.#markers.push({ name, index: this.#records.length, step: this.#steps });
   }
 
   #assertIdle(what: string): void {
@@ -363,6 +372,7 @@ export class MemoryTracker implements Disposable {
     this.#allocated = 0;
     this.#rootDepth = 0;
     this.#kernelDepth = 0;
+    this.#steps = 0;
     this.#numAllocRetries = null;
     this.#numOoms = null;
     this.#baseline = { allocated: 0, active: 0, reserved: 0 };
