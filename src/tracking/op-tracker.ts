@@ -75,11 +75,12 @@ export class MemoryTracker implements Disposable {
   #rootDepth = 0;
   #kernelDepth = 0;
   /**
-   * Optimizer steps completed since startMonitor. The adapter's `ctx.step` counts from when the
-   * framework was instrumented, which is earlier when another tracker attached first; like
-   * PyTorch's MemoryTracker, whose records belong to its own monitoring session, steps count from 0 at start.
+   * The adapter's `ctx.step` when this monitoring began (read at the first event after
+   * startMonitor), or null before it. `ctx.step` counts from when the framework was instrumented,
+   * which is earlier when another tracker attached first; like PyTorch's MemoryTracker, whose
+   * records belong to its own monitoring session, steps count from 0 at start.
    */
-  #steps = 0;
+  #stepBase: number | null = null;
 
   #device: DeviceName = '';
   #granularity = 1;
@@ -115,7 +116,8 @@ export class MemoryTracker implements Disposable {
         if (!this.#counted.delete(storage)) return;
         this.#allocated -= this.#round(storage.bytes);
       },
-      onKernelStart: () => {
+      onKernelStart: (_kernel, ctx) => {
+        this.#stepBase ??= ctx.step;
         this.#kernelDepth++;
       },
       onKernelEnd: (kernel, ctx) => {
@@ -130,9 +132,6 @@ export class MemoryTracker implements Disposable {
         // PyTorch (which records after the op returns) it is not an operator call.
         if (kernel.outputs.length === 0) return;
         this.#record(kernel, ctx);
-      },
-      onOptimizerStepEnd: () => {
-        this.#steps++;
       },
       onModuleEnter: (module, _inputs, ctx) => {
         if (module !== this.#root) return;
@@ -335,16 +334,22 @@ export class MemoryTracker implements Disposable {
     const layer = ctx.module ? ctx.module.path : NO_LAYER;
     this.#records.push({
       name: `${layer}.${ctx.phase}.${kernelName}_${n}`,
-      step: this.#steps,
+      step: this.#stepOf(ctx),
       allocated: this.#allocated,
       active: this.#allocated,
       reserved: this.#readReserved(),
     });
   }
 
+  /** Optimizer steps completed since monitoring began. */
+  #stepOf(ctx: EventContext): number {
+    this.#stepBase ??= ctx.step;
+    return ctx.step - this.#stepBase;
+  }
+
   #mark(name: MarkerName, ctx: EventContext): void {
     // Every marker is kept (PyTorch keeps one per name, so a second step overwrote the first).
-    this.#markers.push({ name, index: this.#records.length, step: this.#steps });
+    this.#markers.push({ name, index: this.#records.length, step: this.#stepOf(ctx) });
   }
 
   #assertIdle(what: string): void {
@@ -372,7 +377,7 @@ export class MemoryTracker implements Disposable {
     this.#allocated = 0;
     this.#rootDepth = 0;
     this.#kernelDepth = 0;
-    this.#steps = 0;
+    this.#stepBase = null;
     this.#numAllocRetries = null;
     this.#numOoms = null;
     this.#baseline = { allocated: 0, active: 0, reserved: 0 };
