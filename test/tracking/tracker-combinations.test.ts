@@ -4,7 +4,7 @@
 import * as tf from '@tensorflow/tfjs-core';
 import '@tensorflow/tfjs-backend-cpu';
 import * as tfl from '@tensorflow/tfjs-layers';
-import { beforeAll, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it, vi } from 'vitest';
 import { MemTracker, MemoryTracker } from '../../src/tfjs/index.js';
 
 beforeAll(async () => {
@@ -125,5 +125,33 @@ describe('a layer that throws during fit', () => {
       expect(tracker.snapshot('current').cpu!.Parameter).toBe(weights);
     });
     tf.dispose([xs, ys]);
+  });
+});
+
+describe('MemTracker with no model registered', () => {
+  it('warns once, naming trackExternal; not when a model is registered', async () => {
+    const model = bnDense();
+    model.compile({ optimizer: tf.train.sgd(0.1), loss: 'meanSquaredError' });
+    const xs = tf.randomNormal([8, 4]);
+    const ys = tf.randomNormal([8, 2]);
+    const warn = vi.spyOn(console, 'warn').mockImplementation(() => {});
+    try {
+      const forgot = new MemTracker();
+      await forgot.track(() => model.trainOnBatch(xs, ys));
+      expect(forgot.snapshot('current').cpu!.Parameter).toBe(0);
+      forgot.formatModulewiseSnapshots();
+      forgot.snapshot('peak');
+      expect(warn.mock.calls.map((c) => String(c[0]))).toEqual([expect.stringMatching(/^memscope: MemTracker has no model registered.*trackExternal\(model\)/)]);
+
+      warn.mockClear();
+      const registered = new MemTracker();
+      registered.trackExternal(model);
+      await registered.track(() => model.trainOnBatch(xs, ys));
+      expect(registered.snapshot('current').cpu!.Parameter).toBe(bytesOf(model.trainableWeights));
+      expect(warn).not.toHaveBeenCalled();
+    } finally {
+      warn.mockRestore();
+      tf.dispose([xs, ys]);
+    }
   });
 });
