@@ -116,6 +116,23 @@ describe('capture format', () => {
     expect(() => parseCapture('hello\n')).toThrow(/not a memscope capture header/);
   });
 
+  it('a weight\'s old storage still alive after assign is no longer Parameter', () => {
+    const h = harness();
+    const oldKernel = h.alloc(64);
+    const dense = fakeModule('model.dense_1', [h.tensor(oldKernel, true)]);
+    h.rec.onModuleEnter(dense, [], h.ctx);
+    h.rec.onModuleExit(dense, [], h.ctx);
+    h.ctx.phase = 'optimizer';
+    const newKernel = h.alloc(64);
+    // The old storage is not freed: a leaked clone still holds it.
+    h.rec.onVariableAssign({ ...h.tensor(newKernel, true), variableName: 'dense_1/kernel' }, oldKernel, h.ctx);
+    h.rec.onOptimizerStepEnd({ id: 1, className: 'SGD', stateVariables: () => [] }, h.ctx);
+    h.rec.finish({ exitCode: 0, error: null });
+    const cap = parseCapture(h.text());
+    expect(cap.steps[0].live).toEqual({ cpu: { Parameter: 64, Activation: 64 } });
+    expect(cap.allocs.map((a) => a.category)).toEqual(['Activation', 'Parameter']);
+  });
+
   it('--max-entries keeps frees of written allocations and counts the rest', () => {
     const h = harness({ maxEntries: 2 });
     const a = h.alloc(4);
