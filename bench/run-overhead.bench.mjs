@@ -3,8 +3,10 @@
 // under `memscope run`, and under `memscope run --stacks`. Median of 5 runs
 // each, interleaved so machine load affects all three alike. Includes Node
 // start-up, module loading and (for memscope) the parent CLI process.
+// Last, one `--stacks` run of the same script with its planted leak checks that
+// the stacks recorded are deep enough to reach the script's own line.
 import { spawnSync } from 'node:child_process';
-import { mkdirSync } from 'node:fs';
+import { mkdirSync, readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
@@ -42,3 +44,12 @@ console.log(`memscope CLI start-up (--version): median ${(median(cliStart) / 100
 for (const [name, xs] of Object.entries(times)) {
   console.log(`${name.padEnd(24)} median ${(median(xs) / 1000).toFixed(2)} s  ×${(median(xs) / base).toFixed(2)}  [${xs.map((x) => (x / 1000).toFixed(2)).join(', ')}]`);
 }
+
+// The stacks are worth their cost only if they reach the program's line.
+const leakCapture = join(out, 'overhead-leak.ndjson');
+const leakRun = spawnSync(process.execPath, [cli, 'run', '-q', '--stacks', '-o', leakCapture, script, '--steps', '60', '--leak'], { cwd: root, stdio: ['ignore', 'ignore', 'pipe'] });
+if (leakRun.status !== 0) throw new Error(`leak run failed: ${leakRun.stderr}`);
+const leaks = spawnSync(process.execPath, [cli, 'leaks', '--json', leakCapture], { cwd: root, encoding: 'utf8' });
+const site = JSON.parse(leaks.stdout).leaks[0]?.site ?? null;
+const expected = `${script}:${readFileSync(script, 'utf8').split('\n').findIndex((l) => l.includes('planted leak')) + 1}:`;
+console.log(`--stacks leak located at ${site ?? '(none)'} ${site?.startsWith(expected) ? '(the script\'s own line)' : `(expected ${expected}…)`}`);

@@ -115,6 +115,11 @@ export class CaptureRecorder implements MemoryEventSink {
   private boundaries = 0;
   private optimizerDepth = 0;
   private readonly pendingStacks = new Map<number, PendingStack>();
+  /** The stack captured when the outermost running gradient computation began, shared by what its backward allocates. */
+  private gradientHolder: { stack?: unknown } | null = null;
+  private gradientDepth = 0;
+  /** Stack ids of holders already formatted (a shared holder is formatted once). */
+  private readonly formatted = new WeakMap<object, number>();
 
   constructor(
     private readonly writer: CaptureWriter,
@@ -160,7 +165,14 @@ export class CaptureRecorder implements MemoryEventSink {
     }
     this.written++;
     const w = this.writer;
-    if (this.stacks) this.captureStack(storage.id);
+    if (this.stacks) {
+      // Optimizer-step storages are optimizer state, which is owned and never a leak: no stack needed.
+      // Backward's storages share the stack of the gradient computation's call (the program's
+      // `fit`/`minimize`/`grads` line): backward makes about as many storages as forward and
+      // optimizer together, and its own innermost frames are TFJS's gradient closures.
+      if (cat === CAT.Temp && this.gradientHolder !== null) this.pendingStacks.set(storage.id, { holder: this.gradientHolder, boundary: this.boundaries });
+      else if (cat !== CAT.Optstate) this.captureStack(storage.id);
+    }
     w.alloc(
       this.time(),
       storage.id,
@@ -236,7 +248,12 @@ export class CaptureRecorder implements MemoryEventSink {
     removeLast(this.activeBwd, rec);
   }
 
+  onGradientStart(_xs?: readonly TensorRef[], _ctx?: EventContext): void {
+    if (this.gradientDepth++ === 0 && this.stacks) this.gradientHolder = this.captureHolder();
+  }
+
   onGradientEnd(pairs: readonly GradientPair[], _ctx?: EventContext): void {
+    if (this.gradientDepth > 0 && --this.gradientDepth === 0) this.gradientHolder = null;
     for (const p of pairs) if (p.grad) this.recategorise(p.grad.storage.id, CAT.Gradient);
   }
 
@@ -398,12 +415,16 @@ export class CaptureRecorder implements MemoryEventSink {
    * outlive a step (`writePendingStacks`); most storages are freed before.
    */
   private captureStack(storageId: number): void {
+    this.pendingStacks.set(storageId, { holder: this.captureHolder(), boundary: this.boundaries });
+  }
+
+  private captureHolder(): { stack?: unknown } {
     const holder: { stack?: unknown } = {};
     const limit = Error.stackTraceLimit;
     Error.stackTraceLimit = this.stackDepth;
     Error.captureStackTrace(holder);
     Error.stackTraceLimit = limit;
-    this.pendingStacks.set(storageId, { holder, boundary: this.boundaries });
+    return holder;
   }
 
   private boundaryPassed(): void {
@@ -422,9 +443,12 @@ export class CaptureRecorder implements MemoryEventSink {
       for (const [id, pending] of this.pendingStacks) {
         if (pending.boundary > upTo) continue;
         this.pendingStacks.delete(id);
-        const sites = pending.holder.stack;
-        if (!Array.isArray(sites)) continue;
-        const stack = this.internStack(sites as NodeJS.CallSite[]);
+        let stack = this.formatted.get(pending.holder);
+        if (stack === undefined) {
+          const sites = pending.holder.stack;
+          stack = Array.isArray(sites) ? this.internStack(sites as NodeJS.CallSite[]) : 0;
+          this.formatted.set(pending.holder, stack);
+        }
         if (stack !== 0) w.allocStack(id, stack);
       }
     } finally {

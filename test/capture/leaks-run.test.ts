@@ -3,7 +3,7 @@
 // loops that keep their outputs are, located at the program's own line.
 import { describe, it, expect, afterAll } from 'vitest';
 import { spawnSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { repoRoot as root } from '../support/fixtures.js';
@@ -85,6 +85,50 @@ describe('memscope leaks on real programs', () => {
     expect(json.leaks.map((g: { site: string; kernel: string; count: number }) => [g.kernel, g.count])).toEqual([['Square', 4]]);
     expect(json.leaks[0].site).toContain(lineOf(script, 'tf.square(base)'));
     expect(cli(['leaks', capture('steps-clean', script, ['--clean'])]).status).toBe(0);
+  });
+
+  it('GraphModel.executeAsync calls are inference steps (a stand-in tfjs-converter package in a temporary app)', () => {
+    // tfjs-converter is not a dependency here: a minimal package with its export's name and
+    // methods stands in for it, loaded from the app's node_modules as the real one would be.
+    const app = join(work, 'graph-app');
+    const modules = join(app, 'node_modules/@tensorflow');
+    mkdirSync(join(modules, 'tfjs-converter'), { recursive: true });
+    for (const pkg of ['tfjs-core', 'tfjs-backend-cpu']) symlinkSync(join(root, 'node_modules/@tensorflow', pkg), join(modules, pkg), 'dir');
+    writeFileSync(join(modules, 'tfjs-converter/package.json'), JSON.stringify({ name: '@tensorflow/tfjs-converter', version: '0.0.0', main: 'index.js' }));
+    writeFileSync(
+      join(modules, 'tfjs-converter/index.js'),
+      [
+        "const tf = require('@tensorflow/tfjs-core');",
+        'class GraphModel {',
+        '  constructor() { this.w = tf.ones([4, 3]); }',
+        '  predict(x) { return this.execute(x); }',
+        '  execute(x) { return tf.matMul(x, this.w); }',
+        '  async executeAsync(x) { await null; return this.execute(x); }',
+        '}',
+        'module.exports = { GraphModel };',
+      ].join('\n'),
+    );
+    const script = join(app, 'serve.cjs');
+    writeFileSync(
+      script,
+      [
+        "const tf = require('@tensorflow/tfjs-core');",
+        "require('@tensorflow/tfjs-backend-cpu');",
+        "const { GraphModel } = require('@tensorflow/tfjs-converter');",
+        'async function main() {',
+        "  await tf.setBackend('cpu');",
+        '  const model = new GraphModel();',
+        '  const x = tf.ones([2, 4]);',
+        '  const kept = [];',
+        '  for (let i = 0; i < 5; i++) kept.push(await model.executeAsync(x)); // kept answers',
+        '}',
+        'main();',
+      ].join('\n'),
+    );
+    const json = JSON.parse(cli(['run', '--json', '--stacks', '-o', join(work, 'graph.ndjson'), script]).stdout);
+    expect(json).toMatchObject({ exitCode: 0, steps: 5, stepKind: 'inference' });
+    expect(json.leaks.map((g: { kernel: string; count: number }) => [g.kernel, g.count])).toEqual([['BatchMatMul', 4]]);
+    expect(json.leaks[0].site).toContain(lineOf(script, 'kept answers'));
   });
 
   it('a bad --frames value is one line naming it', () => {
