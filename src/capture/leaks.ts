@@ -117,11 +117,7 @@ export function findLeaks(capture: Capture): LeakReport {
     const survivors = list.filter((a) => a.freeSeq === null);
     const stepsWithSurvivors = new Set(survivors.map((a) => stepOfAlloc.get(a)!));
     if (stepsWithSurvivors.size < 2) continue;
-    const liveAtStepEnd = bounds.map((b) => {
-      let bytes = 0;
-      for (const a of list) if (a.seq < b.seq && (a.freeSeq === null || a.freeSeq >= b.seq)) bytes += a.bytes;
-      return bytes;
-    });
+    const liveAtStepEnd = liveBytesAtBoundaries(list, bounds, stepOfAlloc);
     let grows = 0;
     let shrinks = 0;
     for (let j = 1; j < n; j++) {
@@ -155,6 +151,23 @@ export function findLeaks(capture: Capture): LeakReport {
   }
   out.sort((a, b) => b.bytes - a.bytes);
   return { steps: n, stepKind, groups: out, note: null };
+}
+
+/**
+ * Bytes of `list` alive at each step end, in one pass: a storage made in step
+ * k (0-based) is alive at step ends k … (the step it was freed in) − 1.
+ */
+function liveBytesAtBoundaries(list: readonly CapturedAlloc[], bounds: readonly Boundary[], stepOfAlloc: ReadonlyMap<CapturedAlloc, number>): number[] {
+  const n = bounds.length;
+  const delta = new Float64Array(n + 1);
+  for (const a of list) {
+    delta[stepOfAlloc.get(a)! - 1] += a.bytes;
+    delta[a.freeSeq === null ? n : stepOf(bounds, a.freeSeq)] -= a.bytes;
+  }
+  const out: number[] = [];
+  let live = 0;
+  for (let k = 0; k < n; k++) out.push((live += delta[k]));
+  return out;
 }
 
 /**

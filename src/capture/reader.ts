@@ -102,6 +102,60 @@ export function looksLikeCapture(head: string): boolean {
   return head.trimStart().startsWith('{') && head.includes(`"${CAPTURE_FORMAT}"`);
 }
 
+const QUOTE = 0x22;
+const COMMA = 0x2c;
+const TAG_A = 0x61; // 'a'
+const TAG_F = 0x66; // 'f'
+/** Numbers after the tag of an `a` record. */
+const ALLOC_FIELDS = 10;
+
+/**
+ * Reads exactly `count` comma-separated plain decimal numbers (optional minus
+ * sign, digits, optional fraction) from `line` at `at` up to its closing `]`,
+ * into `out`. False when the text is anything else; the caller then parses
+ * the line as JSON and checks it field by field.
+ */
+function readNumbers(line: string, at: number, out: Float64Array, count: number): boolean {
+  const end = line.length - 1;
+  if (line.charCodeAt(end) !== 0x5d) return false; // ']'
+  for (let k = 0; k < count; k++) {
+    let negative = false;
+    if (line.charCodeAt(at) === 0x2d) {
+      negative = true;
+      at++;
+    }
+    let value = 0;
+    let digits = 0;
+    let c = line.charCodeAt(at);
+    while (c >= 0x30 && c <= 0x39) {
+      value = value * 10 + (c - 0x30);
+      digits++;
+      c = line.charCodeAt(++at);
+    }
+    if (digits === 0 || digits > 15) return false;
+    if (c === 0x2e) {
+      let scale = 1;
+      let fraction = 0;
+      let fractionDigits = 0;
+      c = line.charCodeAt(++at);
+      while (c >= 0x30 && c <= 0x39) {
+        fraction = fraction * 10 + (c - 0x30);
+        scale *= 10;
+        fractionDigits++;
+        c = line.charCodeAt(++at);
+      }
+      if (fractionDigits === 0 || digits + fractionDigits > 15) return false; // exact as integers below 2^53
+      value = (value * scale + fraction) / scale;
+    }
+    out[k] = negative ? -value : value;
+    if (k < count - 1) {
+      if (c !== COMMA) return false;
+      at++;
+    } else if (at !== end) return false;
+  }
+  return true;
+}
+
 /** The header fields readers use, with the types the writer gives them. */
 function checkHeader(h: Record<string, unknown>, source: string): void {
   const fail = (field: string, expected: string): never => {
@@ -152,9 +206,48 @@ export function parseCapture(text: string, source = 'capture'): Capture {
   let unmatchedFrees = 0;
   const s = (id: unknown): string => (typeof id === 'number' && id > 0 ? strings[id] ?? '' : '');
 
+  const fields = new Float64Array(ALLOC_FIELDS);
   for (let i = 1; i < n; i++) {
     const line = lines[i];
     if (line === '') continue;
+    // Fast path for the records that make up most of a capture: an alloc or a free whose
+    // fields are plain numbers. Anything else (or anything odd) takes the checked path below.
+    if (line.charCodeAt(1) === QUOTE && line.charCodeAt(3) === QUOTE && line.charCodeAt(4) === COMMA) {
+      const tag = line.charCodeAt(2);
+      if (tag === TAG_A && readNumbers(line, 5, fields, ALLOC_FIELDS)) {
+        const index = allocs.length;
+        const id = fields[1];
+        allocs.push({
+          id,
+          t: fields[0],
+          freeT: null,
+          device: s(fields[2]),
+          bytes: fields[3],
+          category: s(fields[4]),
+          layer: s(fields[5]) || null,
+          phase: s(fields[6]) || 'none',
+          kernel: s(fields[7]) || null,
+          stack: fields[8],
+          step: fields[9],
+          seq: events.length,
+          freeSeq: null,
+        });
+        byStorage.set(id, index);
+        events.push({ t: fields[0], alloc: index, kind: 'alloc' });
+        continue;
+      }
+      if (tag === TAG_F && readNumbers(line, 5, fields, 2)) {
+        const index = byStorage.get(fields[1]);
+        if (index === undefined) unmatchedFrees++;
+        else {
+          byStorage.delete(fields[1]);
+          allocs[index].freeT = fields[0];
+          allocs[index].freeSeq = events.length;
+          events.push({ t: fields[0], alloc: index, kind: 'free' });
+        }
+        continue;
+      }
+    }
     let rec: unknown[];
     try {
       rec = JSON.parse(line);

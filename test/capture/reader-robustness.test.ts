@@ -52,6 +52,20 @@ describe('capture reader robustness', () => {
     expect(errorOf(() => parseCapture(`${JSON.stringify(header)}\n["e",1,3]\n`, 'c.ndjson')).message).toMatch(/line 2: field 2 \(end info\) of a "e" record is not an object/);
   });
 
+  it('alloc and free records read the same whether their numbers are plain or need full JSON', () => {
+    const plain = parse(['["s",1,"cpu"]', '["a",1.5,7,1,16,0,0,0,0,0,3]', '["a",2.25,8,1,8,0,0,0,0,0,-1]', '["f",12345.678,7]'])() as ReturnType<typeof parseCapture>;
+    const json = parse(['["s",1,"cpu"]', '["a",15e-1,7,1,1.6e1,0,0,0,0,0,3]', '["a", 2.25, 8, 1, 8, 0, 0, 0, 0, 0, -1]', '["f",1.2345678e4,7]'])() as ReturnType<typeof parseCapture>;
+    for (const cap of [plain, json]) {
+      expect(cap.allocs.map((a) => [a.t, a.id, a.device, a.bytes, a.step, a.freeT])).toEqual([
+        [1.5, 7, 'cpu', 16, 3, 12345.678],
+        [2.25, 8, 'cpu', 8, -1, null],
+      ]);
+    }
+    // A number in the wrong place is refused whichever path reads it.
+    expect(errorOf(parse(['["a",1,2,3,4,5,6,7,8,9,"x"]'])).message).toMatch(/field 10 \(step\) of a "a" record is not a number/);
+    expect(errorOf(parse(['["a",1,2,3,4,5,6,7,8,9]'])).message).toMatch(/field 10 \(step\)/);
+  });
+
   it('well-formed records of an unknown kind are skipped', () => {
     const cap = parse(['["z",1,2]', '["s",1,"cpu"]', '["a",1,7,1,16,0,0,0,0,0,0]'])() as ReturnType<typeof parseCapture>;
     expect(cap.allocs.map((a) => [a.id, a.bytes, a.device])).toEqual([[7, 16, 'cpu']]);
