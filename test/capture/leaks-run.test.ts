@@ -75,6 +75,7 @@ describe('memscope leaks on real programs', () => {
     expect(clean.leaks).toEqual([]);
   });
 
+  // The script imports `step` from 'memscope/tfjs', which resolves to this package's dist/ (npm test builds it first).
   it('step() marks the steps of a program with no model; leaks --json agrees with the text', () => {
     const script = join(scripts, 'step-marks.mjs');
     const cap = capture('steps', script);
