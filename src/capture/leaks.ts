@@ -7,13 +7,13 @@ export interface LeakGroup {
   readonly layer: string | null;
   readonly device: string;
   readonly categories: string[];
-  /** Frames of the allocating stack (empty when the capture has no stacks). */
+  /** Frames of the allocating stack, library runs folded into "[N frames in pkg, …]" entries (empty without stacks). */
   readonly stack: string[];
-  /** The first frame outside node_modules and Node's internals: the program's own line, if any. */
+  /** The first frame that is not a folded run nor a library frame: the program's own line, if any. */
   readonly userFrame: string | null;
   /** Per completed step: how many storages (and bytes) allocated in it were still alive when the capture ended. */
   readonly perStep: { step: number; count: number; bytes: number }[];
-  /** Bytes of this group's surviving storages alive at each step end (index 0 = end of step 1). */
+  /** Bytes of this group's candidate storages alive at each step end (index 0 = end of step 1). */
   readonly liveAtStepEnd: number[];
   /** Totals over all steps of the survivors (alive when the capture ended). */
   readonly count: number;
@@ -177,7 +177,11 @@ function liveBytesAtBoundaries(list: readonly CapturedAlloc[], bounds: readonly 
  */
 const LIBRARY_FRAME = /node_modules|node:|[\\/]tfjs-[\w-]+[\\/]src[\\/]/;
 
-/** The first frame that is the program's own: not a library frame. */
+/**
+ * The first frame that is the program's own: not a folded run of library
+ * frames (captures from `memscope run`) nor, in captures whose stacks were
+ * written unfolded, a library frame.
+ */
 export function userFrame(stack: readonly string[]): string | null {
   for (const f of stack) {
     if (f.startsWith('[') || LIBRARY_FRAME.test(f) || f.startsWith('new Promise') || f.endsWith('(<anonymous>)') || f === '<anonymous>') continue;

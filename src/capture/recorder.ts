@@ -79,8 +79,10 @@ interface ModuleRecord {
 
 /**
  * A MemoryEventSink that streams every storage alloc/free (with device,
- * bytes, category, layer, phase, kernel, step and optionally stack), step
- * markers, module state tables and kernel statistics into a CaptureWriter.
+ * bytes, category, layer, phase, kernel and step), step ends (optimizer steps
+ * and marks), module state tables and kernel statistics into a CaptureWriter.
+ * With `stacks`, the allocating stack of each storage that outlives the step
+ * after its own follows in a `t` record (docs/REPORT.md, "Stacks").
  *
  * Categories follow PyTorch's MemTracker rules, decided from the adapter's
  * context: a storage made in forward (or outside any phase) is Activation, in
