@@ -7,22 +7,24 @@ export interface LeakGroup {
   readonly layer: string | null;
   readonly device: string;
   readonly categories: string[];
-  /** Frames of the allocating stack (empty when the capture has no stacks). */
+  /** Frames of the allocating stack, library runs folded into "[N frames in pkg, …]" entries (empty without stacks). */
   readonly stack: string[];
-  /** The first frame outside node_modules and Node's internals: the program's own line, if any. */
+  /** The first frame that is not a folded run nor a library frame: the program's own line, if any. */
   readonly userFrame: string | null;
-  /** Per completed step: how many storages (and bytes) allocated in it were still alive at the last step end. */
+  /** Per completed step: how many storages (and bytes) allocated in it were still alive when the capture ended. */
   readonly perStep: { step: number; count: number; bytes: number }[];
-  /** Bytes of this group's surviving storages alive at each step end (index 0 = end of step 1). */
+  /** Bytes of this group's candidate storages alive at each step end (index 0 = end of step 1). */
   readonly liveAtStepEnd: number[];
-  /** Totals over all steps of the survivors. */
+  /** Totals over all steps of the survivors (alive when the capture ended). */
   readonly count: number;
   readonly bytes: number;
 }
 
 export interface LeakReport {
-  /** Step ends the capture holds. */
+  /** Step ends the capture holds (optimizer steps, inference calls and step() marks). */
   readonly steps: number;
+  /** What the steps are: 'training', 'inference' or 'mixed' (none: 'none'). */
+  readonly stepKind: 'training' | 'inference' | 'mixed' | 'none';
   readonly groups: LeakGroup[];
   /** Why no verdict could be reached (too few steps), or null. */
   readonly note: string | null;
@@ -31,53 +33,91 @@ export interface LeakReport {
 /** Step ends needed: one to allocate in, one to survive, one more to see growth. */
 export const MIN_STEPS_FOR_LEAKS = 3;
 
+/** A step end: where in the event order it falls, and when. */
+interface Boundary {
+  readonly seq: number;
+  readonly t: number;
+}
+
 /**
- * Finds storages that leak across training steps.
+ * Step ends in event order: optimizer steps (`p` records) and marks (`m`
+ * records: top-level inference calls and the program's `step()` calls). Two
+ * step ends with no event between them are one.
+ */
+export function stepBoundaries(capture: Capture): Boundary[] {
+  const all: Boundary[] = [...capture.steps, ...capture.marks].map((b) => ({ seq: b.seq, t: b.t }));
+  all.sort((a, b) => a.seq - b.seq || a.t - b.t);
+  const out: Boundary[] = [];
+  for (const b of all) if (out.length === 0 || out[out.length - 1].seq !== b.seq) out.push(b);
+  return out;
+}
+
+/** Index of the first boundary after the event at `seq`: the 0-based step it happened in. */
+function stepOf(bounds: readonly Boundary[], seq: number): number {
+  let lo = 0;
+  let hi = bounds.length;
+  while (lo < hi) {
+    const mid = (lo + hi) >> 1;
+    if (bounds[mid].seq <= seq) lo = mid + 1;
+    else hi = mid;
+  }
+  return lo;
+}
+
+/**
+ * Finds storages that leak across steps. A step is a training step (one
+ * optimizer update), a top-level inference call (`predict`, `execute`,
+ * `executeAsync`) or the span between two `step()` marks.
  *
- * A storage is a candidate when it was allocated during a completed step k,
- * is still alive at the end of step k+1 (it outlived the step that made it
- * and the next one), and its category says nobody tracked owns it — not a
- * module's Parameter/Buffer, not optimizer state, not an external tensor.
- * Candidates are grouped by (kernel, allocating stack — or layer and phase
- * when the capture has no stacks). A group is a leak when survivors from at
- * least two different steps are still alive at the last step end and the
- * group's live bytes at step ends never shrink and grow in at least half of
- * the step-to-step transitions: memory that keeps accumulating, not a cache
- * made once or a buffer that is replaced every step.
+ * A storage is a candidate when it was allocated during step k, is still
+ * alive at the end of step k+1 (it outlived the step that made it and the
+ * next one), and its category says nobody tracked owns it — not a module's
+ * Parameter/Buffer, not optimizer state, not an external tensor. Candidates
+ * are grouped by (device, kernel, allocating stack — or layer and phase when
+ * the capture has no stacks).
+ *
+ * A group is a leak when both hold:
+ * - growth: its live bytes at step ends never shrink and grow in at least
+ *   half of the step-to-step transitions (memory that keeps accumulating, not
+ *   a cache made once or a buffer replaced every step);
+ * - still alive at the end: storages from at least two different steps were
+ *   never freed before the capture ended (the program's exit). Memory a
+ *   framework holds for its own bookkeeping while it runs — tfjs-layers'
+ *   per-epoch loss sums inside `fit`, for one — grows across steps but is
+ *   released before the program ends, and is no leak.
  */
 export function findLeaks(capture: Capture): LeakReport {
-  const ends = capture.steps.map((s) => s.t);
-  const n = ends.length;
+  const bounds = stepBoundaries(capture);
+  const n = bounds.length;
+  const stepKind = capture.steps.length && capture.marks.length ? 'mixed' : capture.steps.length ? 'training' : capture.marks.length ? 'inference' : 'none';
   if (n < MIN_STEPS_FOR_LEAKS) {
     return {
       steps: n,
+      stepKind,
       groups: [],
-      note: `leak detection needs at least ${MIN_STEPS_FOR_LEAKS} completed training steps (optimizer steps); this capture has ${n}`,
+      note: `leak detection needs at least ${MIN_STEPS_FOR_LEAKS} completed steps (optimizer steps, top-level predict/execute calls or step() marks); this capture has ${n}`,
     };
   }
+  const stepOfAlloc = new Map<CapturedAlloc, number>();
   const groups = new Map<string, CapturedAlloc[]>();
   for (const a of capture.allocs) {
     if (OWNED_CATEGORIES.has(a.category)) continue;
-    const step = a.step + 1; // the step this allocation happened in
-    if (step >= n) continue; // needs a later step end to outlive
-    if (a.freeT !== null && a.freeT <= ends[step]) continue; // freed by the end of the next step
+    const k = stepOf(bounds, a.seq); // 0-based step this allocation happened in
+    if (k + 1 >= n) continue; // needs a later step end to outlive
+    if (a.freeSeq !== null && a.freeSeq < bounds[k + 1].seq) continue; // freed by the end of the next step
+    stepOfAlloc.set(a, k + 1);
     const key = `${a.device}\u0000${a.kernel ?? ''}\u0000${a.stack ? `#${a.stack}` : `${a.layer ?? ''}\u0000${a.phase}`}`;
     let list = groups.get(key);
     if (!list) groups.set(key, (list = []));
     list.push(a);
   }
 
-  const lastEnd = ends[n - 1];
   const out: LeakGroup[] = [];
   for (const list of groups.values()) {
-    const liveAtStepEnd = ends.map((e) => {
-      let bytes = 0;
-      for (const a of list) if (a.t <= e && (a.freeT === null || a.freeT > e)) bytes += a.bytes;
-      return bytes;
-    });
-    const survivors = list.filter((a) => a.freeT === null || a.freeT > lastEnd);
-    const stepsWithSurvivors = new Set(survivors.map((a) => a.step + 1));
+    const survivors = list.filter((a) => a.freeSeq === null);
+    const stepsWithSurvivors = new Set(survivors.map((a) => stepOfAlloc.get(a)!));
     if (stepsWithSurvivors.size < 2) continue;
+    const liveAtStepEnd = liveBytesAtBoundaries(list, bounds, stepOfAlloc);
     let grows = 0;
     let shrinks = 0;
     for (let j = 1; j < n; j++) {
@@ -88,13 +128,13 @@ export function findLeaks(capture: Capture): LeakReport {
 
     const perStep = new Map<number, { step: number; count: number; bytes: number }>();
     for (const a of survivors) {
-      const step = a.step + 1;
+      const step = stepOfAlloc.get(a)!;
       const row = perStep.get(step) ?? { step, count: 0, bytes: 0 };
       row.count++;
       row.bytes += a.bytes;
       perStep.set(step, row);
     }
-    const first = list[0];
+    const first = survivors.find((a) => a.stack) ?? list[0];
     const stack = first.stack ? capture.stacks.get(first.stack) ?? [] : [];
     out.push({
       kernel: first.kernel,
@@ -110,7 +150,24 @@ export function findLeaks(capture: Capture): LeakReport {
     });
   }
   out.sort((a, b) => b.bytes - a.bytes);
-  return { steps: n, groups: out, note: null };
+  return { steps: n, stepKind, groups: out, note: null };
+}
+
+/**
+ * Bytes of `list` alive at each step end, in one pass: a storage made in step
+ * k (0-based) is alive at step ends k … (the step it was freed in) − 1.
+ */
+function liveBytesAtBoundaries(list: readonly CapturedAlloc[], bounds: readonly Boundary[], stepOfAlloc: ReadonlyMap<CapturedAlloc, number>): number[] {
+  const n = bounds.length;
+  const delta = new Float64Array(n + 1);
+  for (const a of list) {
+    delta[stepOfAlloc.get(a)! - 1] += a.bytes;
+    delta[a.freeSeq === null ? n : stepOf(bounds, a.freeSeq)] -= a.bytes;
+  }
+  const out: number[] = [];
+  let live = 0;
+  for (let k = 0; k < n; k++) out.push((live += delta[k]));
+  return out;
 }
 
 /**
@@ -120,10 +177,14 @@ export function findLeaks(capture: Capture): LeakReport {
  */
 const LIBRARY_FRAME = /node_modules|node:|[\\/]tfjs-[\w-]+[\\/]src[\\/]/;
 
-/** The first frame that is the program's own: not a library frame. */
+/**
+ * The first frame that is the program's own: not a folded run of library
+ * frames (captures from `memscope run`) nor, in captures whose stacks were
+ * written unfolded, a library frame.
+ */
 export function userFrame(stack: readonly string[]): string | null {
   for (const f of stack) {
-    if (LIBRARY_FRAME.test(f) || f.startsWith('new Promise') || f.endsWith('(<anonymous>)') || f === '<anonymous>') continue;
+    if (f.startsWith('[') || LIBRARY_FRAME.test(f) || f.startsWith('new Promise') || f.endsWith('(<anonymous>)') || f === '<anonymous>') continue;
     return f;
   }
   return null;

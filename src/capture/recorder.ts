@@ -23,16 +23,23 @@ const CAT = {
 const NCAT = CATEGORIES.length;
 
 export interface RecorderOptions {
-  /** Record the JS stack of every allocation (costly: one Error per allocation). */
+  /** Record the JS stack of allocations that outlive a step (see `CaptureRecorder`). */
   stacks?: boolean;
   /** Record at most this many allocations individually; later ones are only counted. */
   maxEntries?: number | null;
-  /** Stack frames containing any of these strings are memscope's own and are left out. */
+  /** Files whose path contains any of these strings are memscope's own: folded with library frames. */
   internalFrames?: readonly string[];
-  /** Frames kept per stack (after dropping memscope's own). */
+  /** Frames captured per stack, before folding: deep enough to pass a framework's call chain. */
   stackDepth?: number;
   /** Milliseconds, monotonic. */
   now?: () => number;
+}
+
+/** A stack captured at an allocation, not yet formatted (V8 formats on first read of `stack`). */
+interface PendingStack {
+  readonly holder: { stack?: unknown };
+  /** Step ends seen when the storage was allocated. */
+  readonly boundary: number;
 }
 
 interface LiveStorage {
@@ -72,8 +79,10 @@ interface ModuleRecord {
 
 /**
  * A MemoryEventSink that streams every storage alloc/free (with device,
- * bytes, category, layer, phase, kernel, step and optionally stack), step
- * markers, module state tables and kernel statistics into a CaptureWriter.
+ * bytes, category, layer, phase, kernel and step), step ends (optimizer steps
+ * and marks), module state tables and kernel statistics into a CaptureWriter.
+ * With `stacks`, the allocating stack of each storage that outlives the step
+ * after its own follows in a `t` record (docs/REPORT.md, "Stacks").
  *
  * Categories follow PyTorch's MemTracker rules, decided from the adapter's
  * context: a storage made in forward (or outside any phase) is Activation, in
@@ -104,7 +113,15 @@ export class CaptureRecorder implements MemoryEventSink {
   private seen = 0;
   private dropped = 0;
   private steps = 0;
+  /** Step ends so far: optimizer steps and marks. */
+  private boundaries = 0;
   private optimizerDepth = 0;
+  private readonly pendingStacks = new Map<number, PendingStack>();
+  /** The stack captured when the outermost running gradient computation began, shared by what its backward allocates. */
+  private gradientHolder: { stack?: unknown } | null = null;
+  private gradientDepth = 0;
+  /** Stack ids of holders already formatted (a shared holder is formatted once). */
+  private readonly formatted = new WeakMap<object, number>();
 
   constructor(
     private readonly writer: CaptureWriter,
@@ -115,7 +132,7 @@ export class CaptureRecorder implements MemoryEventSink {
     this.maxEntries = opts.maxEntries ?? Infinity;
     this.stacks = opts.stacks ?? false;
     this.internalFrames = opts.internalFrames ?? [];
-    this.stackDepth = opts.stackDepth ?? 40;
+    this.stackDepth = opts.stackDepth ?? 120;
     this.catIds = CATEGORIES.map((c) => writer.str(c));
     for (const p of ['forward', 'backward', 'optimizer', 'none']) this.phaseIds[p] = writer.str(p);
   }
@@ -150,7 +167,14 @@ export class CaptureRecorder implements MemoryEventSink {
     }
     this.written++;
     const w = this.writer;
-    const stack = this.stacks ? w.stack(this.rawStack(), (raw) => this.frames(raw)) : 0;
+    if (this.stacks) {
+      // Optimizer-step storages are optimizer state, which is owned and never a leak: no stack needed.
+      // Backward's storages share the stack of the gradient computation's call (the program's
+      // `fit`/`minimize`/`grads` line): backward makes about as many storages as forward and
+      // optimizer together, and its own innermost frames are TFJS's gradient closures.
+      if (cat === CAT.Temp && this.gradientHolder !== null) this.pendingStacks.set(storage.id, { holder: this.gradientHolder, boundary: this.boundaries });
+      else if (cat !== CAT.Optstate) this.captureStack(storage.id);
+    }
     w.alloc(
       this.time(),
       storage.id,
@@ -160,7 +184,7 @@ export class CaptureRecorder implements MemoryEventSink {
       ctx.module ? w.str(ctx.module.path) : 0,
       this.phaseIds[ctx.phase] ?? w.str(ctx.phase),
       w.str(ctx.kernel),
-      stack,
+      0,
       this.steps,
     );
   }
@@ -169,6 +193,7 @@ export class CaptureRecorder implements MemoryEventSink {
     const entry = this.live.get(storage.id);
     if (!entry) return; // made before the recorder attached and never adopted
     this.live.delete(storage.id);
+    if (this.stacks) this.pendingStacks.delete(storage.id);
     this.deviceTotals(entry.device)[entry.cat] -= entry.bytes;
     for (let i = 0; i < this.openKernels.length; i++) this.openKernels[i].net -= entry.bytes;
     if (entry.written) this.writer.free(this.time(), storage.id);
@@ -225,7 +250,12 @@ export class CaptureRecorder implements MemoryEventSink {
     removeLast(this.activeBwd, rec);
   }
 
+  onGradientStart(_xs?: readonly TensorRef[], _ctx?: EventContext): void {
+    if (this.gradientDepth++ === 0 && this.stacks) this.gradientHolder = this.captureHolder();
+  }
+
   onGradientEnd(pairs: readonly GradientPair[], _ctx?: EventContext): void {
+    if (this.gradientDepth > 0 && --this.gradientDepth === 0) this.gradientHolder = null;
     for (const p of pairs) if (p.grad) this.recategorise(p.grad.storage.id, CAT.Gradient);
   }
 
@@ -239,8 +269,20 @@ export class CaptureRecorder implements MemoryEventSink {
     if (this.optimizerDepth > 0) return;
     this.steps++;
     this.writer.stepEnd(this.time(), this.steps, this.liveByDevice());
+    this.boundaryPassed();
     this.writeTables();
     this.writer.flush();
+  }
+
+  /**
+   * A step end that is not an optimizer step: a top-level inference call
+   * returned ('predict', 'execute', 'executeAsync') or the program called
+   * `step()` ('step'). Ignored inside an optimizer step.
+   */
+  mark(kind: string): void {
+    if (this.optimizerDepth > 0 || this.writer.isClosed) return;
+    this.writer.mark(this.time(), this.writer.str(kind));
+    this.boundaryPassed();
   }
 
   onVariableAssign(variable: TensorRef, previous: StorageRef, _ctx?: EventContext): void {
@@ -250,11 +292,17 @@ export class CaptureRecorder implements MemoryEventSink {
     // The variable keeps its role: a weight stays Parameter/Buffer, a moment stays Optstate.
     const cat = prev ? prev.cat : variable.trainable ? CAT.Parameter : next.cat;
     this.recategorise(variable.storage.id, cat);
+    // An old storage still alive is held by other tensors (the clones TFJS's tape leaks when a
+    // layer throws in `fit`), no longer by the variable: a parameter's bytes are its current storage.
+    if (prev && previous.id !== variable.storage.id && prev.cat !== CAT.Activation && prev.cat !== CAT.Temp && prev.cat !== CAT.Gradient) {
+      this.recategorise(previous.id, CAT.Activation);
+    }
   }
 
   /** Writes the module tables and kernel statistics (readers keep the latest) and the end record. */
   finish(info: Omit<CaptureEndInfo, 'events' | 'dropped'>): void {
     if (this.writer.isClosed) return;
+    this.writePendingStacks(Infinity);
     this.writeTables();
     this.writer.end(this.time(), { events: this.seen, dropped: this.dropped, ...info });
   }
@@ -363,27 +411,112 @@ export class CaptureRecorder implements MemoryEventSink {
     return Math.round((this.now() - this.start) * 1000) / 1000;
   }
 
-  private rawStack(): string | null {
-    const limit = Error.stackTraceLimit;
-    Error.stackTraceLimit = 64;
-    const raw = new Error().stack ?? null;
-    Error.stackTraceLimit = limit;
-    return raw;
+  /**
+   * Captures the allocating call stack unformatted: V8 records the frames,
+   * and formatting (the costly part) waits until the storage turns out to
+   * outlive a step (`writePendingStacks`); most storages are freed before.
+   */
+  private captureStack(storageId: number): void {
+    this.pendingStacks.set(storageId, { holder: this.captureHolder(), boundary: this.boundaries });
   }
 
-  /** Splits a V8 stack into frames, leaving out memscope's own and the leading "Error" line. */
-  private frames(raw: string): string[] {
-    const out: string[] = [];
-    for (const line of raw.split('\n')) {
-      const m = /^\s*at (.*)$/.exec(line);
-      if (!m) continue;
-      const frame = m[1].replace(/file:\/\//g, '');
-      if (this.internalFrames.some((p) => frame.includes(p))) continue;
-      out.push(frame);
-      if (out.length >= this.stackDepth) break;
-    }
-    return out;
+  private captureHolder(): { stack?: unknown } {
+    const holder: { stack?: unknown } = {};
+    const limit = Error.stackTraceLimit;
+    Error.stackTraceLimit = this.stackDepth;
+    Error.captureStackTrace(holder);
+    Error.stackTraceLimit = limit;
+    return holder;
   }
+
+  private boundaryPassed(): void {
+    this.boundaries++;
+    // Alive at the second step end after its allocation: a leak candidate, so its stack is needed.
+    if (this.stacks) this.writePendingStacks(this.boundaries - 2);
+  }
+
+  /** Writes the stacks of live storages allocated before step end `upTo` (0-based count) and forgets them. */
+  private writePendingStacks(upTo: number): void {
+    if (this.pendingStacks.size === 0) return;
+    const w = this.writer;
+    const previous = Error.prepareStackTrace;
+    Error.prepareStackTrace = (_err, sites) => sites;
+    try {
+      for (const [id, pending] of this.pendingStacks) {
+        if (pending.boundary > upTo) continue;
+        this.pendingStacks.delete(id);
+        let stack = this.formatted.get(pending.holder);
+        if (stack === undefined) {
+          const sites = pending.holder.stack;
+          stack = Array.isArray(sites) ? this.internStack(sites as NodeJS.CallSite[]) : 0;
+          this.formatted.set(pending.holder, stack);
+        }
+        if (stack !== 0) w.allocStack(id, stack);
+      }
+    } finally {
+      Error.prepareStackTrace = previous;
+    }
+  }
+
+  /** The writer's id for a stack of call sites, folded; keyed by the sites' locations. */
+  private internStack(sites: readonly NodeJS.CallSite[]): number {
+    let key = '';
+    for (const site of sites) key += `${site.getFileName() ?? ''}:${site.getLineNumber() ?? 0}:${site.getColumnNumber() ?? 0}\n`;
+    return this.writer.stack(key, () => foldFrames(sites, this.internalFrames));
+  }
+}
+
+/** The package a file belongs to ('@scope/name' or 'name' under node_modules, 'node' for Node's own), or null for the program's. */
+function libraryOf(file: string, internal: readonly string[]): string | null {
+  if (file.startsWith('node:')) return 'node';
+  if (internal.some((p) => file.includes(p))) return 'memscope';
+  const at = file.lastIndexOf('node_modules/');
+  if (at < 0) return null;
+  const rest = file.slice(at + 'node_modules/'.length).split('/');
+  return rest[0].startsWith('@') ? `${rest[0]}/${rest[1] ?? ''}` : rest[0];
+}
+
+/** V8's rendering of one frame: "fn (file:line:col)", or "file:line:col" for top-level code. */
+function formatSite(site: NodeJS.CallSite, file: string): string {
+  const where = `${file}:${site.getLineNumber() ?? 0}:${site.getColumnNumber() ?? 0}`;
+  let fn = site.getFunctionName();
+  const type = site.isToplevel() ? null : site.getTypeName();
+  if (fn && type && !fn.startsWith(`${type}.`) && type !== 'Object') fn = `${type}.${fn}`;
+  else if (!fn && type && site.getMethodName()) fn = `${type}.${site.getMethodName()}`;
+  if (fn && site.isConstructor()) fn = `new ${fn}`;
+  const prefix = site.isAsync() ? 'async ' : '';
+  return fn ? `${prefix}${fn} (${where})` : `${prefix}${where}`;
+}
+
+/**
+ * Frames of a stack with every run of library frames (installed packages,
+ * Node's internals, memscope itself) folded into one entry
+ * "[N frames in pkg, pkg]", so the program's own frames stand out and the
+ * first unfolded frame is the program's line.
+ */
+export function foldFrames(sites: readonly NodeJS.CallSite[], internal: readonly string[]): string[] {
+  const out: string[] = [];
+  let run = 0;
+  let packages: string[] = [];
+  const closeRun = (): void => {
+    if (run > 0) out.push(`[${run} frame${run === 1 ? '' : 's'} in ${packages.join(', ')}]`);
+    run = 0;
+    packages = [];
+  };
+  for (const site of sites) {
+    const raw = site.getFileName() ?? (site.isNative() ? 'native' : '<anonymous>');
+    const file = raw.startsWith('file://') ? decodeURIComponent(raw.slice('file://'.length)) : raw;
+    const library = file === '<anonymous>' || file === 'native' ? 'node' : libraryOf(file, internal);
+    if (library !== null) {
+      run++;
+      if (!packages.includes(library)) packages.push(library);
+      continue;
+    }
+    closeRun();
+    out.push(formatSite(site, file));
+  }
+  closeRun();
+  return out;
 }
 
 function sum(a: Float64Array): number {

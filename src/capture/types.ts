@@ -45,6 +45,8 @@ export const TAG = {
   free: 'f',
   category: 'c',
   step: 'p',
+  mark: 'm',
+  allocStack: 't',
   moduleState: 'S',
   kernel: 'K',
   end: 'e',

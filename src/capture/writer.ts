@@ -43,8 +43,8 @@ export class CaptureWriter {
   }
 
   /**
-   * The id of a stack given as its raw text (the key) and a function that
-   * splits it into frames, called only the first time the stack is seen.
+   * The id of a stack given as a key (same key, same stack) and a function
+   * that makes its frames, called only the first time the key is seen.
    */
   stack(raw: string | null, frames: (raw: string) => string[]): number {
     if (!raw) return 0;
@@ -64,6 +64,16 @@ export class CaptureWriter {
 
   alloc(t: number, storageId: number, device: number, bytes: number, category: number, layer: number, phase: number, kernel: number, stack: number, step: number): void {
     this.push(`["a",${t},${storageId},${device},${bytes},${category},${layer},${phase},${kernel},${stack},${step}]`);
+  }
+
+  /** The allocating stack of a storage whose alloc record was written without one. */
+  allocStack(storageId: number, stack: number): void {
+    this.push(`["${TAG.allocStack}",${storageId},${stack}]`);
+  }
+
+  /** A step end that is not an optimizer step (`kind`: a string id). */
+  mark(t: number, kind: number): void {
+    this.push(`["${TAG.mark}",${t},${kind}]`);
   }
 
   free(t: number, storageId: number): void {

@@ -9,6 +9,9 @@
  *   instrumented is always the program's own.
  * - Models and optimizers are found as the program uses them
  *   (src/tfjs/auto-track-node.ts).
+ * - Steps end at each optimizer update, at each top-level inference call
+ *   (`predict`, `execute`, `executeAsync`) and at each `step()` the program
+ *   calls (memscope/tfjs), so leak detection works for inference programs too.
  * - Records stream to the capture file through synchronous writes, flushed
  *   every 200 ms and at every step end; the end record is written on exit
  *   (including uncaught errors and SIGINT/SIGTERM).
@@ -24,6 +27,7 @@ import { installAutoTracking } from '../tfjs/auto-track-node.js';
 import { FileCaptureSink } from '../capture/file-sink-node.js';
 import { CaptureRecorder } from '../capture/recorder.js';
 import { CaptureWriter } from '../capture/writer.js';
+import { onStep } from '../capture/step.js';
 
 const env = process.env;
 const output = env.MEMSCOPE_RUN_OUTPUT;
@@ -39,7 +43,7 @@ async function startCapture(path: string): Promise<void> {
 
   const sink = new FileCaptureSink(path);
   const writer = new CaptureWriter(sink, { created: new Date().toISOString(), argv, backend, stacks, maxEntries });
-  // memscope's own frames (this package's src/ and dist/) are left out of stacks.
+  // memscope's own frames (this package's src/ and dist/) are folded with library frames.
   const packageRoot = resolve(dirname(fileURLToPath(import.meta.url)), '..', '..');
   const recorder = new CaptureRecorder(writer, {
     stacks,
@@ -86,9 +90,17 @@ async function startCapture(path: string): Promise<void> {
     {
       module: (model, name) => (attach(), session?.module(model, name)),
       optimizer: (opt) => (attach(), session?.optimizer(opt)),
+      inferenceEnd: (kind) => recorder.mark(kind),
     },
     warn,
   );
+  const removeStepListener = onStep(() => {
+    try {
+      recorder.mark('step');
+    } catch (err) {
+      warn(err);
+    }
+  });
 
   const flushTimer = setInterval(() => writer.flush(), 200);
   flushTimer.unref();
@@ -105,6 +117,7 @@ async function startCapture(path: string): Promise<void> {
       warn(err);
     }
     sink.close();
+    removeStepListener();
     autoTracking?.restore();
     try {
       (session as AdapterSession | null)?.detach();

@@ -1,21 +1,21 @@
 import { humanBytes } from '../core/units.js';
-import { frameLocation, type LeakReport } from '../capture/leaks.js';
+import { frameLocation, type LeakGroup, type LeakReport } from '../capture/leaks.js';
 import { renderTable } from './table.js';
 
 /** `memscope leaks` output: one block per leak group, largest first. */
-export function formatLeaks(report: LeakReport, opts: { frames?: number } = {}): string {
+export function formatLeaks(report: LeakReport, opts: { frames?: number; stacksRecorded?: boolean } = {}): string {
   if (report.note) return `No verdict: ${report.note}.\n`;
+  const steps = `${report.steps} ${report.stepKind === 'inference' ? 'inference ' : ''}steps`;
   if (report.groups.length === 0) {
-    return `No leaks: no unowned storage kept growing across the capture's ${report.steps} steps.\n`;
+    return `No leaks: no unowned storage kept growing across the capture's ${steps} and stayed alive to the end.\n`;
   }
   const frames = opts.frames ?? 8;
   const out: string[] = [];
   const total = report.groups.reduce((s, g) => s + g.bytes, 0);
-  out.push(`${report.groups.length} leak${report.groups.length === 1 ? '' : 's'} over ${report.steps} steps: ${humanBytes(total)} still alive at the last step end.\n`);
+  out.push(`${report.groups.length} leak${report.groups.length === 1 ? '' : 's'} over ${steps}: ${humanBytes(total)} still alive when the program ended.\n`);
   report.groups.forEach((g, i) => {
-    const where = g.userFrame ? frameLocation(g.userFrame) : g.layer ? `layer ${g.layer}` : 'unknown site (run with --stacks)';
     out.push(`#${i + 1} ${humanBytes(g.bytes)} in ${g.count} storage${g.count === 1 ? '' : 's'} · kernel ${g.kernel ?? '(none)'} · ${g.device} · ${g.categories.join('/')}`);
-    out.push(`   allocated at ${where}`);
+    out.push(`   allocated at ${allocationSite(g, opts.stacksRecorded ?? g.stack.length > 0)}`);
     out.push(
       renderTable(
         ['step', 'still alive', 'bytes', 'live at step end'],
@@ -28,10 +28,24 @@ export function formatLeaks(report: LeakReport, opts: { frames?: number } = {}):
     );
     if (g.stack.length) {
       out.push('   stack:');
-      for (const f of g.stack.slice(0, frames)) out.push(`     at ${f}`);
+      // Folded runs of library frames ("[N frames in pkg]") are not frames themselves.
+      for (const f of g.stack.slice(0, frames)) out.push(f.startsWith('[') ? `     ${f}` : `     at ${f}`);
       if (g.stack.length > frames) out.push(`     … ${g.stack.length - frames} more frames`);
     }
     out.push('');
   });
   return out.join('\n');
+}
+
+/**
+ * Where a leak was made, in one phrase: the program's own line when the stack
+ * reaches it; else the layer; else what is missing (a capture without stacks,
+ * or a stack made entirely of library frames, which is then printed below).
+ */
+function allocationSite(g: LeakGroup, stacksRecorded: boolean): string {
+  if (g.userFrame) return frameLocation(g.userFrame);
+  const layer = g.layer ? `layer ${g.layer}` : null;
+  if (!stacksRecorded) return `${layer ?? 'an unknown site'} (run with --stacks for the program's line)`;
+  if (g.stack.length > 0) return `${layer ?? 'a site'} inside library code (no frame of the program's own in the stack below)`;
+  return layer ?? 'an unknown site (no stack was recorded for these storages)';
 }

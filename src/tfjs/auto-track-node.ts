@@ -12,14 +12,22 @@ import Module from 'node:module';
  *   model's call, so nested models stay children) registers it with
  *   `session.module`, and its compiled optimizer with `session.optimizer`;
  * - Optimizer `minimize` and `applyGradients`: registers the optimizer (custom
- *   training loops without a layers model).
+ *   training loops without a layers model);
+ * - tfjs-converter's GraphModel `predict`, `execute` and `executeAsync`.
+ * A top-level inference call (`predict`, `predictOnBatch`, `execute`,
+ * `executeAsync`, not inside another tracked call) ends an inference step:
+ * `inferenceEnd` is told when it returns (or its promise settles).
  * Every wrapper is removed again by the returned `restore()`.
  */
 /** What auto-tracking needs from an adapter session. */
 export interface ModelRegistry {
   module(model: object, name?: string): unknown;
   optimizer(optimizer: object): unknown;
+  /** A top-level inference call of kind 'predict', 'execute' or 'executeAsync' finished. */
+  inferenceEnd?(kind: string): void;
 }
+
+const INFERENCE_KIND: Record<string, string> = { predict: 'predict', predictOnBatch: 'predict', execute: 'execute', executeAsync: 'executeAsync' };
 
 export function installAutoTracking(session: ModelRegistry, onError: (err: unknown) => void): { restore(): void } {
   const restores: Array<() => void> = [];
@@ -51,6 +59,14 @@ export function installAutoTracking(session: ModelRegistry, onError: (err: unkno
    * Layer) is wrapped with an own property on `proto`, so plain layers are not
    * affected; restore then deletes that property again.
    */
+  const inferenceEnd = (kind: string): void => {
+    try {
+      session.inferenceEnd?.(kind);
+    } catch (err) {
+      onError(err);
+    }
+  };
+
   const wrap = (proto: Record<string, unknown>, name: string, before: (self: object, args: unknown[]) => void, opts: { inherited?: boolean; nests?: boolean } = {}): void => {
     const inherited = opts.inherited ?? false;
     // Model calls nest (a model inside a model's call is a child); an optimizer's minimize does not.
@@ -58,12 +74,14 @@ export function installAutoTracking(session: ModelRegistry, onError: (err: unkno
     const original = proto[name];
     const own = Object.prototype.hasOwnProperty.call(proto, name);
     if (typeof original !== 'function' || (!own && !inherited)) return;
+    const kind = INFERENCE_KIND[name];
     const wrapped = function (this: object, ...args: unknown[]): unknown {
       if (!nests) {
         before(this, args);
         return (original as (...a: unknown[]) => unknown).apply(this, args);
       }
-      if (depth === 0) before(this, args);
+      const topLevel = depth === 0;
+      if (topLevel) before(this, args);
       depth++;
       let result: unknown;
       try {
@@ -75,9 +93,11 @@ export function installAutoTracking(session: ModelRegistry, onError: (err: unkno
       if (result instanceof Promise) {
         return result.finally(() => {
           depth--;
+          if (topLevel && kind) inferenceEnd(kind);
         });
       }
       depth--;
+      if (topLevel && kind) inferenceEnd(kind);
       return result;
     };
     proto[name] = wrapped;
@@ -99,7 +119,7 @@ export function installAutoTracking(session: ModelRegistry, onError: (err: unkno
         trackModel(self);
         trackOptimizer((self as { optimizer?: unknown }).optimizer);
       };
-      for (const m of ['fit', 'fitDataset', 'trainOnBatch', 'evaluate', 'predict', 'execute']) wrap(proto, m, beforeModel);
+      for (const m of ['fit', 'fitDataset', 'trainOnBatch', 'evaluate', 'predict', 'predictOnBatch', 'execute']) wrap(proto, m, beforeModel);
       // Custom loops call `model.apply(x)` inside `optimizer.minimize`. Building a
       // functional model also calls `apply`, on symbolic tensors (no data): a
       // nested model used that way is a child, not a root, so only concrete calls count.
@@ -110,9 +130,14 @@ export function installAutoTracking(session: ModelRegistry, onError: (err: unkno
       // Sequential overrides several of these; wrap its own definitions too.
       if (typeof ex.Sequential === 'function') {
         const seq = (ex.Sequential as { prototype: Record<string, unknown> }).prototype;
-        for (const m of ['fit', 'fitDataset', 'trainOnBatch', 'evaluate', 'predict']) wrap(seq, m, beforeModel);
+        for (const m of ['fit', 'fitDataset', 'trainOnBatch', 'evaluate', 'predict', 'predictOnBatch']) wrap(seq, m, beforeModel);
         wrap(seq, 'apply', beforeConcreteApply);
       }
+    } else if (/[\\/]@tensorflow[\\/]tfjs-converter[\\/]/.test(filename) && typeof ex.GraphModel === 'function') {
+      seenExports.add(exports);
+      // A graph model has no layers to register: its calls only delimit inference steps.
+      const proto = (ex.GraphModel as { prototype: Record<string, unknown> }).prototype;
+      for (const m of ['predict', 'execute', 'executeAsync']) wrap(proto, m, () => {});
     } else if (/[\\/]@tensorflow[\\/]tfjs-core[\\/]/.test(filename) && typeof ex.Optimizer === 'function') {
       seenExports.add(exports);
       const proto = (ex.Optimizer as { prototype: Record<string, unknown> }).prototype;

@@ -5,3 +5,4 @@ export { readDeviceMemory } from './device-memory.js';
 export { MemTracker } from './mem-tracker.js';
 export { MemoryTracker } from './memory-tracker.js';
 export { profile, ProfileResult, type ProfileOptions } from './profile.js';
+export { step } from '../capture/step.js';

@@ -1285,7 +1285,12 @@ export class Installation {
   // ---------------------------------------------------------------- assign
 
   beforeAssign(v: TfTensor): TfjsStorage | undefined {
-    return this.storageOf(v.dataId);
+    const known = this.storageOf(v.dataId);
+    if (known !== undefined || !this.engine.state.tensorInfo.has(v.dataId)) return known;
+    // A live variable memscope keeps no object for: made before installation and not met since,
+    // or met only by id before a sink that needs objects subscribed. Without its storage the
+    // assign would go unreported and the new storage keep the category of its phase.
+    return this.adopt(v, true);
   }
 
   afterAssign(v: TfTensor, previous: TfjsStorage | undefined): void {

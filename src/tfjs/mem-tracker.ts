@@ -1,5 +1,6 @@
 import { MemTracker as FrameworkFreeMemTracker } from '../tracking/mem-tracker.js';
 import { tfjsAdapter } from './adapter.js';
+import { globalEngine } from './engine-types.js';
 
 /**
  * MemTracker bound to TensorFlow.js. `trackExternal(model)` also tracks the
@@ -17,6 +18,12 @@ import { tfjsAdapter } from './adapter.js';
 export class MemTracker extends FrameworkFreeMemTracker {
   constructor() {
     super(tfjsAdapter);
+  }
+
+  /** A program with no trainable variable has no model to register: nothing to warn about. */
+  protected override hasWeights(): boolean {
+    const vars = globalEngine()?.state.registeredVariables ?? {};
+    return Object.values(vars).some((v) => v != null && !v.isDisposed && (v as { trainable?: boolean }).trainable !== false);
   }
 
   protected override companionsOf(model: unknown): unknown[] {

@@ -611,11 +611,17 @@ export class MemRecorder implements MemoryEventSink {
   onVariableAssign(variable: TensorRef, previous: StorageRef): void {
     this.applyPending();
     let category = this.variableCategory.get(variable.id);
-    if (category === undefined) {
-      const slot = this.storages.find(previous.id);
-      if (slot >= 0) category = categoryOf(this.storages.tagAt(slot));
-    }
+    const slot = this.storages.find(previous.id);
+    if (category === undefined && slot >= 0) category = categoryOf(this.storages.tagAt(slot));
     if (category !== undefined) this.classify(variable.storage, category);
+    // The old storage outlives the assign only while other tensors still hold it (TFJS leaks the
+    // tape's saved clones of the weights when a layer throws inside `fit`). It is no longer the
+    // variable's: PyTorch updates parameters in place, so a parameter's bytes are its current
+    // storage. What holds it is what forward saved for backward: Activation.
+    if (slot >= 0 && this.storages.find(previous.id) >= 0 && previous.id !== variable.storage.id) {
+      const old = categoryOf(this.storages.tagAt(this.storages.find(previous.id)));
+      if (old === PARAM || old === BUFFER || old === OPT || old === OTHER) this.classify(previous, ACT);
+    }
   }
 
   // ---- reading --------------------------------------------------------------------

@@ -72,6 +72,10 @@ export class MemTracker implements Disposable {
   private external: unknown[] = [];
   /** Storage ids alive when tracking started; only read while start() resolves external objects. */
   private liveIds: Set<number> | null = null;
+  /** Whether a model was given to trackExternal and resolved; without one no weight is Parameter. */
+  private moduleRegistered = false;
+  private startedOnce = false;
+  private warnedNoModule = false;
 
   constructor(readonly adapter: FrameworkAdapter) {}
 
@@ -122,6 +126,7 @@ export class MemTracker implements Disposable {
     }
     const module = tryKind(() => session.module(obj));
     if (module !== undefined) {
+      this.moduleRegistered = true;
       this.recorder.trackModuleWeights(module);
       for (const companion of this.companionsOf(obj)) this.resolveExternal(session, companion, index);
       return;
@@ -174,7 +179,32 @@ export class MemTracker implements Disposable {
       this.liveIds = null;
     }
     this.recorder.resetPeak();
+    this.startedOnce = true;
     return this;
+  }
+
+  /**
+   * Warns once when results are read from a tracker that never had a model: unlike PyTorch's,
+   * which hooks every module, memscope meets a model only through trackExternal, so without it
+   * every weight counts as Activation, Parameter stays 0 and there are no module rows.
+   */
+  private warnIfNoModule(): void {
+    if (this.moduleRegistered || !this.startedOnce || this.warnedNoModule || !this.hasWeights()) return;
+    this.warnedNoModule = true;
+    this.warn(
+      'memscope: MemTracker has no model registered, so no weight counts as Parameter and no module has statistics; ' +
+        'call tracker.trackExternal(model) before tracking',
+    );
+  }
+
+  /** Whether the framework holds trainable weights a model could own (a binding knows; here: assume so). */
+  protected hasWeights(): boolean {
+    return true;
+  }
+
+  /** Where the tracker's one-line warnings go. */
+  protected warn(message: string): void {
+    console.warn(message);
   }
 
   /** Stops tracking and restores the framework (the adapter's last session uninstalls). Idempotent. */
@@ -221,11 +251,13 @@ export class MemTracker implements Disposable {
 
   /** Bytes per category per device now ('current') or at the highest total since start ('peak'). */
   snapshot(type: SnapshotType = 'current'): MemorySnapshot {
+    this.warnIfNoModule();
     return parseSnapshotType(type) === 'current' ? this.recorder.currentSnapshot() : this.recorder.peakSnapshot();
   }
 
   /** Per-module statistics (copies), in no particular order; displays sort them by name. */
   moduleStats(): ModuleMemStats[] {
+    this.warnIfNoModule();
     return this.recorder.moduleStats();
   }
 
@@ -242,6 +274,7 @@ export class MemTracker implements Disposable {
   formatModulewiseSnapshots(options: ModulewiseDisplayOptions = {}): string {
     const depth = parseDepth(options.depth ?? 2);
     const unit = parseUnit(options.units ?? 'B');
+    this.warnIfNoModule();
     return formatModulewise(this.recorder.moduleStats(), { depth, unit, tabulate: options.tabulate ?? false });
   }
 

@@ -74,6 +74,13 @@ export class MemoryTracker implements Disposable {
   #root: ModuleRef | null = null;
   #rootDepth = 0;
   #kernelDepth = 0;
+  /**
+   * The adapter's `ctx.step` when this monitoring began (read at the first event after
+   * startMonitor), or null before it. `ctx.step` counts from when the framework was instrumented,
+   * which is earlier when another tracker attached first; like PyTorch's MemoryTracker, whose
+   * records belong to its own monitoring session, steps count from 0 at start.
+   */
+  #stepBase: number | null = null;
 
   #device: DeviceName = '';
   #granularity = 1;
@@ -109,7 +116,8 @@ export class MemoryTracker implements Disposable {
         if (!this.#counted.delete(storage)) return;
         this.#allocated -= this.#round(storage.bytes);
       },
-      onKernelStart: () => {
+      onKernelStart: (_kernel, ctx) => {
+        this.#stepBase ??= ctx.step;
         this.#kernelDepth++;
       },
       onKernelEnd: (kernel, ctx) => {
@@ -326,16 +334,22 @@ export class MemoryTracker implements Disposable {
     const layer = ctx.module ? ctx.module.path : NO_LAYER;
     this.#records.push({
       name: `${layer}.${ctx.phase}.${kernelName}_${n}`,
-      step: ctx.step,
+      step: this.#stepOf(ctx),
       allocated: this.#allocated,
       active: this.#allocated,
       reserved: this.#readReserved(),
     });
   }
 
+  /** Optimizer steps completed since monitoring began. */
+  #stepOf(ctx: EventContext): number {
+    this.#stepBase ??= ctx.step;
+    return ctx.step - this.#stepBase;
+  }
+
   #mark(name: MarkerName, ctx: EventContext): void {
     // Every marker is kept (PyTorch keeps one per name, so a second step overwrote the first).
-    this.#markers.push({ name, index: this.#records.length, step: ctx.step });
+    this.#markers.push({ name, index: this.#records.length, step: this.#stepOf(ctx) });
   }
 
   #assertIdle(what: string): void {
@@ -363,6 +377,7 @@ export class MemoryTracker implements Disposable {
     this.#allocated = 0;
     this.#rootDepth = 0;
     this.#kernelDepth = 0;
+    this.#stepBase = null;
     this.#numAllocRetries = null;
     this.#numOoms = null;
     this.#baseline = { allocated: 0, active: 0, reserved: 0 };

@@ -1,23 +1,47 @@
 import type { Command } from 'commander';
-import { findLeaks } from '../../capture/leaks.js';
+import { findLeaks, frameLocation, type LeakReport } from '../../capture/leaks.js';
 import { readCaptureFile } from '../../capture/read-node.js';
+import { MemscopeError } from '../../core/errors.js';
 import { formatLeaks } from '../../report/leaks-text.js';
 
 export const EXIT_LEAKS_FOUND = 3;
 
+/** `--frames N`: a non-negative integer, else a usage error naming the value. */
+export function parseFrames(value: string): number {
+  if (!/^\d+$/.test(value) || !Number.isSafeInteger(Number(value))) {
+    throw new MemscopeError('bad-argument', `--frames ${JSON.stringify(value)}: expected a non-negative integer`);
+  }
+  return Number(value);
+}
+
+/** The leak report as `--json` prints it (`memscope leaks` and `memscope run`). */
+export function leaksJson(report: LeakReport, capture: string): object {
+  return {
+    capture,
+    steps: report.steps,
+    stepKind: report.stepKind,
+    note: report.note,
+    leaks: report.groups.map((g) => ({
+      ...g,
+      site: g.userFrame ? frameLocation(g.userFrame) : null,
+    })),
+  };
+}
+
 export function register(program: Command): void {
   program
     .command('leaks')
-    .description('list storages that outlive their training step and keep growing (tensors never disposed)')
+    .description('list storages that outlive their step, keep growing and are still alive at exit (tensors never disposed)')
     .argument('<capture>', 'a capture written by `memscope run`')
     .option('--json', 'print the leak groups as JSON')
     .option('--frames <n>', 'stack frames to print per leak', '8')
     .action((file: string, opts: { json?: boolean; frames: string }) => {
+      const frames = parseFrames(opts.frames);
       const capture = readCaptureFile(file);
       if (capture.truncated) process.stderr.write(`memscope: ${file} is truncated: ${capture.truncated.reason} (line ${capture.truncated.line}); using what was written\n`);
       const report = findLeaks(capture);
-      if (opts.json) process.stdout.write(JSON.stringify(report, null, 2) + '\n');
-      else process.stdout.write(formatLeaks(report, { frames: Math.max(0, Number(opts.frames) || 0) }));
+      if (opts.json) process.stdout.write(JSON.stringify(leaksJson(report, file), null, 2) + '\n');
+      else process.stdout.write(formatLeaks(report, { frames, stacksRecorded: capture.header.stacks }));
       // 3, not 1 (bad input) or 2 (usage): CI can fail a build on leaks alone.
       if (report.groups.length > 0) process.exitCode = EXIT_LEAKS_FOUND;
     });

@@ -3,6 +3,9 @@ import { existsSync, statSync } from 'node:fs';
 import { basename, resolve } from 'node:path';
 import { InvalidArgumentError, type Command } from 'commander';
 import { MemscopeError } from '../../core/errors.js';
+import { findLeaks } from '../../capture/leaks.js';
+import { readCaptureFile } from '../../capture/read-node.js';
+import { leaksJson } from './leaks.js';
 
 export interface RunOptions {
   output?: string;
@@ -10,6 +13,7 @@ export interface RunOptions {
   maxEntries?: number;
   backend?: string;
   quiet?: boolean;
+  json?: boolean;
 }
 
 /** The preload module next to this file (dist/cli/run-preload.js, or the .ts source under tsx). */
@@ -42,7 +46,9 @@ export async function runWithCapture(script: string, args: string[], opts: RunOp
     MEMSCOPE_RUN_MAX_ENTRIES: maxEntries === null ? '' : String(maxEntries),
     MEMSCOPE_RUN_BACKEND: opts.backend ?? '',
   };
-  const child = spawn(process.execPath, nodeArgs, { stdio: 'inherit', env });
+  // With --json, memscope's stdout carries only the JSON: the program's own output goes to stderr.
+  const child = spawn(process.execPath, nodeArgs, { stdio: ['inherit', opts.json ? 'pipe' : 'inherit', 'inherit'], env });
+  child.stdout?.pipe(process.stderr);
   // Ctrl-C reaches the child through the terminal's process group; the parent just waits for it.
   const ignore = (): void => {};
   process.on('SIGINT', ignore);
@@ -80,10 +86,14 @@ export function register(program: Command): void {
     .option('--max-entries <n>', 'record at most N allocations individually; later ones only count in step totals', parseMaxEntries)
     .option('--backend <name>', 'TFJS backend to make current before the program starts (cpu, wasm, ...)')
     .option('-q, --quiet', 'do not print where the capture went')
+    .option('--json', "when the program ends, print its exit code, the capture's path and the leaks found as JSON (the program's stdout goes to stderr)")
     .passThroughOptions()
     .action(async (script: string, args: string[], opts: RunOptions) => {
       const { exitCode, output } = await runWithCapture(script, args, opts);
-      if (!opts.quiet) {
+      if (opts.json) {
+        const report = findLeaks(readCaptureFile(output));
+        process.stdout.write(JSON.stringify({ exitCode, ...leaksJson(report, output) }, null, 2) + '\n');
+      } else if (!opts.quiet) {
         process.stderr.write(`memscope: capture written to ${output}\n  next: memscope report ${output} -o report.html · memscope leaks ${output}\n`);
       }
       process.exitCode = exitCode;

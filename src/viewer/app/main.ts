@@ -322,7 +322,8 @@ function topAllocationsAt(t: number, k: number): number[] {
 
 function userFrameOf(stack: number): string | null {
   for (const f of frames(stack)) {
-    if (/node_modules|node:|[\\/]tfjs-[\w-]+[\\/]src[\\/]/.test(f) || f.endsWith('(<anonymous>)')) continue;
+    // "[N frames in pkg, …]" is a folded run of library frames (docs/CAPTURE_FORMAT.md).
+    if (f.startsWith('[') || /node_modules|node:|[\\/]tfjs-[\w-]+[\\/]src[\\/]/.test(f) || f.endsWith('(<anonymous>)')) continue;
     return f;
   }
   return null;
