@@ -565,6 +565,19 @@ export interface TraceIncomplete {
   allocations: { address: number; requestedSize: number; detail: string }[];
 }
 
+/** Whether another allocator configuration would have avoided the device's first recorded OOM. */
+export interface OomAnswer {
+  traceIndex: number;
+  /** The memory PyTorch could have had: its reserved bytes plus the device's free bytes at the OOM. */
+  capacityBytes: number;
+  /** Settings tried: the recorded ones with expandable_segments:True (or False when they already had it). */
+  alternative: string;
+  /** Where each run first ran out of memory on a device of that capacity (null: it never did). */
+  recordedOomAt: number | null;
+  alternativeOomAt: number | null;
+  avoided: boolean;
+}
+
 export interface DeviceReplayReport {
   device: number;
   traceEvents: number;
@@ -585,6 +598,7 @@ export interface DeviceReplayReport {
   verdict: 'complete' | 'incomplete';
   incomplete: TraceIncomplete | null;
   ooms: ReplayOom[];
+  oomAnswer: OomAnswer | null;
   startStateProblems: string[];
   unsupported: string[];
   mismatches: ReplayMismatch[];
@@ -619,7 +633,7 @@ function describeIncomplete(start: StartState): TraceIncomplete | null {
   if (start.from > 0) {
     return {
       fromEvent: start.from,
-      reason: `events up to ${start.from - 1} contradict the end state (an allocation or segment no retained event made); replay starts at event ${start.from}`,
+      reason: `the trace before event ${start.from} does not account for the end state (it holds an allocation or segment that no retained event made); replay starts at event ${start.from}`,
       allocations: start.problems
         .map((p) => /(0x[0-9a-f]+)/.exec(p))
         .filter((m): m is RegExpExecArray => m !== null)
@@ -846,6 +860,7 @@ function replayDevice(snap: ParsedSnapshot, device: number): DeviceReplayReport 
     verdict: incomplete ? 'incomplete' : 'complete',
     incomplete,
     ooms,
+    oomAnswer: ooms.length > 0 ? answerOom(snap, device, ooms[0]) : null,
     startStateProblems: start.problems.slice(0, MAX_MISMATCHES),
     unsupported: [...unsupported],
     mismatches,
@@ -853,6 +868,35 @@ function replayDevice(snap: ParsedSnapshot, device: number): DeviceReplayReport 
 }
 
 // ------------------------------------------------------------------ what-if
+
+/** The recorded settings with expandable segments switched (on, or off when the run had them on). */
+export function expandableAlternative(settings: AllocatorSettings): AllocatorSettings {
+  const on = !settings.expandableSegments;
+  const conf = settings.conf.replace(/(^|,)\s*expandable_segments:\s*\w+\s*(?=,|$)/g, '').replace(/^,/, '');
+  return Object.freeze({ ...settings, expandableSegments: on, conf: `${conf ? `${conf},` : ''}expandable_segments:${on ? 'True' : 'False'}` });
+}
+
+/** The capacity PyTorch had at a recorded OOM: what it reserved plus what the device still had free. */
+export function capacityAtOom(oom: ReplayOom): number {
+  return oom.reservedBytes + oom.deviceFreeBytes;
+}
+
+function answerOom(snap: ParsedSnapshot, device: number, oom: ReplayOom): OomAnswer {
+  const capacityBytes = capacityAtOom(oom);
+  const alternative = expandableAlternative(snap.settings);
+  const oomAt = (r: WhatIfResult): number | null => r.oom?.traceIndex ?? null;
+  const recorded = whatIf(snap, snap.settings, capacityBytes, device);
+  const other = whatIf(snap, alternative, capacityBytes, device);
+  const otherAt = oomAt(other);
+  return {
+    traceIndex: oom.traceIndex,
+    capacityBytes,
+    alternative: alternative.conf,
+    recordedOomAt: oomAt(recorded),
+    alternativeOomAt: otherAt,
+    avoided: otherAt === null || otherAt > oom.traceIndex,
+  };
+}
 
 export interface WhatIfResult {
   settings: string;
@@ -867,6 +911,8 @@ export interface WhatIfResult {
   allocRetries: number;
   endReservedBytes: number;
   oom: null | { traceIndex: number; requestedBytes: number; message: string };
+  /** The trace's own OOMs this run went past: each request was tried here and, when it fit, freed again at once. */
+  recordedOoms: { traceIndex: number; requestedBytes: number; avoided: boolean }[];
 }
 
 /**
@@ -879,7 +925,8 @@ export interface WhatIfResult {
 export function whatIf(raw: unknown, settings: AllocatorSettings, capacity: number | null, device = 0): WhatIfResult {
   const snap = asParsed(raw);
   const trace = snap.traces[device] ?? [];
-  const start = reconstructStartState(snap, device);
+  const start = impliedStartState(snap, device);
+  const recordedOoms: WhatIfResult['recordedOoms'] = [];
   const backend = new SimulatedDevice(capacity ?? 2 ** 50);
   const model = new CachingAllocatorModel({ device, settings, backend });
   const addrMap = new Map<number, number>();
@@ -906,6 +953,7 @@ export function whatIf(raw: unknown, settings: AllocatorSettings, capacity: numb
     allocRetries: model.stats.num_alloc_retries,
     endReservedBytes: model.reservedBytes,
     oom,
+    recordedOoms,
   });
   const tryMalloc = (size: number, stream: number, index: number): number | WhatIfResult => {
     try {
@@ -917,7 +965,7 @@ export function whatIf(raw: unknown, settings: AllocatorSettings, capacity: numb
       throw err;
     }
   };
-  for (const seg of start.layout) {
+  for (const seg of [...start.layout, ...start.expandable.flatMap((es) => es.ranges)].sort((a, b) => a.address - b.address)) {
     for (const b of seg.blocks) {
       if (!b.allocated) continue;
       const got = tryMalloc(b.requestedSize, seg.stream, -1);
@@ -925,12 +973,21 @@ export function whatIf(raw: unknown, settings: AllocatorSettings, capacity: numb
       addrMap.set(b.address, got);
     }
   }
-  for (let i = 0; i < trace.length; i++) {
+  for (let i = start.from; i < trace.length; i++) {
     const e = trace[i];
     if (e.action === 'alloc') {
       const got = tryMalloc(e.size, e.stream, i);
       if (typeof got !== 'number') return got;
       addrMap.set(e.addr!, got);
+    } else if (e.action === 'oom') {
+      // The program asked for this and PyTorch could not give it: a run that can goes on as the trace did.
+      const got = tryMalloc(e.size, e.stream, i);
+      if (typeof got !== 'number') {
+        recordedOoms.push({ traceIndex: i, requestedBytes: e.size, avoided: false });
+        return { ...got, recordedOoms };
+      }
+      recordedOoms.push({ traceIndex: i, requestedBytes: e.size, avoided: true });
+      model.free(got);
     } else if (e.action === 'free_requested' || e.action === 'free_completed') {
       const addr = addrMap.get(e.addr!);
       if (addr === undefined) continue;
@@ -939,10 +996,11 @@ export function whatIf(raw: unknown, settings: AllocatorSettings, capacity: numb
         model.completeFree(addr);
         addrMap.delete(e.addr!);
       }
-    } else if (e.action === 'segment_free') {
+    } else if (e.action === 'segment_free' || e.action === 'segment_unmap') {
       let j = i;
-      while (j < trace.length && trace[j].action === 'segment_free') j++;
-      if (j >= trace.length || (trace[j].action !== 'segment_alloc' && trace[j].action !== 'oom')) model.emptyCache();
+      while (j < trace.length && (trace[j].action === 'segment_free' || trace[j].action === 'segment_unmap')) j++;
+      const next = j < trace.length ? trace[j].action : null;
+      if (next !== 'segment_alloc' && next !== 'segment_map' && next !== 'oom') model.emptyCache();
       i = j - 1;
     }
   }

@@ -1,8 +1,9 @@
 import { Command } from 'commander';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { parseByteSize, register } from '../../src/cli/commands/replay.js';
+import { fixture } from '../support/fixtures.js';
 
-const FILE = '/work/shared/fixtures/torch-snapshots/newest_format_trace.pickle';
+const FILE = fixture('torch/newest_format_trace.pickle');
 
 async function run(...args: string[]): Promise<string> {
   const out: string[] = [];

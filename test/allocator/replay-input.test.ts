@@ -9,17 +9,17 @@ import { parseAllocatorConf } from '../../src/allocator/settings.js';
 import { parseSnapshot, replaySnapshot, whatIf } from '../../src/allocator/replay.js';
 import { MemscopeError } from '../../src/core/errors.js';
 import { writePickle } from '../../src/torch/pickle/writer.js';
+import { fixture } from '../support/fixtures.js';
 
 vi.setConfig({ testTimeout: 120_000 });
 
-const DIR = '/work/shared/fixtures/torch-snapshots';
 const tmp = mkdtempSync(path.join(tmpdir(), 'memscope-replay-input-'));
 
 describe('readReplaySnapshot (columnar reader) against the plain-object path', () => {
   it.each(['transformer_forward_trace.pickle', 'transformer_fullstep_trace.pickle', 'newest_format_trace.pickle', 'older_no_settings_6633blocks.pickle', 'small_3seg.pickle', 'state_only_259seg.pickle'])(
     '%s: same parsed snapshot, same replay report',
     (name) => {
-      const file = `${DIR}/${name}`;
+      const file = fixture(`torch/${name}`);
       const generic = parseSnapshot(readSnapshotFile(file));
       const fast = readReplaySnapshot(file);
       expect(fast).toEqual(generic);
@@ -28,7 +28,7 @@ describe('readReplaySnapshot (columnar reader) against the plain-object path', (
   );
 
   it('what-if runs give the same figures from either reader', () => {
-    const file = `${DIR}/transformer_forward_trace.pickle`;
+    const file = fixture('torch/transformer_forward_trace.pickle');
     const fast = readReplaySnapshot(file);
     const settings = parseAllocatorConf('expandable_segments:True');
     expect(whatIf(fast, settings, null)).toEqual(whatIf(readSnapshotFile(file), settings, null));
