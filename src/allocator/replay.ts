@@ -4,7 +4,6 @@ import type { DeviceBackend } from './device.js';
 import { SimulatedDevice } from './device.js';
 import { divisionsFor, settingsFromSnapshot, type AllocatorSettings } from './settings.js';
 import { LARGE_BUFFER, MIN_BLOCK_SIZE, roundSize, SMALL_BUFFER, SMALL_SIZE } from './sizes.js';
-import { snapshotSegments } from './snapshot.js';
 import type { MemorySnapshot } from '../torch/snapshot.js';
 
 /**
@@ -278,7 +277,9 @@ export function reconstructStartState(snap: ParsedSnapshot, device: number, from
   const segs = new Map<number, { size: number; stream: number; isSmall: boolean }>();
   /** Segments the walk removed (allocated by the trace), to name the event a stray block contradicts. */
   const removedSegs: { address: number; size: number; index: number }[] = [];
-  const live = new Map<number, LiveBlock>();
+  /** Live blocks by address: a trace index (the free_completed that ends it) or -(k + 1) for endLive[k]. */
+  const live = new Map<number, number>();
+  const endLive: LiveBlock[] = [];
   let mapped: MappedRange[] = [];
   /** Every address an expandable segment of each (stream, pool) is seen to hold: its base is the lowest. */
   const expandableSeen = new Map<string, { stream: number; isSmall: boolean; lowest: number }>();
@@ -296,12 +297,16 @@ export function reconstructStartState(snap: ParsedSnapshot, device: number, from
       seeExpandable(s.stream, isSmall, s.address);
     } else segs.set(s.address, { size: s.total_size, stream: s.stream, isSmall });
     for (const b of s.blocks) {
-      if (b.state !== 'inactive') live.set(b.address, { requested: b.requested_size, stream: s.stream, exactSize: b.size, freedAt: -1 });
+      if (b.state !== 'inactive') {
+        endLive.push({ requested: b.requested_size, stream: s.stream, exactSize: b.size, freedAt: -1 });
+        live.set(b.address, -endLive.length);
+      }
     }
   }
-  // Expandable events of the whole trace locate each segment's base, even those before `from`.
-  for (const e of trace) {
-    if (e.action === 'segment_map' || e.action === 'segment_unmap') seeExpandable(e.stream, (e.size % LARGE_BUFFER) !== 0, e.addr ?? 0);
+  // Expandable events before `from` also locate a segment's base (the walk sees those after it).
+  for (let i = 0; i < from; i++) {
+    const e = trace[i];
+    if (e.action === 'segment_map' || e.action === 'segment_unmap') seeExpandable(e.stream, e.size % LARGE_BUFFER !== 0, e.addr ?? 0);
   }
   for (let i = trace.length - 1; i >= from; i--) {
     const e = trace[i];
@@ -314,7 +319,7 @@ export function reconstructStartState(snap: ParsedSnapshot, device: number, from
         }
         break;
       case 'free_completed':
-        live.set(addr, { requested: e.size, stream: e.stream, exactSize: null, freedAt: i });
+        live.set(addr, i);
         break;
       case 'segment_alloc':
         if (!segs.delete(addr)) {
@@ -326,9 +331,11 @@ export function reconstructStartState(snap: ParsedSnapshot, device: number, from
         segs.set(addr, { size: e.size, stream: e.stream, isSmall: e.size === SMALL_BUFFER });
         break;
       case 'segment_map':
+        seeExpandable(e.stream, e.size % LARGE_BUFFER !== 0, addr);
         mapped = subtractRange(mapped, addr, addr + e.size);
         break;
       case 'segment_unmap':
+        seeExpandable(e.stream, e.size % LARGE_BUFFER !== 0, addr);
         mapped.push({ start: addr, end: addr + e.size, stream: e.stream, isSmall: e.size % LARGE_BUFFER !== 0 });
         break;
       default:
@@ -343,7 +350,9 @@ export function reconstructStartState(snap: ParsedSnapshot, device: number, from
     ...[...segs.entries()].map(([address, s]) => ({ address, size: s.size, stream: s.stream, isSmall: s.isSmall, expandable: false })),
     ...mapped.map((r) => ({ address: r.start, size: r.end - r.start, stream: r.stream, isSmall: r.isSmall, expandable: true })),
   ].sort((a, b) => a.address - b.address);
-  const liveSorted = [...live.entries()].sort((a, b) => a[0] - b[0]);
+  const liveSorted: [number, LiveBlock][] = [...live.entries()]
+    .sort((a, b) => a[0] - b[0])
+    .map(([addr, v]) => [addr, v < 0 ? endLive[-v - 1] : { requested: trace[v].size, stream: trace[v].stream, exactSize: null, freedAt: v }]);
 
   // Blocks whose size the rules infer (exactSize null) and that leave free room after them: the
   // first allocation that lands in that room, before the block is freed, starts where it ends.
@@ -693,7 +702,8 @@ function replayDevice(snap: ParsedSnapshot, device: number): DeviceReplayReport 
   const note = (traceIndex: number, kind: ReplayMismatch['kind'], message: () => string): void => {
     if (mismatches.length < MAX_MISMATCHES) mismatches.push({ traceIndex, kind, message: message() });
   };
-  const traceSeg: { action: string; addr: number; size: number; index: number }[] = [];
+  /** Trace indexes of the segment events replayed. */
+  const traceSeg: number[] = [];
   const addrMap = new Map<number, number>();
   const ooms: ReplayOom[] = [];
   let allocs = 0;
@@ -726,7 +736,7 @@ function replayDevice(snap: ParsedSnapshot, device: number): DeviceReplayReport 
       case 'segment_unmap':
         if (group.length === 0) groupStart = i;
         group.push(e);
-        traceSeg.push({ action: e.action, addr: e.addr ?? 0, size: e.size, index: i });
+        traceSeg.push(i);
         break;
       case 'snapshot':
         break;
@@ -780,16 +790,21 @@ function replayDevice(snap: ParsedSnapshot, device: number): DeviceReplayReport 
           note(i, 'oom', () => `model failed to allocate ${e.size} bytes: ${err.message.slice(0, 120)}`);
           break;
         }
-        addrMap.set(e.addr!, got);
-        if (got === e.addr) allocMatched++;
-        else note(i, 'address', () => `alloc of ${e.size} bytes: PyTorch gave ${hexAddress(e.addr!)}, the model ${hexAddress(got)}`);
+        // Frees name PyTorch's address: map it to the model's only where the two differ.
+        if (got === e.addr) {
+          allocMatched++;
+          if (addrMap.size > 0) addrMap.delete(got);
+        } else {
+          addrMap.set(e.addr!, got);
+          note(i, 'address', () => `alloc of ${e.size} bytes: PyTorch gave ${hexAddress(e.addr!)}, the model ${hexAddress(got)}`);
+        }
         break;
       }
       case 'free_requested':
       case 'free_completed': {
         flushAsEmptyCache();
         setIndex(i);
-        const addr = addrMap.get(e.addr!) ?? e.addr!;
+        const addr = addrMap.size > 0 ? (addrMap.get(e.addr!) ?? e.addr!) : e.addr!;
         try {
           if (e.action === 'free_requested') model.requestFree(addr);
           else if (model.blockSize(addr) !== undefined && !model.isPendingFree(addr)) model.free(addr);
@@ -808,39 +823,52 @@ function replayDevice(snap: ParsedSnapshot, device: number): DeviceReplayReport 
   let segMatched = 0;
   const n = Math.max(traceSeg.length, emitted.length);
   for (let k = 0; k < n; k++) {
-    const t = traceSeg[k];
+    const t = k < traceSeg.length ? trace[traceSeg[k]] : undefined;
     const m = emitted[k];
-    if (t && m && t.action === m.action && t.addr === m.addr && t.size === m.size) segMatched++;
+    if (t && m && t.action === m.action && (t.addr ?? 0) === m.addr && t.size === m.size) segMatched++;
     else if (t || m) {
       note(
-        t?.index ?? m?.index ?? -1,
+        k < traceSeg.length ? traceSeg[k] : (m?.index ?? -1),
         'segment-event',
-        () => `segment event #${k}: PyTorch ${t ? `${t.action} ${hexAddress(t.addr)} ${t.size}` : 'none'}, model ${m ? `${m.action} ${hexAddress(m.addr)} ${m.size}` : 'none'}`,
+        () => `segment event #${k}: PyTorch ${t ? `${t.action} ${hexAddress(t.addr ?? 0)} ${t.size}` : 'none'}, model ${m ? `${m.action} ${hexAddress(m.addr)} ${m.size}` : 'none'}`,
       );
     }
   }
 
-  // End state against the snapshot.
-  const blockKey = (addr: number, size: number, state: string, requested: number): string =>
-    `${addr}:${size}:${state}:${state === 'inactive' ? '' : requested}`;
-  const want = new Set<string>();
-  const wantBlocks = new Set<string>();
+  // End state against the snapshot: segments by (address, size), blocks by (address, size, state, requested size when live).
+  const wantSegs = new Map<number, number>();
+  const wantBlocks = new Map<number, RawBlock>();
   for (const s of snap.segments) {
     if (s.device !== device) continue;
-    want.add(`${s.address}:${s.total_size}`);
-    for (const b of s.blocks) wantBlocks.add(blockKey(b.address, b.size, b.state, b.requested_size));
+    wantSegs.set(s.address, s.total_size);
+    for (const b of s.blocks) wantBlocks.set(b.address, b);
   }
-  const have = snapshotSegments(model);
-  const haveSegs = new Set(have.map((s) => `${s.address}:${s.total_size}`));
-  const haveBlocks = new Set<string>();
-  for (const s of have) for (const b of s.blocks) haveBlocks.add(blockKey(b.address, b.size, b.state, b.requested_size));
+  let haveSegCount = 0;
+  let haveBlockCount = 0;
   let segBoth = 0;
-  for (const k of want) if (haveSegs.has(k)) segBoth++;
   let blockBoth = 0;
   let firstMissing: string | null = null;
-  for (const k of wantBlocks) {
-    if (haveBlocks.has(k)) blockBoth++;
-    else firstMissing ??= k;
+  const seen = new Set<number>();
+  for (const { head, blocks } of model.segments()) {
+    haveSegCount++;
+    let total = 0;
+    for (const b of blocks) {
+      total += b.size;
+      haveBlockCount++;
+      const w = wantBlocks.get(b.address);
+      const state = b.allocated ? 'active_allocated' : b.pendingFree ? 'active_pending_free' : 'inactive';
+      if (w && w.size === b.size && w.state === state && (state === 'inactive' || w.requested_size === b.requestedSize)) {
+        blockBoth++;
+        seen.add(b.address);
+      }
+    }
+    if (wantSegs.get(head.address) === total) segBoth++;
+  }
+  for (const [address, b] of wantBlocks) {
+    if (!seen.has(address)) {
+      firstMissing = `${hexAddress(address)} (${b.size} bytes, ${b.state}${b.state === 'inactive' ? '' : `, ${b.requested_size} requested`})`;
+      break;
+    }
   }
   if (firstMissing !== null) note(trace.length, 'layout', () => `end state: PyTorch has block ${firstMissing}, the model does not`);
 
@@ -855,8 +883,8 @@ function replayDevice(snap: ParsedSnapshot, device: number): DeviceReplayReport 
     startLiveBlocks: [...start.layout, ...start.expandable.flatMap((es) => es.ranges)].reduce((c, s) => c + s.blocks.filter((b) => b.allocated).length, 0),
     allocAddresses: rate(allocMatched, allocs),
     segmentEvents: { ...rate(segMatched, traceSeg.length === 0 && emitted.length === 0 ? 0 : n), model: emitted.length },
-    finalSegments: rate(segBoth, want.size + haveSegs.size - segBoth),
-    finalBlocks: rate(blockBoth, wantBlocks.size + haveBlocks.size - blockBoth),
+    finalSegments: rate(segBoth, wantSegs.size + haveSegCount - segBoth),
+    finalBlocks: rate(blockBoth, wantBlocks.size + haveBlockCount - blockBoth),
     verdict: incomplete ? 'incomplete' : 'complete',
     incomplete,
     ooms,
