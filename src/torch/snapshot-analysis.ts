@@ -5,7 +5,7 @@
  * readable trace lines — as plain functions over the model, so the CLI, the
  * allocator's saveSegmentUsage/saveMemoryUsage and the browser viewer share them.
  */
-import { humanBytes } from '../core/units.js';
+import { humanBytes, humanBytes as formatHumanBytes } from '../core/units.js';
 import type { FlameStack } from '../report/flamegraph-svg.js';
 import type { DeviceMemoryTimeline, MemoryTrace } from './memory-trace.js';
 import { EMPTY_OPERATORS } from './memory-trace.js';
@@ -1006,6 +1006,16 @@ export function traceActionCounts(snapshot: MemorySnapshot): TraceActionCounts[]
 export function traceLines(snapshot: MemorySnapshot, options: { frames?: boolean } = {}): string[] {
   const out: string[] = [];
   const l = labels(snapshot);
+  // Traces repeat a few sizes many times: each is formatted once.
+  const sizeText = new Map<number, string>();
+  const humanBytes = (n: number): string => {
+    let t = sizeText.get(n);
+    if (t === undefined) {
+      t = formatHumanBytes(n);
+      sizeText.set(n, t);
+    }
+    return t;
+  };
   for (const trace of snapshot.traces) {
     if (trace.count === 0) continue;
     out.push(`Device ${trace.device} ---------------- ${trace.count} entries`);
