@@ -501,7 +501,21 @@ export class CachingAllocatorModel {
 
   /** The stream is done with a block freed by requestFree: it returns to the pool and merges with free neighbours. */
   completeFree(address: number): void {
+    this.completeFreeOf(this.activeBlocks.get(address), address);
+  }
+
+  /**
+   * A trace's free_completed: completes a pending free, or frees an allocation whose
+   * free_requested the trace does not hold (one lookup where blockSize + isPendingFree +
+   * completeFree would take three).
+   */
+  completeFreeOrFree(address: number): void {
     const block = this.activeBlocks.get(address);
+    if (block && !block.pendingFree) this.requestFree(address);
+    this.completeFreeOf(block, address);
+  }
+
+  private completeFreeOf(block: Block | undefined, address: number): void {
     if (!block || !block.pendingFree) {
       if (block) throw new MemscopeError('bad-argument', `completing the free of ${hexAddress(address)}: it was not requested to be freed`);
       this.lookupActive(address, 'completing the free');

@@ -807,8 +807,7 @@ function replayDevice(snap: ParsedSnapshot, device: number): DeviceReplayReport 
         const addr = addrMap.size > 0 ? (addrMap.get(e.addr!) ?? e.addr!) : e.addr!;
         try {
           if (e.action === 'free_requested') model.requestFree(addr);
-          else if (model.blockSize(addr) !== undefined && !model.isPendingFree(addr)) model.free(addr);
-          else model.completeFree(addr);
+          else model.completeFreeOrFree(addr);
         } catch (err) {
           if (!(err instanceof MemscopeError)) throw err;
           note(i, 'free', () => `${e.action} of ${hexAddress(e.addr!)}: ${err.message}`);
