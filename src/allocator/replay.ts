@@ -743,25 +743,31 @@ function replayDevice(snap: ParsedSnapshot, device: number): DeviceReplayReport 
       case 'oom':
       case 'alloc': {
         setIndex(i);
-        let frees = 0;
-        let firstMap: number | null = null;
-        const expectedAllocs: { addr: number; size: number }[] = [];
-        for (const g of group) {
-          if (g.action === 'segment_free' || g.action === 'segment_unmap') frees++;
-          else if (g.action === 'segment_alloc') expectedAllocs.push({ addr: g.addr ?? 0, size: g.size });
-          else if (g.action === 'segment_map' && firstMap === null) firstMap = g.addr ?? 0;
+        if (group.length === 0 && e.action === 'alloc') {
+          // Most allocations: no segment event before them, so the device has nothing to give.
+          if (backend.expectedAllocs.length > 0 || backend.expectedMapAt !== null || backend.failUntilFrees > 0 || backend.failAll) resetDevice();
+          backend.modelFrees = 0;
+        } else {
+          let frees = 0;
+          let firstMap: number | null = null;
+          const expectedAllocs: { addr: number; size: number }[] = [];
+          for (const g of group) {
+            if (g.action === 'segment_free' || g.action === 'segment_unmap') frees++;
+            else if (g.action === 'segment_alloc') expectedAllocs.push({ addr: g.addr ?? 0, size: g.size });
+            else if (g.action === 'segment_map' && firstMap === null) firstMap = g.addr ?? 0;
+          }
+          if (frees > 0 && e.action === 'alloc' && model.wouldReuseCachedBlock(e.size, e.stream)) {
+            // The program emptied the cache before this allocation (a malloc that finds a cached block never frees segments).
+            model.emptyCache();
+          }
+          resetDevice();
+          backend.expectedAllocs = expectedAllocs;
+          backend.expectedMapAt = firstMap;
+          backend.failUntilFrees = frees;
+          backend.modelFrees = freesAtCurrent;
+          backend.failAll = e.action === 'oom';
+          group = [];
         }
-        if (frees > 0 && e.action === 'alloc' && model.wouldReuseCachedBlock(e.size, e.stream)) {
-          // The program emptied the cache before this allocation (a malloc that finds a cached block never frees segments).
-          model.emptyCache();
-        }
-        resetDevice();
-        backend.expectedAllocs = expectedAllocs;
-        backend.expectedMapAt = firstMap;
-        backend.failUntilFrees = frees;
-        backend.modelFrees = freesAtCurrent;
-        backend.failAll = e.action === 'oom';
-        group = [];
         if (e.action === 'oom') {
           let reproduced = false;
           try {
