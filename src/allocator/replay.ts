@@ -609,7 +609,6 @@ export interface DeviceReplayReport {
   ooms: ReplayOom[];
   oomAnswer: OomAnswer | null;
   startStateProblems: string[];
-  unsupported: string[];
   mismatches: ReplayMismatch[];
 }
 
@@ -697,7 +696,6 @@ function replayDevice(snap: ParsedSnapshot, device: number): DeviceReplayReport 
   backend.preload = [];
 
   const mismatches: ReplayMismatch[] = [];
-  const unsupported = new Set<string>();
   /** Records a mismatch; the message is built only while fewer than MAX_MISMATCHES are kept. */
   const note = (traceIndex: number, kind: ReplayMismatch['kind'], message: () => string): void => {
     if (mismatches.length < MAX_MISMATCHES) mismatches.push({ traceIndex, kind, message: message() });
@@ -895,7 +893,6 @@ function replayDevice(snap: ParsedSnapshot, device: number): DeviceReplayReport 
     ooms,
     oomAnswer: ooms.length > 0 ? answerOom(snap, device, ooms[0]) : null,
     startStateProblems: start.problems.slice(0, MAX_MISMATCHES),
-    unsupported: [...unsupported],
     mismatches,
   };
 }

@@ -39,7 +39,7 @@ afterEach(() => vi.restoreAllMocks());
 describe('expandable segments', () => {
   it('segment_map / segment_unmap replay at 100%: 20 MiB pages, growth into the free tail, empty_cache unmapping only whole free pages', () => {
     const d = replaySnapshot(load('replay_expandable.pickle')).devices[0];
-    expect(d.unsupported).toEqual([]);
+    expect(d.startStateProblems).toEqual([]);
     expect(d.mismatches).toEqual([]);
     expect(d.allocAddresses).toEqual({ matched: 3, total: 3, rate: 1 });
     expect(d.segmentEvents).toEqual({ matched: 3, total: 3, rate: 1, model: 3 });

@@ -79,7 +79,7 @@ function deviceLines(d: DeviceReplayReport): string[] {
     );
   }
   const listed = new Set(d.incomplete?.allocations.map((x) => x.detail));
-  for (const p of [...d.startStateProblems, ...d.unsupported]) if (!listed.has(p)) out.push(`  note: ${p}`);
+  for (const p of d.startStateProblems) if (!listed.has(p)) out.push(`  note: ${p}`);
   if (d.mismatches.length > 0) {
     out.push('first mismatches:');
     for (const m of d.mismatches) out.push(`  [event ${m.traceIndex}] ${m.kind}: ${m.message}`);
