@@ -1,6 +1,9 @@
 // Replay on hand-made snapshots (test/allocator/make_replay_fixtures.py writes them; each trace is
 // what PyTorch's allocator records for the program described there): expandable segments, several
 // devices, a recorded OOM, and traces that cannot account for their end state.
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
 import { Command } from 'commander';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { readSnapshotFile } from '../../src/allocator/read-snapshot-node.js';
@@ -151,6 +154,24 @@ describe('traces that cannot account for the end state', () => {
 });
 
 describe('memscope replay (text)', () => {
+  it('prints each recorded OOM, the answer for expandable segments, the untraced device; what-if runs on the memory PyTorch had', async () => {
+    // The CLI reads JSON snapshots too: the same hand-made file as JSON (oom entries and all).
+    const file = path.join(mkdtempSync(path.join(tmpdir(), 'memscope-replay-cases-')), 'devices.json');
+    writeFileSync(file, JSON.stringify(load('replay_devices_oom.pickle')));
+    const text = await cli(file);
+    expect(text).toContain('OOM at event 7: PyTorch could not allocate 200.00 MiB with 150.00 MiB free on the device; the model, at the same point, also runs out (allocated 100.00 MiB, reserved 100.00 MiB)');
+    expect(text).toContain(
+      'would expandable_segments:True have avoided it? no: on a device of 250.00 MiB (reserved + free at the OOM) the run runs out at event 7 under the recorded settings and runs out at event 7 under expandable_segments:True',
+    );
+    expect(text).toContain('device 1: no trace events; nothing to replay');
+    const whatIfText = await cli(file, '--alloc-conf', 'expandable_segments:True');
+    expect(whatIfText).toContain('what-if replay of');
+    expect(whatIfText).toContain('capacity 250.00 MiB (reserved + free at the recorded OOM, event 7)');
+    expect(whatIfText).toContain('recorded OOM at event 7 (200.00 MiB): recorded settings out of memory, what-if out of memory');
+    const bigger = await cli(file, '--capacity', '300MiB');
+    expect(bigger).toContain('recorded OOM at event 7 (200.00 MiB): recorded settings fits, what-if fits');
+  });
+
   it('names PyTorch defaults when the recorded PYTORCH_CUDA_ALLOC_CONF is empty, and the conf when set', async () => {
     const text = await cli(fixture('torch/replay_implied_size.pickle'));
     expect(text).toContain('under its recorded settings (PyTorch defaults: PYTORCH_CUDA_ALLOC_CONF was not set)');

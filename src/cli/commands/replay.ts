@@ -75,7 +75,7 @@ function deviceLines(d: DeviceReplayReport): string[] {
     const where = (at: number | null): string => (at === null ? 'never runs out' : `runs out at event ${at}`);
     out.push(
       `would ${a.alternative} have avoided it? ${a.avoided ? 'yes' : 'no'}: on a device of ${humanBytes(a.capacityBytes)} (reserved + free at the OOM) ` +
-        `the recorded settings ${where(a.recordedOomAt)}, ${a.alternative} ${where(a.alternativeOomAt)} (what-if: --alloc-conf, --capacity)`,
+        `the run ${where(a.recordedOomAt)} under the recorded settings and ${where(a.alternativeOomAt)} under ${a.alternative} (what-if: --alloc-conf, --capacity)`,
     );
   }
   const listed = new Set(d.incomplete?.allocations.map((x) => x.detail));
