@@ -10,13 +10,16 @@ import type { MemorySnapshot } from '../torch/snapshot.js';
  * Replay of a PyTorch memory snapshot's trace through the allocator model.
  *
  * The snapshot is the allocator's state at the END of its trace. Walking the
- * trace backwards recovers the state at its START (which segments existed,
- * which blocks were allocated); the model is loaded with that state and every
- * alloc/free is replayed with the snapshot's settings. The device answers the
- * model's cudaMalloc calls from the trace (the address cudaMalloc returned, and
- * whether it failed first, which the trace shows as segment_free events before
- * the segment_alloc); every decision — which cached block, whether to split,
- * whether to ask the device at all, which segments to release — is the model's.
+ * trace backwards recovers the state at its START (which segments and mapped
+ * expandable ranges existed, which blocks were allocated); the model is loaded
+ * with that state and every alloc/free/oom is replayed with the snapshot's
+ * settings, one device at a time. The device answers the model's cudaMalloc and
+ * page-mapping calls from the trace (the address cudaMalloc returned or the
+ * first segment_map landed at, and whether it failed first, which the trace
+ * shows as segment_free / segment_unmap events before the allocation); every
+ * decision — which cached block, whether to split, whether to ask the device at
+ * all, which segments to release or pages to unmap — is the model's. Each step
+ * is one pass over the trace (docs/ALLOCATOR.md, "Replay").
  */
 
 interface RawBlock {
