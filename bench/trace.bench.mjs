@@ -3,10 +3,16 @@
 // and peak RSS): memscope = read + `summary` figures (peaks, per-operator memory); the baselines
 // only parse: CPython's json.load(gzip.open(...)) and Node's JSON.parse of the gunzipped text.
 // Three runs each, median reported (the machine is shared; single runs are noisy).
+//
+// Then `memscope trace` on a 100 MB snapshot (bench/make-big-snapshot.mjs, cached in bench/out/),
+// its lines sent to /dev/null, against `memscope summary` on the same file in the same run (the
+// read alone, nearly): wall time of fresh processes. Target (issue 30): trace ≤ 2 s.
 import { spawnSync } from 'node:child_process';
+import { existsSync, mkdirSync, openSync, closeSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { benchInput } from './inputs.mjs';
+import { makeBigSnapshot } from './make-big-snapshot.mjs';
 
 const here = dirname(fileURLToPath(import.meta.url));
 const FILES = ['kineto_modern_memory.json.gz', 'kineto_2021_resnet50.json.gz'];
@@ -50,3 +56,31 @@ for (const f of FILES) {
   console.log(`  Node JSON.parse only  ${np.ms.toFixed(0)} ms, peak RSS ${mb(np.rss)}  → memscope ${(ms.ms / np.ms).toFixed(2)}× the time, ${(ms.rss / np.rss).toFixed(2)}× the memory`);
   console.log(`  CPython json.load only ${py.ms.toFixed(0)} ms, peak RSS ${mb(py.rss)} → memscope ${(ms.ms / py.ms).toFixed(2)}× the time, ${(ms.rss / py.rss).toFixed(2)}× the memory`);
 }
+
+const out = join(here, 'out');
+mkdirSync(out, { recursive: true });
+const big = join(out, 'replay-100mb.pickle');
+const source = benchInput('torch/transformer_fullstep_trace.pickle');
+if (!existsSync(big)) makeBigSnapshot(source, big, 100 * 2 ** 20, 2 ** 37);
+const cli = resolve(here, '../dist/cli/memscope.cjs');
+function cliRun(verb) {
+  const devNull = openSync('/dev/null', 'w');
+  try {
+    const t = performance.now();
+    const r = spawnSync(process.execPath, [cli, verb, big], { stdio: ['ignore', devNull, 'pipe'] });
+    const ms = performance.now() - t;
+    if (r.status !== 0) throw new Error(`memscope ${verb} failed: ${r.stderr}`);
+    return { ms };
+  } finally {
+    closeSync(devNull);
+  }
+}
+const verbRuns = (verb) => Array.from({ length: RUNS }, () => cliRun(verb));
+const traceRuns = verbRuns('trace');
+const summaryRuns = verbRuns('summary');
+const tMs = median(traceRuns.map((r) => r.ms));
+const sMs = median(summaryRuns.map((r) => r.ms));
+console.log(
+  `memscope trace, 100 MB snapshot, to /dev/null: ${(tMs / 1000).toFixed(2)} s wall; summary of the same file ${(sMs / 1000).toFixed(2)} s ` +
+    `→ trace ${(tMs / sMs).toFixed(2)}× summary (median of ${RUNS}); target ≤ 2 s`,
+);

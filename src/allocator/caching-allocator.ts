@@ -168,12 +168,29 @@ export interface SegmentLayout {
   blocks: { address: number; size: number; allocated: boolean; requestedSize: number; frames?: Frame[] | null }[];
 }
 
+/** An expandable segment's address range and its mapped parts, for loading a known state. */
+export interface ExpandableLayout {
+  base: number;
+  /** Bytes of address space reserved. */
+  size: number;
+  pageSize: number;
+  stream: number;
+  isSmall: boolean;
+  /** Contiguous mapped runs of whole pages, each with the blocks that tile it. */
+  ranges: SegmentLayout[];
+}
+
 export interface AllocatorOptions {
   device?: number;
   settings?: AllocatorSettings;
   backend?: DeviceBackend;
-  /** Called for every trace entry whether or not history is on (replay compares them). */
+  /** Called for every trace entry whether or not history is on. */
   onTrace?: (entry: TraceEntry) => void;
+  /**
+   * Called for every segment_alloc / segment_free / segment_map / segment_unmap whether or not
+   * history is on, without building an entry (replay compares them, once per trace event).
+   */
+  onSegmentEvent?: (action: 'segment_alloc' | 'segment_free' | 'segment_map' | 'segment_unmap', addr: number, size: number) => void;
   /** Supplies frames when history asks for them (the device API captures JS stacks). */
   stackProvider?: () => Frame[];
   /** Clock for time_us. */
@@ -198,6 +215,7 @@ export class CachingAllocatorModel {
   private ring: TraceEntry[] = [];
   private ringNext = 0;
   private readonly onTrace: ((entry: TraceEntry) => void) | undefined;
+  private readonly onSegmentEvent: AllocatorOptions['onSegmentEvent'];
   private readonly stackProvider: () => Frame[];
   private readonly now: () => number;
   /** One reusable lookup key (the comparators read only stream, size and address). */
@@ -208,6 +226,7 @@ export class CachingAllocatorModel {
     this.settings = options.settings ?? DEFAULT_SETTINGS;
     this.backend = options.backend ?? new SimulatedDevice();
     this.onTrace = options.onTrace;
+    this.onSegmentEvent = options.onSegmentEvent;
     this.stackProvider = options.stackProvider ?? (() => []);
     this.now = options.now ?? (() => Math.round((globalThis.performance?.now() ?? Date.now()) * 1000));
   }
@@ -482,7 +501,21 @@ export class CachingAllocatorModel {
 
   /** The stream is done with a block freed by requestFree: it returns to the pool and merges with free neighbours. */
   completeFree(address: number): void {
+    this.completeFreeOf(this.activeBlocks.get(address), address);
+  }
+
+  /**
+   * A trace's free_completed: completes a pending free, or frees an allocation whose
+   * free_requested the trace does not hold (one lookup where blockSize + isPendingFree +
+   * completeFree would take three).
+   */
+  completeFreeOrFree(address: number): void {
     const block = this.activeBlocks.get(address);
+    if (block && !block.pendingFree) this.requestFree(address);
+    this.completeFreeOf(block, address);
+  }
+
+  private completeFreeOf(block: Block | undefined, address: number): void {
     if (!block || !block.pendingFree) {
       if (block) throw new MemscopeError('bad-argument', `completing the free of ${hexAddress(address)}: it was not requested to be freed`);
       this.lookupActive(address, 'completing the free');
@@ -594,7 +627,18 @@ export class CachingAllocatorModel {
       if (block.expandable) toUnmap.push(block);
       else if (!block.prev && !block.next) this.releaseBlock(block);
     }
-    for (const block of toUnmap) this.unmapBlock(block);
+    for (const block of toUnmap) {
+      this.unmapBlock(block);
+      // A segment with no page left mapped gives its address range back (PyTorch's release_expandable_segment).
+      if (!block.mapped && !block.prev && !block.next) this.releaseExpandableSegment(block);
+    }
+  }
+
+  private releaseExpandableSegment(block: Block): void {
+    const segment = block.expandable!;
+    const at = this.expandableSegments.indexOf(segment);
+    if (at >= 0) this.expandableSegments.splice(at, 1);
+    block.pool.unmapped.delete(block);
   }
 
   private releaseBlock(block: Block): void {
@@ -790,6 +834,9 @@ export class CachingAllocatorModel {
   // ---------------------------------------------------------------- history
 
   private recordTrace(action: TraceAction, addr: number, size: number, stream: number, frames: Frame[] | null): void {
+    if (this.onSegmentEvent && (action === 'segment_alloc' || action === 'segment_free' || action === 'segment_map' || action === 'segment_unmap')) {
+      this.onSegmentEvent(action, addr, size);
+    }
     if (!this.onTrace && this.history.enabled !== 'all') return;
     const entry: TraceEntry =
       action === 'oom'
@@ -856,6 +903,70 @@ export class CachingAllocatorModel {
     }
     out.sort((a, b) => a.head.address - b.head.address);
     return out;
+  }
+
+  /**
+   * Installs an expandable segment in a known state (replay starts from the state PyTorch had when
+   * its trace began): the address range [base, base + size) with `ranges` mapped (each a contiguous
+   * run of whole pages holding the given blocks) and the rest unmapped. Only valid before any
+   * malloc; reserved bytes count the mapped pages, as map_block counts them.
+   */
+  loadExpandableState(spec: ExpandableLayout): void {
+    const pool = spec.isSmall ? this.smallPool : this.largePool;
+    const page = spec.pageSize;
+    const segment: ExpandableSegment = { base: spec.base, size: spec.size, pageSize: page, stream: spec.stream, mappedPages: new Set<number>() };
+    this.expandableSegments.push(segment);
+    const ranges = [...spec.ranges].sort((a, b) => a.address - b.address);
+    let prev: Block | null = null;
+    let cursor = spec.base;
+    const link = (b: Block): void => {
+      b.prev = prev;
+      if (prev) prev.next = b;
+      prev = b;
+      cursor = b.address + b.size;
+    };
+    const unmappedRun = (end: number): void => {
+      if (end <= cursor) return;
+      const gap = makeBlock(spec.stream, end - cursor, pool, cursor, segment);
+      gap.mapped = false;
+      link(gap);
+      pool.unmapped.insert(gap);
+    };
+    const free: Block[] = [];
+    for (const range of ranges) {
+      if (range.address < cursor || (range.address - spec.base) % page !== 0 || range.totalSize % page !== 0) {
+        throw new MemscopeError('bad-argument', `loadExpandableState: range ${hexAddress(range.address)} is not whole pages of ${page} bytes inside the segment`);
+      }
+      unmappedRun(range.address);
+      for (let i = (range.address - spec.base) / page; i < (range.address + range.totalSize - spec.base) / page; i++) segment.mappedPages.add(i);
+      this.totalAllocatedMemory += range.totalSize;
+      for (const i of pool.statIndexes) this.stats.reserved_bytes[i].increase(range.totalSize);
+      for (const spec2 of [...range.blocks].sort((a, b) => a.address - b.address)) {
+        if (spec2.address !== cursor || spec2.size <= 0) {
+          throw new MemscopeError('bad-argument', `loadExpandableState: range ${hexAddress(range.address)} has a gap or overlap at ${hexAddress(spec2.address)}`);
+        }
+        const b = makeBlock(spec.stream, spec2.size, pool, spec2.address, segment);
+        b.requestedSize = spec2.requestedSize;
+        link(b);
+        if (spec2.allocated) {
+          b.allocated = true;
+          b.frames = spec2.frames ?? null;
+          this.activeBlocks.set(b.address, b);
+          for (const i of pool.statIndexes) {
+            this.stats.allocation[i].increase(1);
+            this.stats.allocated_bytes[i].increase(b.size);
+            this.stats.active[i].increase(1);
+            this.stats.active_bytes[i].increase(b.size);
+            this.stats.requested_bytes[i].increase(b.requestedSize);
+          }
+        } else free.push(b);
+      }
+      if (cursor !== range.address + range.totalSize) {
+        throw new MemscopeError('bad-argument', `loadExpandableState: blocks of range ${hexAddress(range.address)} do not cover its ${range.totalSize} bytes`);
+      }
+    }
+    unmappedRun(spec.base + spec.size);
+    for (const b of free) this.insertIntoBlocks(pool, b);
   }
 
   /**

@@ -5,7 +5,7 @@
  * readable trace lines — as plain functions over the model, so the CLI, the
  * allocator's saveSegmentUsage/saveMemoryUsage and the browser viewer share them.
  */
-import { humanBytes } from '../core/units.js';
+import { humanBytes, humanBytes as formatHumanBytes } from '../core/units.js';
 import type { FlameStack } from '../report/flamegraph-svg.js';
 import type { DeviceMemoryTimeline, MemoryTrace } from './memory-trace.js';
 import { EMPTY_OPERATORS } from './memory-trace.js';
@@ -1006,6 +1006,16 @@ export function traceActionCounts(snapshot: MemorySnapshot): TraceActionCounts[]
 export function traceLines(snapshot: MemorySnapshot, options: { frames?: boolean } = {}): string[] {
   const out: string[] = [];
   const l = labels(snapshot);
+  // Traces repeat a few sizes many times: each is formatted once.
+  const sizeText = new Map<number, string>();
+  const humanBytes = (n: number): string => {
+    let t = sizeText.get(n);
+    if (t === undefined) {
+      t = formatHumanBytes(n);
+      sizeText.set(n, t);
+    }
+    return t;
+  };
   for (const trace of snapshot.traces) {
     if (trace.count === 0) continue;
     out.push(`Device ${trace.device} ---------------- ${trace.count} entries`);
@@ -1018,12 +1028,32 @@ export function traceLines(snapshot: MemorySnapshot, options: { frames?: boolean
       return String.fromCharCode(97 + (n % 26)) + (n >= 26 ? String(Math.floor(n / 26)) : '');
     };
     const allocations = new Map<number, string>();
+    // Segments the trace allocated (oldest first among equal addresses) and the end state's, both by
+    // address: each allocation finds its segment by binary search, not by a scan of every segment.
     const liveSegments: { name: string; addr: number; size: number }[] = [];
     const segmentNames = new Map<number, string>();
-    const known = snapshot.segments.filter((s) => s.device === trace.device);
+    const known = snapshot.segments.filter((s) => s.device === trace.device).sort((a, b) => a.address - b.address || a.index - b.index);
+    /** Index of the last element whose start is ≤ addr (-1 when none). */
+    const lastAtOrBelow = (n: number, start: (k: number) => number, addr: number): number => {
+      let lo = 0;
+      let hi = n - 1;
+      let at = -1;
+      while (lo <= hi) {
+        const mid = (lo + hi) >> 1;
+        if (start(mid) <= addr) {
+          at = mid;
+          lo = mid + 1;
+        } else hi = mid - 1;
+      }
+      return at;
+    };
     const findSegment = (addr: number): [string, number] | null => {
-      for (const s of liveSegments) if (addr >= s.addr && addr < s.addr + s.size) return [s.name, s.addr];
-      for (const s of known) if (addr >= s.address && addr < s.address + s.totalSize) return [`seg_${s.index}`, s.address];
+      let k = lastAtOrBelow(liveSegments.length, (j) => liveSegments[j].addr, addr);
+      while (k > 0 && liveSegments[k - 1].addr === liveSegments[k].addr) k--;
+      if (k >= 0 && addr < liveSegments[k].addr + liveSegments[k].size) return [liveSegments[k].name, liveSegments[k].addr];
+      let j = lastAtOrBelow(known.length, (x) => known[x].address, addr);
+      while (j > 0 && known[j - 1].address === known[j].address) j--;
+      if (j >= 0 && addr < known[j].address + known[j].totalSize) return [`seg_${known[j].index}`, known[j].address];
       return null;
     };
     let live = 0;
@@ -1057,7 +1087,7 @@ export function traceLines(snapshot: MemorySnapshot, options: { frames?: boolean
         case 'segment_alloc': {
           const name = newName();
           line = `${name} = cudaMalloc(0x${addr.toString(16)}, ${humanBytes(size)})`;
-          liveSegments.push({ name, addr, size });
+          liveSegments.splice(lastAtOrBelow(liveSegments.length, (j) => liveSegments[j].addr, addr) + 1, 0, { name, addr, size });
           segmentNames.set(addr, name);
           break;
         }
@@ -1066,8 +1096,9 @@ export function traceLines(snapshot: MemorySnapshot, options: { frames?: boolean
           line = `cudaFree(${name ?? `0x${addr.toString(16)}`}) # ${humanBytes(size)}`;
           if (name !== undefined) {
             segmentNames.delete(addr);
-            const k = liveSegments.findIndex((s) => s.addr === addr);
-            if (k >= 0) liveSegments.splice(k, 1);
+            let k = lastAtOrBelow(liveSegments.length, (j) => liveSegments[j].addr, addr);
+            while (k > 0 && liveSegments[k - 1].addr === addr) k--;
+            if (k >= 0 && liveSegments[k].addr === addr) liveSegments.splice(k, 1);
             free.push(name);
           }
           break;

@@ -34,6 +34,25 @@ describe('readReplaySnapshot (columnar reader) against the plain-object path', (
     expect(whatIf(fast, settings, null)).toEqual(whatIf(readSnapshotFile(file), settings, null));
   });
 
+  it.each(['replay_expandable.pickle', 'replay_implied_size.pickle', 'replay_contradiction.pickle'])('%s (hand-made): same parsed snapshot, same replay report', (name) => {
+    const file = fixture(`torch/${name}`);
+    const fast = readReplaySnapshot(file);
+    expect(fast).toEqual(parseSnapshot(readSnapshotFile(file)));
+    expect(replaySnapshot(fast)).toEqual(replaySnapshot(readSnapshotFile(file)));
+  });
+
+  it('several devices, one without a trace: the same traces per device from either reader', () => {
+    const plain = readSnapshotFile(fixture('torch/replay_devices_oom.pickle')) as { device_traces: { action: string }[][] };
+    // Without its OOM entry (reading those is the reader's own business) the file reads the same both ways.
+    plain.device_traces[0] = plain.device_traces[0].filter((e) => e.action !== 'oom');
+    const file = path.join(tmp, 'devices.pickle');
+    writeFileSync(file, writePickle(plain));
+    const fast = readReplaySnapshot(file);
+    expect(fast.traces.map((t) => t.length)).toEqual([7, 0, 5]);
+    expect(fast).toEqual(parseSnapshot(plain));
+    expect(replaySnapshot(fast).untracedDevices).toEqual([1]);
+  });
+
   it('still rejects a trace action replay does not know, naming where', () => {
     const file = path.join(tmp, 'bad-action.pickle');
     writeFileSync(file, writePickle({ segments: [], device_traces: [[{ action: 'teleport', addr: 0, size: 1, stream: 0, time_us: 1 }]] }));

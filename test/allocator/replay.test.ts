@@ -53,15 +53,25 @@ describe('replay fidelity on real PyTorch snapshots', () => {
     expect(d2.finalBlocks.rate).toBeLessThan(1);
   }, 30_000);
 
-  it('an inconsistent trace (an allocation recorded twice) is reported, not crashed on', () => {
+  it('an inconsistent trace (an allocation recorded twice) is reported as incomplete and replayed from the event after it', () => {
     const raw = load('newest_format_trace.pickle');
     const trace = raw.device_traces[0];
     const i = trace.findIndex((e: any) => e.action === 'alloc');
+    expect(i).toBe(0);
     trace.splice(i + 1, 0, { ...trace[i] });
     const d = replaySnapshot(raw).devices[0];
     expect(d.startStateProblems[0]).toMatch(/^trace\[0\] alloc at 0xb03000000: no such live block after it$/);
-    expect(d.allocAddresses).toMatchObject({ total: 1722 });
-    expect(d.allocAddresses.rate).toBeLessThan(1);
+    expect(d.verdict).toBe('incomplete');
+    expect(d.replayedFrom).toBe(1);
+    expect(d.incomplete).toMatchObject({ fromEvent: 1, allocations: [{ address: 0xb03000000 }] });
+    // From event 1 on, the trace is the real one and replays exactly.
+    expect(d.allocAddresses).toEqual({ matched: 1721, total: 1721, rate: 1 });
+    expect(d.finalBlocks.rate).toBe(1);
+  }, 30_000);
+
+  it('a complete real trace gets the verdict complete', () => {
+    const d = replaySnapshot(load('transformer_forward_trace.pickle')).devices[0];
+    expect(d).toMatchObject({ verdict: 'complete', incomplete: null, replayedFrom: 0, ooms: [], oomAnswer: null });
   }, 30_000);
 
   it('state-only snapshot: the one free_completed in its trace puts one more live block at the start', () => {

@@ -246,6 +246,32 @@ describe('expandable_segments', () => {
     expect(m.reservedBytes).toBe(20 * MiB);
     expect(m.stats.inactive_split[0].current).toBe(0);
   });
+
+  it('a segment with no page left mapped gives its address range back: the next one is a fresh reservation', () => {
+    const { m, events } = model('expandable_segments:True', 1024 * MiB);
+    const a = m.malloc(5 * MiB);
+    m.free(a);
+    m.emptyCache();
+    expect(segmentEvents(events)).toEqual([`segment_map ${20 * MiB}`, `segment_unmap ${20 * MiB}`]);
+    expect(m.segments()).toEqual([]);
+    // PyTorch's release_expandable_segment: the old range is gone, so the next map reserves a new one.
+    const b = m.malloc(5 * MiB);
+    expect(b).not.toBe(a);
+    expect(b).toBeGreaterThan(a);
+  });
+
+  it('a live block keeps its pages mapped: only whole free pages around it are unmapped', () => {
+    const { m, events } = model('expandable_segments:True', 1024 * MiB);
+    const a = m.malloc(30 * MiB); // 2 pages mapped, 10 MiB free after a
+    const b = m.malloc(25 * MiB); // 10 MiB free + 1 more page: b spans pages 1 and 2
+    m.free(a);
+    m.emptyCache(); // page 0 is wholly free; page 1 holds 10 MiB of a's old space and b
+    expect(segmentEvents(events)).toEqual([`segment_map ${40 * MiB}`, `segment_map ${20 * MiB}`, `segment_unmap ${20 * MiB}`]);
+    expect(snapshotSegments(m).map((s) => [s.address - a, s.total_size / MiB, s.blocks.map((x) => [x.size / MiB, x.state])])).toEqual([
+      [20 * MiB, 40, [[10, 'inactive'], [25, 'active_allocated'], [5, 'inactive']]],
+    ]);
+    expect(b).toBe(a + 30 * MiB);
+  });
 });
 
 describe('emptyCache', () => {

@@ -1,7 +1,8 @@
 import type { Command } from 'commander';
 import { humanBytes } from '../../core/units.js';
 import { MemscopeError } from '../../core/errors.js';
-import { replaySnapshot, whatIf, type Rate, type WhatIfResult } from '../../allocator/replay.js';
+import { capacityAtOom, replaySnapshot, whatIf, type DeviceReplayReport, type Rate, type WhatIfResult } from '../../allocator/replay.js';
+import { hexAddress } from '../../allocator/caching-allocator.js';
 import { parseAllocatorConf } from '../../allocator/settings.js';
 import { readReplaySnapshot } from '../../allocator/read-snapshot-node.js';
 import { renderTable } from '../../report/table.js';
@@ -34,6 +35,69 @@ function whatIfColumn(r: WhatIfResult): string[] {
   ];
 }
 
+function describeSettings(hasSettings: boolean, conf: string): string {
+  if (!hasSettings) return 'none recorded: PyTorch defaults';
+  return conf === '' ? 'PyTorch defaults: PYTORCH_CUDA_ALLOC_CONF was not set' : `PYTORCH_CUDA_ALLOC_CONF=${JSON.stringify(conf)}`;
+}
+
+function deviceLines(d: DeviceReplayReport): string[] {
+  const out: string[] = [];
+  const expandable = d.startExpandableRanges > 0 ? `, ${d.startExpandableRanges} mapped expandable ranges` : '';
+  const from = d.replayedFrom > 0 ? ` (replayed from event ${d.replayedFrom})` : '';
+  out.push(`device ${d.device}: ${d.traceEvents} trace events${from}, ${d.allocs} allocs; start state ${d.startSegments} segments${expandable}, ${d.startLiveBlocks} live blocks`);
+  out.push(
+    renderTable(
+      ['compared with PyTorch', 'matched'],
+      [
+        ['alloc addresses', pct(d.allocAddresses)],
+        ['segment events (order, address, size)', `${pct(d.segmentEvents)} (model emitted ${d.segmentEvents.model})`],
+        ['final segments', pct(d.finalSegments)],
+        ['final blocks', pct(d.finalBlocks)],
+      ],
+      { align: ['left', 'right'] },
+    ),
+  );
+  if (d.incomplete) {
+    out.push(`trace incomplete: ${d.incomplete.reason}`);
+    for (const a of d.incomplete.allocations.slice(0, 10)) out.push(`  ${hexAddress(a.address)}${a.requestedSize ? ` (${a.requestedSize} bytes requested)` : ''}: ${a.detail}`);
+    if (d.incomplete.allocations.length > 10) out.push(`  … and ${d.incomplete.allocations.length - 10} more (--json lists them all)`);
+  } else out.push('trace complete: it accounts for every segment and block of the end state');
+  for (const o of d.ooms) {
+    out.push(
+      `OOM at event ${o.traceIndex}: PyTorch could not allocate ${humanBytes(o.requestedBytes)} with ${humanBytes(o.deviceFreeBytes)} free on the device; ` +
+        (o.reproduced
+          ? `the model, at the same point, also runs out (allocated ${humanBytes(o.allocatedBytes)}, reserved ${humanBytes(o.reservedBytes)})`
+          : 'the model, at the same point, does not run out'),
+    );
+  }
+  const a = d.oomAnswer;
+  if (a) {
+    const where = (at: number | null): string => (at === null ? 'never runs out' : `runs out at event ${at}`);
+    out.push(
+      `would ${a.alternative} have avoided it? ${a.avoided ? 'yes' : 'no'}: on a device of ${humanBytes(a.capacityBytes)} (reserved + free at the OOM) ` +
+        `the run ${where(a.recordedOomAt)} under the recorded settings and ${where(a.alternativeOomAt)} under ${a.alternative} (what-if: --alloc-conf, --capacity)`,
+    );
+  }
+  const listed = new Set(d.incomplete?.allocations.map((x) => x.detail));
+  for (const p of d.startStateProblems) if (!listed.has(p)) out.push(`  note: ${p}`);
+  if (d.mismatches.length > 0) {
+    out.push('first mismatches:');
+    for (const m of d.mismatches) out.push(`  [event ${m.traceIndex}] ${m.kind}: ${m.message}`);
+  }
+  return out;
+}
+
+function recordedOomLines(recorded: WhatIfResult, proposed: WhatIfResult): string[] {
+  const byIndex = new Map(recorded.recordedOoms.map((o) => [o.traceIndex, o]));
+  const indexes = [...new Set([...recorded.recordedOoms, ...proposed.recordedOoms].map((o) => o.traceIndex))].sort((x, y) => x - y);
+  const verdict = (o: WhatIfResult['recordedOoms'][number] | undefined): string => (o === undefined ? 'not reached' : o.avoided ? 'fits' : 'out of memory');
+  return indexes.map((i) => {
+    const p = proposed.recordedOoms.find((o) => o.traceIndex === i);
+    const size = (byIndex.get(i) ?? p)!.requestedBytes;
+    return `recorded OOM at event ${i} (${humanBytes(size)}): recorded settings ${verdict(byIndex.get(i))}, what-if ${verdict(p)}\n`;
+  });
+}
+
 export function register(program: Command): void {
   program
     .command('replay')
@@ -56,35 +120,26 @@ export function register(program: Command): void {
           return;
         }
         const out: string[] = [];
-        out.push(`replay of ${file} under its recorded settings (${report.hasSettings ? JSON.stringify(report.settings) : 'none recorded: PyTorch defaults'})`);
-        for (const d of report.devices) {
-          out.push(`device ${d.device}: ${d.traceEvents} trace events, ${d.allocs} allocs; start state ${d.startSegments} segments, ${d.startLiveBlocks} live blocks`);
-          out.push(
-            renderTable(
-              ['compared with PyTorch', 'matched'],
-              [
-                ['alloc addresses', pct(d.allocAddresses)],
-                ['segment events (order, address, size)', `${pct(d.segmentEvents)} (model emitted ${d.segmentEvents.model})`],
-                ['final segments', pct(d.finalSegments)],
-                ['final blocks', pct(d.finalBlocks)],
-              ],
-              { align: ['left', 'right'] },
-            ),
-          );
-          for (const p of [...d.startStateProblems, ...d.unsupported]) out.push(`  note: ${p}`);
-          if (d.mismatches.length > 0) {
-            out.push('first mismatches:');
-            for (const m of d.mismatches) out.push(`  [event ${m.traceIndex}] ${m.kind}: ${m.message}`);
-          }
-        }
+        out.push(`replay of ${file} under its recorded settings (${describeSettings(report.hasSettings, report.settings)})`);
+        for (const d of report.devices) out.push(...deviceLines(d));
+        for (const device of report.untracedDevices) out.push(`device ${device}: no trace events; nothing to replay`);
         process.stdout.write(out.join('\n') + '\n');
         return;
       }
-      const capacity = opts.capacity === undefined ? null : parseByteSize(opts.capacity);
       const proposedSettings = opts.allocConf === undefined ? null : parseAllocatorConf(opts.allocConf);
       const device = Number(opts.device);
       if (!Number.isInteger(device) || device < 0 || !(snap.traces[device]?.length)) {
         throw new MemscopeError('bad-argument', `${file}: device ${opts.device} has no trace to replay`);
+      }
+      // A run that died of an OOM is asked about the device it died on: PyTorch's reserved plus free bytes then.
+      let capacity = opts.capacity === undefined ? null : parseByteSize(opts.capacity);
+      let capacityNote = '';
+      if (capacity === null && snap.traces[device].some((e) => e.action === 'oom')) {
+        const oom = replaySnapshot(snap).devices.find((d) => d.device === device)?.ooms[0];
+        if (oom) {
+          capacity = capacityAtOom(oom);
+          capacityNote = ` (reserved + free at the recorded OOM, event ${oom.traceIndex})`;
+        }
       }
       const settings = proposedSettings ?? snap.settings;
       const recorded = whatIf(snap, snap.settings, capacity, device);
@@ -98,9 +153,10 @@ export function register(program: Command): void {
       const a = whatIfColumn(recorded);
       const b = whatIfColumn(proposed);
       process.stdout.write(
-        `what-if replay of ${file}, device ${device}${capacity !== null ? `, capacity ${humanBytes(capacity)}` : ', unlimited capacity'}\n` +
+        `what-if replay of ${file}, device ${device}${capacity !== null ? `, capacity ${humanBytes(capacity)}${capacityNote}` : ', unlimited capacity'}\n` +
           renderTable(head, labels.map((l, i) => [l, a[i], b[i]]), { align: ['left', 'right', 'right'] }) +
           '\n' +
+          recordedOomLines(recorded, proposed).join('') +
           (proposed.oom ? `what-if OOM: ${proposed.oom.message}\n` : ''),
       );
     });

@@ -15,8 +15,8 @@ export function register(program: Command): void {
     .action(async (file: string, opts: { frames?: boolean; limit?: number; json?: boolean }) => {
       const limit = opts.limit ?? Number.POSITIVE_INFINITY;
       const opened = await openWithProgress(file);
-      const trace = opened.kind === 'snapshot' ? snapshotTimeline(opened.snapshot) : opened.trace;
       if (opts.json) {
+        const trace = opened.kind === 'snapshot' ? snapshotTimeline(opened.snapshot) : opened.trace;
         printJson({
           source: trace.source,
           devices: trace.devices.map((d) => ({ device: d.device, count: d.count, time: d.time, bytes: d.bytes, allocated: d.allocated, reserved: d.reserved })),
