@@ -17,8 +17,8 @@ export type AllocatorBackendName = 'native' | 'cudaMallocAsync';
  * statistics functions fail as PyTorch's do for a pluggable allocator.
  */
 export interface DeviceAllocator {
-  /** Shown in reports and errors: 'native', 'cudaMallocAsync', 'pluggable', or a policy's own name. */
-  readonly name: string;
+  /** Shown in reports and errors: 'native', 'cudaMallocAsync', 'pluggable', or a policy's own name (default 'policy'). */
+  readonly name?: string;
   alloc(size: number, device: number, stream: number): number | null;
   free(address: number, size: number, device: number, stream: number): void;
   /** Whether the allocator has been used (PyTorch refuses to swap an initialized allocator). */
@@ -31,6 +31,11 @@ export interface DeviceAllocator {
   resetAccumulatedStats?(device: number): void;
   /** empty_cache: give cached memory back to the device. */
   emptyCache?(): void;
+}
+
+/** An allocator's name for reports and errors. */
+export function allocatorName(allocator: DeviceAllocator): string {
+  return typeof allocator.name === 'string' && allocator.name !== '' ? allocator.name : 'policy';
 }
 
 /** The checks every call into an allocator gets: an address must be a non-negative safe integer. */

@@ -1,5 +1,5 @@
 import { MemscopeError } from '../core/errors.js';
-import { isValidAddress, NativeAllocator, pluggableUnsupported, type AllocatorBackendName, type DeviceAllocator } from './allocator-interface.js';
+import { allocatorName, isValidAddress, NativeAllocator, pluggableUnsupported, type AllocatorBackendName, type DeviceAllocator } from './allocator-interface.js';
 import { CudaMallocAsyncAllocator, emitPyTorchWarning } from './async-allocator.js';
 import { CachingAllocatorModel, hexAddress, type HistorySettings } from './caching-allocator.js';
 import { DEFAULT_CAPACITY, SimulatedDevice } from './device.js';
@@ -183,7 +183,7 @@ export class DeviceMemory {
       return {
         device: `cuda:${index}`,
         index,
-        allocator: this.current.name,
+        allocator: allocatorName(this.current),
         backend: this.backend,
         initialized: this.current.initialized?.() ?? true,
         allocatedBytes,
@@ -200,7 +200,7 @@ export class DeviceMemory {
   /** The model of one device (for direct driving, e.g. by the TFJS binding). */
   allocator(device?: DeviceArg): CachingAllocatorModel {
     if (!this.isNative) {
-      throw new MemscopeError('unsupported', `the current allocator is ${this.current.name}: only the native caching allocator has a model to drive directly`);
+      throw new MemscopeError('unsupported', `the current allocator is ${allocatorName(this.current)}: only the native caching allocator has a model to drive directly`);
     }
     this.native.markUsed();
     return this.allocators[this.deviceIndex(device)];
@@ -243,13 +243,13 @@ export class DeviceMemory {
     if (!(Number.isSafeInteger(size) && size >= 0)) throw new MemscopeError('bad-argument', `allocation size must be a non-negative integer, got ${size}`);
     const address = this.current.alloc(size, device, stream);
     if (address === null) {
-      throw new MemscopeError('oom', `CUDA out of memory: the ${this.current.name} allocator returned no memory for ${size} bytes on device ${device}`);
+      throw new MemscopeError('oom', `CUDA out of memory: the ${allocatorName(this.current)} allocator returned no memory for ${size} bytes on device ${device}`);
     }
     if (!isValidAddress(address)) {
-      throw new MemscopeError('bad-address', `the ${this.current.name} allocator returned ${String(address)} for ${size} bytes on device ${device}: not a non-negative integer address`);
+      throw new MemscopeError('bad-address', `the ${allocatorName(this.current)} allocator returned ${String(address)} for ${size} bytes on device ${device}: not a non-negative integer address`);
     }
     if (size > 0 && this.pluggableLive.has(address)) {
-      throw new MemscopeError('bad-address', `the ${this.current.name} allocator returned ${hexAddress(address)} for ${size} bytes on device ${device}, an address already allocated`);
+      throw new MemscopeError('bad-address', `the ${allocatorName(this.current)} allocator returned ${hexAddress(address)} for ${size} bytes on device ${device}, an address already allocated`);
     }
     if (size > 0) this.pluggableLive.set(address, { size, device, stream });
     this.pluggableAllocated[device] += size;
@@ -393,7 +393,7 @@ export class DeviceMemory {
 
   /** PyTorch's refusal of a feature the current (non-native) allocator lacks. */
   private unsupported(what: 'recordHistory' | 'snapshot'): MemscopeError {
-    if (this.current.name !== 'cudaMallocAsync') return pluggableUnsupported(what);
+    if (allocatorName(this.current) !== 'cudaMallocAsync') return pluggableUnsupported(what);
     if (what === 'snapshot') {
       return new MemscopeError(
         'unsupported',
