@@ -5,6 +5,8 @@ import { afterEach, describe, expect, it, vi } from 'vitest';
 import { DeviceMemory, DEPRECATION_WARNINGS } from '../../src/allocator/api.js';
 import { CUDAPluggableAllocator } from '../../src/allocator/allocator-interface.js';
 import { MemscopeError } from '../../src/core/errors.js';
+import { listTfjsDevices } from '../../src/tfjs/device-memory.js';
+import type { TfEngine } from '../../src/tfjs/engine-types.js';
 
 const MiB = 2 ** 20;
 
@@ -192,6 +194,22 @@ describe('listDevices', () => {
     expect(mem.listDevices()).toEqual([
       { device: 'cuda:0', index: 0, allocator: 'native', backend: 'native', initialized: true, allocatedBytes: 0, reservedBytes: 0, capacityBytes: 16 * 2 ** 30 },
       { device: 'cuda:1', index: 1, allocator: 'native', backend: 'native', initialized: true, allocatedBytes: 1024, reservedBytes: 2 * MiB, capacityBytes: 16 * 2 ** 30 },
+    ]);
+  });
+
+  it('for TFJS: every registered backend, the current one, and what each holds by its own count', () => {
+    const engine = {
+      backendName: 'webgl',
+      registry: {
+        webgl: { memory: () => ({ numBytesInGPUAllocated: 4096 }) },
+        cpu: {},
+        wasm: { wasm: { HEAPU8: { byteLength: 16 * MiB } } },
+      },
+    } as unknown as TfEngine;
+    expect(listTfjsDevices(engine)).toEqual([
+      { backend: 'cpu', active: false, reservedBytes: null, source: null },
+      { backend: 'wasm', active: false, reservedBytes: 16 * MiB, source: 'wasm heap (linear memory size)' },
+      { backend: 'webgl', active: true, reservedBytes: 4096, source: 'webgl texture manager (textures in use + pooled free)' },
     ]);
   });
 });

@@ -7,6 +7,7 @@ import { BUILTIN_POLICIES, recordedFigures, replayThroughAllocator } from '../..
 import { readReplaySnapshot } from '../../src/allocator/read-snapshot-node.js';
 import { MemscopeError } from '../../src/core/errors.js';
 import { fixture, repoRoot } from '../support/fixtures.js';
+import { readFileSync } from 'node:fs';
 import { resolve } from 'node:path';
 
 const MiB = 2 ** 20;
@@ -61,6 +62,14 @@ describe('replay through the example bump policy (examples/bump-policy.mjs)', ()
     expect(r.peakReservedAt).toBe(7);
     expect(r.fragmentationAtPeak).toBeCloseTo(1 - 43 / 51, 12);
     expect(r.endReservedBytes).toBe(51 * MiB);
+  });
+
+  it('is the policy docs/ALLOCATOR.md shows (the file without its header comment)', () => {
+    const file = readFileSync(resolve(repoRoot, 'examples/bump-policy.mjs'), 'utf8');
+    const doc = readFileSync(resolve(repoRoot, 'docs/ALLOCATOR.md'), 'utf8');
+    const shown = /is a complete policy[\s\S]*?```js\n([\s\S]*?)```/.exec(doc)?.[1];
+    expect(shown).toBe(file.replace(/^(\/\/.*\n)+/, ''));
+    expect(shown!.split('\n').length).toBeLessThanOrEqual(26);
   });
 
   it('returns null past its capacity: with 40 MiB it runs out at c (8+6+30 = 44 MiB)', async () => {
