@@ -1,6 +1,7 @@
 import { MemscopeError } from '../core/errors.js';
 import { allocatorName, isValidAddress, NativeAllocator, pluggableUnsupported, type AllocatorBackendName, type DeviceAllocator } from './allocator-interface.js';
-import { CudaMallocAsyncAllocator, emitPyTorchWarning } from './async-allocator.js';
+import { CudaMallocAsyncAllocator } from './async-allocator.js';
+import { emitPyTorchWarning } from './warnings.js';
 import { CachingAllocatorModel, hexAddress, type HistorySettings } from './caching-allocator.js';
 import { DEFAULT_CAPACITY, SimulatedDevice } from './device.js';
 import { DEFAULT_SETTINGS, parseAllocatorConf, type AllocatorSettings } from './settings.js';

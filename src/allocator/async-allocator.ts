@@ -3,6 +3,7 @@ import type { DeviceAllocator } from './allocator-interface.js';
 import { formatOomSize, hexAddress } from './caching-allocator.js';
 import { DEFAULT_CAPACITY } from './device.js';
 import { DeviceStats, flattenStats, nestedStats } from './stats.js';
+import { emitPyTorchWarning } from './warnings.js';
 
 /** The driver maps pool memory in 2 MiB granules (cuMemGetAllocationGranularity on current GPUs). */
 export const POOL_GRANULE = 2 << 20;
@@ -269,19 +270,4 @@ export class CudaMallocAsyncAllocator implements DeviceAllocator {
         `                        : ${formatOomSize(limit)}`,
     );
   }
-}
-
-const warned = new Set<string>();
-
-/**
- * A PyTorch warning, once per process per text: through process.emitWarning
- * where Node provides it (so --no-warnings and 'warning' listeners apply), else
- * console.warn. Python shows FutureWarning by default, once per call site.
- */
-export function emitPyTorchWarning(message: string, category: 'FutureWarning' | 'UserWarning'): void {
-  if (warned.has(message)) return;
-  warned.add(message);
-  const proc = (globalThis as { process?: { emitWarning?: (m: string, type: string) => void } }).process;
-  if (typeof proc?.emitWarning === 'function') proc.emitWarning(message, category);
-  else console.warn(`${category}: ${message}`);
 }

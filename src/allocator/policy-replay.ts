@@ -186,10 +186,10 @@ export function replayThroughAllocator(snap: ParsedSnapshot, factory: AllocatorF
     try {
       r = policy.reservedBytes!(device);
     } catch (err) {
-      throw new MemscopeError('policy-error', `${where(index, 'reservedBytes', 0, 0)}: reservedBytes threw: ${firstLine(err)}`);
+      throw new MemscopeError('policy-error', `${name}: device ${device}, ${index < 0 ? 'start state' : `trace event ${index}`}: reservedBytes threw: ${firstLine(err)}`);
     }
     if (typeof r !== 'number' || !Number.isSafeInteger(r) || r < 0) {
-      throw new MemscopeError('policy-error', `${name}: device ${device}, trace event ${index}: reservedBytes returned ${String(r)}, not a non-negative integer`);
+      throw new MemscopeError('policy-error', `${name}: device ${device}, ${index < 0 ? 'start state' : `trace event ${index}`}: reservedBytes returned ${String(r)}, not a non-negative integer`);
     }
     return r;
   };

@@ -128,3 +128,10 @@ describe('the pool', () => {
     expect(() => pool.free(0x1234, 8, 0, 0)).toThrow('ptr not found in ptr_info');
   });
 });
+
+describe('the TFJS binding', () => {
+  it('refuses backend:cudaMallocAsync rather than modelling the native allocator under that name', async () => {
+    const { AllocatorBinding } = await import('../../src/allocator/binding.js');
+    expect(() => new AllocatorBinding({ settings: 'backend:cudaMallocAsync' })).toThrow('AllocatorBinding models the native caching allocator');
+  });
+});

@@ -50,3 +50,15 @@ describe('memscope replay --allocator', () => {
     await expect(run(FILE, '--allocator', 'native', '--device', '3')).rejects.toThrow(`${FILE}: device 3 has no trace to replay`);
   });
 });
+
+describe('backend:cudaMallocAsync in --alloc-conf names an allocator, not native settings', () => {
+  it('the what-if replay refuses it and points at --allocator', async () => {
+    await expect(run(FILE, '--alloc-conf', 'backend:cudaMallocAsync')).rejects.toThrow(
+      '--alloc-conf backend:cudaMallocAsync: the what-if replay runs the native caching allocator; replay through the cudaMallocAsync model with --allocator cudaMallocAsync',
+    );
+  });
+
+  it('with --allocator native it is refused too', async () => {
+    await expect(run(FILE, '--allocator', 'native', '--alloc-conf', 'backend:cudaMallocAsync')).rejects.toThrow('use --allocator cudaMallocAsync');
+  });
+});

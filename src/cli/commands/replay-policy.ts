@@ -61,6 +61,9 @@ export async function runPolicyReplay(file: string, snap: ParsedSnapshot, opts: 
   }
   const factory = await loadAllocatorPolicy(opts.allocator);
   const settings = opts.allocConf === undefined ? snap.settings : parseAllocatorConf(opts.allocConf);
+  if (settings.backend === 'cudaMallocAsync' && opts.allocator !== 'cudaMallocAsync') {
+    throw new MemscopeError('bad-argument', `--alloc-conf ${opts.allocConf}: backend:cudaMallocAsync names an allocator; use --allocator cudaMallocAsync`);
+  }
   const result = replayThroughAllocator({ ...snap, settings }, factory, { capacity: opts.capacity, device });
   if (opts.json) {
     process.stdout.write(JSON.stringify({ file, ...result }, null, 2) + '\n');

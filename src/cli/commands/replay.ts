@@ -133,6 +133,9 @@ export function register(program: Command): void {
         return;
       }
       const proposedSettings = opts.allocConf === undefined ? null : parseAllocatorConf(opts.allocConf);
+      if (proposedSettings?.backend === 'cudaMallocAsync') {
+        throw new MemscopeError('bad-argument', `--alloc-conf ${opts.allocConf}: the what-if replay runs the native caching allocator; replay through the cudaMallocAsync model with --allocator cudaMallocAsync`);
+      }
       const device = Number(opts.device);
       if (!Number.isInteger(device) || device < 0 || !(snap.traces[device]?.length)) {
         throw new MemscopeError('bad-argument', `${file}: device ${opts.device} has no trace to replay`);
