@@ -346,7 +346,9 @@ export class DeviceMemory {
   memGetInfo(device?: DeviceArg): [number, number] {
     if (!this.isNative) {
       const d = this.deviceIndex(device);
-      const held = this.current.reservedBytes ? this.current.reservedBytes(d) : this.pluggableAllocated[d];
+      // cudaMemGetInfo answers under any allocator: what the allocator reports holding, else what it handed out.
+      const reserved = this.current.reservedBytes ? tryOrNull(() => this.current.reservedBytes!(d)) : null;
+      const held = reserved ?? this.pluggableAllocated[d];
       return [Math.max(0, this.capacity - held), this.capacity];
     }
     const a = this.allocators[this.deviceIndex(device)];

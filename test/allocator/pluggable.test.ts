@@ -73,6 +73,10 @@ describe('CUDAPluggableAllocator receives the calls PyTorch makes', () => {
     expect(stats.message).toBe('CUDAPluggableAllocator does not yet support getDeviceStats. If you need it, please file an issue describing your use case.');
     expect(thrown(() => mem.snapshot()).message).toContain('CUDAPluggableAllocator does not yet support snapshot.');
     expect(thrown(() => mem.recordMemoryHistory()).message).toContain('CUDAPluggableAllocator does not yet support recordHistory.');
+    // cudaMemGetInfo still answers: without stats, the allocator holds what it handed out.
+    mem.cachingAllocatorAlloc(3000);
+    expect(mem.memGetInfo()).toEqual([80 * 2 ** 30 - 3000, 80 * 2 ** 30]);
+    expect(mem.listDevices()[0]).toMatchObject({ allocator: 'pluggable', allocatedBytes: 3000, reservedBytes: null });
   });
 
   it('optional stats hooks answer memory_stats, memory_reserved and listDevices', () => {
