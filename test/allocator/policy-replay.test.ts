@@ -5,6 +5,7 @@ import { describe, expect, it } from 'vitest';
 import { loadAllocatorPolicy } from '../../src/allocator/policy-module-node.js';
 import { BUILTIN_POLICIES, recordedFigures, replayThroughAllocator } from '../../src/allocator/policy-replay.js';
 import { readReplaySnapshot } from '../../src/allocator/read-snapshot-node.js';
+import { replaySnapshot } from '../../src/allocator/replay.js';
 import { MemscopeError } from '../../src/core/errors.js';
 import { fixture, repoRoot } from '../support/fixtures.js';
 import { readFileSync } from 'node:fs';
@@ -14,6 +15,13 @@ const MiB = 2 ** 20;
 const snap = () => readReplaySnapshot(fixture('torch/policy_small.pickle'));
 
 describe('what PyTorch did (from the trace)', () => {
+  it('the hand-made trace is what the caching model produces for that program (every address and segment event)', () => {
+    const d = replaySnapshot(snap()).devices[0];
+    expect([d.allocAddresses.rate, d.segmentEvents.rate, d.finalSegments.rate, d.finalBlocks.rate]).toEqual([1, 1, 1, 1]);
+    expect([d.allocAddresses.total, d.segmentEvents.total]).toEqual([4, 3]);
+    expect(d.verdict).toBe('complete');
+  });
+
   it('peaks at 50 MiB reserved (S0 20 + S1 30) when c is allocated, with 44 MiB live: 12% fragmentation', () => {
     const r = recordedFigures(snap(), 0);
     expect(r).toEqual({ peakReservedBytes: 50 * MiB, peakReservedAt: 4, peakLiveBytes: 44 * MiB, fragmentationAtPeak: 1 - 44 / 50, ooms: 0 });
