@@ -1,5 +1,6 @@
 import { MemscopeError } from '../core/errors.js';
 import type { CachingAllocatorModel } from './caching-allocator.js';
+import type { MemorySnapshot } from './snapshot.js';
 import { flattenStats, nestedStats } from './stats.js';
 
 /** PyTorch's allocator backends, as `get_allocator_backend()` names them. */
@@ -31,6 +32,8 @@ export interface DeviceAllocator {
   resetAccumulatedStats?(device: number): void;
   /** empty_cache: give cached memory back to the device. */
   emptyCache?(): void;
+  /** _snapshot(): the allocator's segments and traces in PyTorch's schema. */
+  snapshot?(): MemorySnapshot;
 }
 
 /** An allocator's name for reports and errors. */
@@ -115,6 +118,7 @@ export interface PluggableHooks {
   reset?: () => void;
   memoryStats?: (device: number) => Record<string, number>;
   reservedBytes?: (device: number) => number;
+  snapshot?: () => MemorySnapshot;
 }
 
 /**
@@ -169,5 +173,10 @@ export class CUDAPluggableAllocator implements DeviceAllocator {
 
   emptyCache(): void {
     this.hooks.reset?.();
+  }
+
+  snapshot(): MemorySnapshot {
+    if (!this.hooks.snapshot) throw pluggableUnsupported('snapshot');
+    return this.hooks.snapshot();
   }
 }

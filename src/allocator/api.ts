@@ -384,13 +384,19 @@ export class DeviceMemory {
 
   /** torch.cuda.memory._snapshot(): segments, device_traces, allocator_settings. */
   snapshot(): MemorySnapshot {
-    if (!this.isNative) throw this.unsupported('snapshot');
+    if (!this.isNative) {
+      if (this.current.snapshot) return this.current.snapshot();
+      throw this.unsupported('snapshot');
+    }
     return buildSnapshot(this.allocators);
   }
 
   /** torch.cuda.memory_snapshot(): the segments only. */
   memorySnapshot(): SnapshotSegment[] {
-    if (!this.isNative) throw this.unsupported('snapshot');
+    if (!this.isNative) {
+      if (this.current.snapshot) return this.current.snapshot().segments;
+      throw this.unsupported('snapshot');
+    }
     return this.allocators.flatMap((a) => snapshotSegments(a));
   }
 

@@ -95,6 +95,14 @@ describe('CUDAPluggableAllocator receives the calls PyTorch makes', () => {
     ]);
   });
 
+  it('a snapshot hook answers snapshot() and memorySnapshot()', () => {
+    const mem = new DeviceMemory();
+    const shown = { segments: [], device_traces: [[]], allocator_settings: {}, external_annotations: [] } as never;
+    mem.changeCurrentAllocator(new CUDAPluggableAllocator(() => 0x1000, () => {}, { snapshot: () => shown }));
+    expect(mem.snapshot()).toBe(shown);
+    expect(mem.memorySnapshot()).toEqual([]);
+  });
+
   it('an allocator returning a bad address or no memory gets a clear error', () => {
     const mem = new DeviceMemory();
     let answer: unknown = -4;
