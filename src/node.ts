@@ -8,3 +8,4 @@ export { readChromeTraceFile, readJsonTraceFile, type FileReadOptions, type Read
 export { saveOpTraceStats, loadOpTraceStats, writeOpTracePlots, type WrittenTraces } from './tracking/op-traces-node.js';
 export { readCaptureFile } from './capture/read-node.js';
 export { FileCaptureSink } from './capture/file-sink-node.js';
+export { loadAllocatorPolicy } from './allocator/policy-module-node.js';

@@ -38,6 +38,9 @@ export class AllocatorBinding implements MemoryEventSink, ReservedMemorySource {
 
   constructor(options: AllocatorBindingOptions = {}) {
     this.settings = typeof options.settings === 'string' ? parseAllocatorConf(options.settings) : (options.settings ?? DEFAULT_SETTINGS);
+    if (this.settings.backend === 'cudaMallocAsync') {
+      throw new MemscopeError('unsupported', `AllocatorBinding models the native caching allocator; settings ${JSON.stringify(this.settings.conf)} ask for backend:cudaMallocAsync`);
+    }
     this.capacity = options.capacity ?? DEFAULT_CAPACITY;
     if (!(Number.isSafeInteger(this.capacity) && this.capacity > 0)) {
       throw new MemscopeError('bad-argument', `AllocatorBinding: capacity must be a positive integer number of bytes, got ${String(options.capacity)}`);

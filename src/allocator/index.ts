@@ -2,7 +2,25 @@
 // torch.cuda.memory API over it, replay of PyTorch snapshots, and the binding
 // that feeds it a framework's storages. Framework-free and browser-safe; the
 // file writers are in snapshot-node.ts / read-snapshot-node.ts.
-export { DeviceMemory, type DeviceArg, type DeviceMemoryOptions, type RecordMemoryHistoryOptions } from './api.js';
+export { DeviceMemory, DEPRECATION_WARNINGS, type DeviceArg, type DeviceListing, type DeviceMemoryOptions, type RecordMemoryHistoryOptions } from './api.js';
+export {
+  CUDAPluggableAllocator,
+  NativeAllocator,
+  allocatorName,
+  type AllocatorBackendName,
+  type DeviceAllocator,
+  type PluggableHooks,
+} from './allocator-interface.js';
+export { CudaMallocAsyncAllocator, POOL_ALIGN, POOL_GRANULE } from './async-allocator.js';
+export {
+  BUILTIN_POLICIES,
+  recordedFigures,
+  replayThroughAllocator,
+  type AllocatorFactory,
+  type PolicyContext,
+  type PolicyFigures,
+  type PolicyReplayResult,
+} from './policy-replay.js';
 export {
   CachingAllocatorModel,
   formatOomSize,

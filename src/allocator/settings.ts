@@ -19,6 +19,8 @@ export interface AllocatorSettings {
   readonly releaseLockOnCudaMalloc: boolean;
   readonly pinnedUseCudaHostRegister: boolean;
   readonly pinnedNumRegisterThreads: number;
+  /** `backend:` — which allocator PyTorch uses (absent = 'native'). */
+  readonly backend?: 'native' | 'cudaMallocAsync';
 }
 
 export const DEFAULT_SETTINGS: AllocatorSettings = Object.freeze({
@@ -173,8 +175,10 @@ export function parseAllocatorConf(conf: string): AllocatorSettings {
       }
       case 'backend': {
         const v = value.trim();
-        if (v === 'native') break;
-        if (v === 'cudaMallocAsync') throw bad(conf, 'backend:cudaMallocAsync is CUDA\'s own allocator; memscope models only the native caching allocator');
+        if (v === 'native' || v === 'cudaMallocAsync') {
+          s.backend = v;
+          break;
+        }
         throw bad(conf, `backend must be native or cudaMallocAsync, got ${JSON.stringify(v)}`);
       }
       default:

@@ -70,3 +70,26 @@ function webgpuTextureBytes(manager: unknown): number | null {
   }
   return bytes;
 }
+
+/** One TFJS backend in listTfjsDevices(). */
+export interface TfjsDeviceListing {
+  backend: string;
+  /** Whether it is the engine's current backend. */
+  active: boolean;
+  /** What the backend holds (readDeviceMemory), or null where it keeps no pool of its own. */
+  reservedBytes: number | null;
+  source: string | null;
+}
+
+/**
+ * memscope's list_gpu_processes for a TFJS program: every backend registered
+ * with the engine, which one is current, and what each holds by its own count.
+ */
+export function listTfjsDevices(engine: TfEngine): TfjsDeviceListing[] {
+  return Object.keys(engine.registry)
+    .sort()
+    .map((backend) => {
+      const reading = readDeviceMemory(engine, backend);
+      return { backend, active: engine.backendName === backend, reservedBytes: reading?.reservedBytes ?? null, source: reading?.source ?? null };
+    });
+}

@@ -29,7 +29,7 @@ describe('parseAllocatorConf', () => {
     ['expandable_segments:yes', 'expandable_segments expects True or False, got "yes"'],
     ['max_split_size', 'option "max_split_size" has no \':VALUE\''],
     ['expandable_segments:True,expandable_segments:False', 'option expandable_segments given twice'],
-    ['backend:cudaMallocAsync', "backend:cudaMallocAsync is CUDA's own allocator"],
+    ['backend:cudaMalloc', 'backend must be native or cudaMallocAsync, got "cudaMalloc"'],
     ['max_spilt_size_mb:128', 'unrecognized option "max_spilt_size_mb"'],
   ])('%j → %s', (conf, message) => {
     let error: unknown;

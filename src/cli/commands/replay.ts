@@ -6,6 +6,7 @@ import { hexAddress } from '../../allocator/caching-allocator.js';
 import { parseAllocatorConf } from '../../allocator/settings.js';
 import { readReplaySnapshot } from '../../allocator/read-snapshot-node.js';
 import { renderTable } from '../../report/table.js';
+import { runPolicyReplay } from './replay-policy.js';
 
 const UNIT: Record<string, number> = { '': 1, b: 1, k: 1024, kb: 1024, kib: 1024, m: 1024 ** 2, mb: 1024 ** 2, mib: 1024 ** 2, g: 1024 ** 3, gb: 1024 ** 3, gib: 1024 ** 3, t: 1024 ** 4, tib: 1024 ** 4 };
 
@@ -106,9 +107,14 @@ export function register(program: Command): void {
     .option('--alloc-conf <conf>', 'what-if: PYTORCH_CUDA_ALLOC_CONF-style settings, e.g. expandable_segments:True')
     .option('--capacity <bytes>', 'what-if: device capacity (e.g. 24GiB); the run stops at the first OOM')
     .option('--device <n>', 'device whose trace to use in what-if mode', '0')
+    .option('--allocator <policy>', "replay through an allocator: native, cudaMallocAsync, or a path to your ES module (see docs/ALLOCATOR.md)")
     .option('--json', 'print the result as JSON')
-    .action((file: string, opts: { allocConf?: string; capacity?: string; device: string; json?: boolean }) => {
+    .action((file: string, opts: { allocConf?: string; capacity?: string; device: string; json?: boolean; allocator?: string }) => {
       const snap = readReplaySnapshot(file);
+      if (opts.allocator !== undefined) {
+        const capacity = opts.capacity === undefined ? null : parseByteSize(opts.capacity);
+        return runPolicyReplay(file, snap, { ...opts, allocator: opts.allocator, capacity });
+      }
       if (opts.allocConf === undefined && opts.capacity === undefined) {
         const report = replaySnapshot(snap);
         if (opts.json) {
@@ -127,6 +133,9 @@ export function register(program: Command): void {
         return;
       }
       const proposedSettings = opts.allocConf === undefined ? null : parseAllocatorConf(opts.allocConf);
+      if (proposedSettings?.backend === 'cudaMallocAsync') {
+        throw new MemscopeError('bad-argument', `--alloc-conf ${opts.allocConf}: the what-if replay runs the native caching allocator; replay through the cudaMallocAsync model with --allocator cudaMallocAsync`);
+      }
       const device = Number(opts.device);
       if (!Number.isInteger(device) || device < 0 || !(snap.traces[device]?.length)) {
         throw new MemscopeError('bad-argument', `${file}: device ${opts.device} has no trace to replay`);
