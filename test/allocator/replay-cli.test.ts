@@ -1,6 +1,7 @@
 import { Command } from 'commander';
 import { afterEach, describe, expect, it, vi } from 'vitest';
-import { parseByteSize, register } from '../../src/cli/commands/replay.js';
+import { register } from '../../src/cli/commands/replay.js';
+import { byteSize } from '../../src/cli/options.js';
 import { fixture } from '../support/fixtures.js';
 
 const FILE = fixture('torch/newest_format_trace.pickle');
@@ -50,9 +51,9 @@ describe('memscope replay', () => {
   }, 30_000);
 
   it('reads sizes with binary units and rejects nonsense', () => {
-    expect(parseByteSize('16GiB')).toBe(16 * 1024 ** 3);
-    expect(parseByteSize('1.5 G')).toBe(1.5 * 1024 ** 3);
-    expect(parseByteSize('4096')).toBe(4096);
-    expect(() => parseByteSize('lots')).toThrow(/--capacity: cannot read "lots"/);
+    expect(byteSize('16GiB', '--capacity')).toBe(16 * 1024 ** 3);
+    expect(byteSize('1.5 G', '--capacity')).toBe(1.5 * 1024 ** 3);
+    expect(byteSize('4096', '--capacity')).toBe(4096);
+    expect(() => byteSize('lots', '--capacity')).toThrow(/--capacity must be a size in bytes .* got "lots"/);
   });
 });

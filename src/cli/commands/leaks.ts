@@ -1,18 +1,11 @@
 import type { Command } from 'commander';
 import { findLeaks, frameLocation, type LeakReport } from '../../capture/leaks.js';
 import { readCaptureFile } from '../../capture/read-node.js';
-import { MemscopeError } from '../../core/errors.js';
+import { nonNegativeInt } from '../options.js';
 import { formatLeaks } from '../../report/leaks-text.js';
 
 export const EXIT_LEAKS_FOUND = 3;
 
-/** `--frames N`: a non-negative integer, else a usage error naming the value. */
-export function parseFrames(value: string): number {
-  if (!/^\d+$/.test(value) || !Number.isSafeInteger(Number(value))) {
-    throw new MemscopeError('bad-argument', `--frames ${JSON.stringify(value)}: expected a non-negative integer`);
-  }
-  return Number(value);
-}
 
 /** The leak report as `--json` prints it (`memscope leaks` and `memscope run`). */
 export function leaksJson(report: LeakReport, capture: string): object {
@@ -36,7 +29,7 @@ export function register(program: Command): void {
     .option('--json', 'print the leak groups as JSON')
     .option('--frames <n>', 'stack frames to print per leak', '8')
     .action((file: string, opts: { json?: boolean; frames: string }) => {
-      const frames = parseFrames(opts.frames);
+      const frames = nonNegativeInt(opts.frames, '--frames');
       const capture = readCaptureFile(file);
       if (capture.truncated) process.stderr.write(`memscope: ${file} is truncated: ${capture.truncated.reason} (line ${capture.truncated.line}); using what was written\n`);
       const report = findLeaks(capture);

@@ -5,6 +5,7 @@ import { replayThroughAllocator, type PolicyReplayResult } from '../../allocator
 import type { ParsedSnapshot } from '../../allocator/replay.js';
 import { parseAllocatorConf } from '../../allocator/settings.js';
 import { renderTable } from '../../report/table.js';
+import { nonNegativeInt, usageError, usageOf } from '../options.js';
 
 export interface PolicyReplayOptions {
   allocator: string;
@@ -55,14 +56,12 @@ export function renderPolicyReplay(file: string, r: PolicyReplayResult): string 
 
 /** `memscope replay FILE --allocator native|cudaMallocAsync|./policy.mjs`. */
 export async function runPolicyReplay(file: string, snap: ParsedSnapshot, opts: PolicyReplayOptions): Promise<void> {
-  const device = Number(opts.device);
-  if (!Number.isInteger(device) || device < 0 || !snap.traces[device]?.length) {
-    throw new MemscopeError('bad-argument', `${file}: device ${opts.device} has no trace to replay`);
-  }
+  const device = nonNegativeInt(opts.device, '--device');
+  if (!snap.traces[device]?.length) throw usageError(`${file}: device ${device} has no trace to replay`);
   const factory = await loadAllocatorPolicy(opts.allocator);
-  const settings = opts.allocConf === undefined ? snap.settings : parseAllocatorConf(opts.allocConf);
+  const settings = opts.allocConf === undefined ? snap.settings : usageOf(() => parseAllocatorConf(opts.allocConf!));
   if (settings.backend === 'cudaMallocAsync' && opts.allocator !== 'cudaMallocAsync') {
-    throw new MemscopeError('bad-argument', `--alloc-conf ${opts.allocConf}: backend:cudaMallocAsync names an allocator; use --allocator cudaMallocAsync`);
+    throw usageError(`--alloc-conf ${opts.allocConf}: backend:cudaMallocAsync names an allocator; use --allocator cudaMallocAsync`);
   }
   const result = replayThroughAllocator({ ...snap, settings }, factory, { capacity: opts.capacity, device });
   if (opts.json) {

@@ -1,24 +1,12 @@
 import type { Command } from 'commander';
 import { humanBytes } from '../../core/units.js';
-import { MemscopeError } from '../../core/errors.js';
 import { capacityAtOom, replaySnapshot, whatIf, type DeviceReplayReport, type Rate, type WhatIfResult } from '../../allocator/replay.js';
 import { hexAddress } from '../../allocator/caching-allocator.js';
 import { parseAllocatorConf } from '../../allocator/settings.js';
 import { readReplaySnapshot } from '../../allocator/read-snapshot-node.js';
 import { renderTable } from '../../report/table.js';
 import { runPolicyReplay } from './replay-policy.js';
-
-const UNIT: Record<string, number> = { '': 1, b: 1, k: 1024, kb: 1024, kib: 1024, m: 1024 ** 2, mb: 1024 ** 2, mib: 1024 ** 2, g: 1024 ** 3, gb: 1024 ** 3, gib: 1024 ** 3, t: 1024 ** 4, tib: 1024 ** 4 };
-
-/** '17179869184', '16GiB', '16G', '1.5 GiB' → bytes (binary units, as PyTorch reports them). */
-export function parseByteSize(text: string): number {
-  const m = /^\s*([0-9]+(?:\.[0-9]+)?)\s*([a-zA-Z]*)\s*$/.exec(text);
-  const mult = m ? UNIT[m[2].toLowerCase()] : undefined;
-  if (!m || mult === undefined) throw new MemscopeError('bad-argument', `--capacity: cannot read ${JSON.stringify(text)} as a size (e.g. 16GiB, 24G, 17179869184)`);
-  const bytes = Math.floor(Number(m[1]) * mult);
-  if (!(bytes > 0 && Number.isSafeInteger(bytes))) throw new MemscopeError('bad-argument', `--capacity: ${JSON.stringify(text)} is not a positive size`);
-  return bytes;
-}
+import { byteSize, nonNegativeInt, usageError, usageOf } from '../options.js';
 
 function pct(r: Rate): string {
   return `${r.matched}/${r.total}  ${(r.rate * 100).toFixed(2)}%`;
@@ -110,10 +98,13 @@ export function register(program: Command): void {
     .option('--allocator <policy>', "replay through an allocator: native, cudaMallocAsync, or a path to your ES module (see docs/ALLOCATOR.md)")
     .option('--json', 'print the result as JSON')
     .action((file: string, opts: { allocConf?: string; capacity?: string; device: string; json?: boolean; allocator?: string }) => {
+      // Option values are checked before the file is read: a usage error costs no read.
+      const requestedCapacity = opts.capacity === undefined ? null : byteSize(opts.capacity, '--capacity');
+      const device = nonNegativeInt(opts.device, '--device');
+      const proposedSettings = opts.allocConf === undefined ? null : usageOf(() => parseAllocatorConf(opts.allocConf!));
       const snap = readReplaySnapshot(file);
       if (opts.allocator !== undefined) {
-        const capacity = opts.capacity === undefined ? null : parseByteSize(opts.capacity);
-        return runPolicyReplay(file, snap, { ...opts, allocator: opts.allocator, capacity });
+        return runPolicyReplay(file, snap, { ...opts, allocator: opts.allocator, capacity: requestedCapacity });
       }
       if (opts.allocConf === undefined && opts.capacity === undefined) {
         const report = replaySnapshot(snap);
@@ -132,16 +123,12 @@ export function register(program: Command): void {
         process.stdout.write(out.join('\n') + '\n');
         return;
       }
-      const proposedSettings = opts.allocConf === undefined ? null : parseAllocatorConf(opts.allocConf);
       if (proposedSettings?.backend === 'cudaMallocAsync') {
-        throw new MemscopeError('bad-argument', `--alloc-conf ${opts.allocConf}: the what-if replay runs the native caching allocator; replay through the cudaMallocAsync model with --allocator cudaMallocAsync`);
+        throw usageError(`--alloc-conf ${opts.allocConf}: the what-if replay runs the native caching allocator; replay through the cudaMallocAsync model with --allocator cudaMallocAsync`);
       }
-      const device = Number(opts.device);
-      if (!Number.isInteger(device) || device < 0 || !(snap.traces[device]?.length)) {
-        throw new MemscopeError('bad-argument', `${file}: device ${opts.device} has no trace to replay`);
-      }
+      if (!snap.traces[device]?.length) throw usageError(`${file}: device ${device} has no trace to replay`);
       // A run that died of an OOM is asked about the device it died on: PyTorch's reserved plus free bytes then.
-      let capacity = opts.capacity === undefined ? null : parseByteSize(opts.capacity);
+      let capacity = requestedCapacity;
       let capacityNote = '';
       if (capacity === null && snap.traces[device].some((e) => e.action === 'oom')) {
         const oom = replaySnapshot(snap).devices.find((d) => d.device === device)?.ooms[0];

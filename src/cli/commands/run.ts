@@ -1,11 +1,11 @@
 import { spawn } from 'node:child_process';
-import { existsSync, statSync } from 'node:fs';
 import { basename, resolve } from 'node:path';
-import { InvalidArgumentError, type Command } from 'commander';
-import { MemscopeError } from '../../core/errors.js';
+import type { Command } from 'commander';
 import { findLeaks } from '../../capture/leaks.js';
 import { readCaptureFile } from '../../capture/read-node.js';
 import { leaksJson } from './leaks.js';
+import { nonNegativeInt } from '../options.js';
+import { requireReadableFile } from '../../core/input-file.js';
 
 export interface RunOptions {
   output?: string;
@@ -28,9 +28,7 @@ function preloadUrl(): { url: string; fromSource: boolean } {
  */
 export async function runWithCapture(script: string, args: string[], opts: RunOptions): Promise<{ exitCode: number; output: string }> {
   const scriptPath = resolve(script);
-  if (!existsSync(scriptPath) || !statSync(scriptPath).isFile()) {
-    throw new MemscopeError('bad-argument', `run: no such script: ${script}`);
-  }
+  requireReadableFile(script);
   const maxEntries = opts.maxEntries ?? null;
   const output = resolve(opts.output ?? `memscope-${basename(scriptPath).replace(/\.[cm]?[jt]s$/, '')}.${process.pid}.capture.ndjson`);
   const { url, fromSource } = preloadUrl();
@@ -63,11 +61,6 @@ export async function runWithCapture(script: string, args: string[], opts: RunOp
   }
 }
 
-function parseMaxEntries(value: string): number {
-  const n = Number(value);
-  if (!/^\d+$/.test(value) || !Number.isSafeInteger(n)) throw new InvalidArgumentError('expected a non-negative integer.');
-  return n;
-}
 
 function signalNumber(signal: NodeJS.Signals): number | undefined {
   return { SIGINT: 2, SIGKILL: 9, SIGTERM: 15 }[signal as string];
@@ -83,7 +76,7 @@ export function register(program: Command): void {
     .argument('[args...]', 'arguments passed to the program')
     .option('-o, --output <file>', 'capture file (default memscope-<script>.<pid>.capture.ndjson)')
     .option('--stacks', 'record the JS stack of every allocation (slower; needed to locate leaks by line)')
-    .option('--max-entries <n>', 'record at most N allocations individually; later ones only count in step totals', parseMaxEntries)
+    .option('--max-entries <n>', 'record at most N allocations individually; later ones only count in step totals', (v: string) => nonNegativeInt(v, '--max-entries'))
     .option('--backend <name>', 'TFJS backend to make current before the program starts (cpu, wasm, ...)')
     .option('-q, --quiet', 'do not print where the capture went')
     .option('--json', "when the program ends, print its exit code, the capture's path and the leaks found as JSON (the program's stdout goes to stderr)")
