@@ -48,6 +48,7 @@ export type KnownTraceAction = (typeof KNOWN_TRACE_ACTIONS)[number];
 export interface Frame {
   readonly name: string;
   readonly filename: string;
+  /** -1 when unknown (CPython's -1, written by PyTorch as 2^64 - 1). */
   readonly line: number;
 }
 
@@ -167,6 +168,12 @@ export interface MemorySnapshot {
   readonly format: SnapshotFormat;
   /** Unknown top-level keys, as plain data. */
   readonly extra: { readonly [key: string]: PlainValue };
+  /**
+   * What the reader read other than exactly as written, one line each: fields PyTorch versions
+   * leave out (no `time_us`, no block address), unknown line numbers, keys and values memscope
+   * does not model. Empty for a file read exactly.
+   */
+  readonly warnings: readonly string[];
 }
 
 /** Object view of one block row. */
