@@ -35,11 +35,13 @@ const MAX_FRAME_LABEL = 160;
 
 /**
  * `file:line:function` with the file's base name (Windows or POSIX paths), like _memory_viz;
- * C++ frames without a file or line are shown as the bare symbol without its parameters.
+ * C++ frames without a file or line are shown as the bare symbol without its parameters, and an
+ * unknown line (-1) as `?`.
  */
 export function formatFrame(f: Frame, fullFilename = false): string {
   const file = fullFilename ? f.filename : (f.filename.split(/[\\/]/).pop() ?? f.filename);
-  const label = (file === '' || file === '??') && f.line === 0 ? withoutParameters(f.name) : `${file}:${f.line}:${isPythonFrame(f) ? f.name : withoutParameters(f.name)}`;
+  const line = f.line < 0 ? '?' : String(f.line);
+  const label = (file === '' || file === '??') && f.line === 0 ? withoutParameters(f.name) : `${file}:${line}:${isPythonFrame(f) ? f.name : withoutParameters(f.name)}`;
   return label.length > MAX_FRAME_LABEL ? label.slice(0, MAX_FRAME_LABEL - 1) + '…' : label;
 }
 

@@ -11,7 +11,7 @@
  * Both end in `assemble()`, which walks segments / device_traces, checks every field's type and
  * names the path of anything wrong (`segments[3].blocks[7].size`).
  */
-import { MemscopeError } from '../core/errors.js';
+import { MemscopeError, isMemscopeError } from '../core/errors.js';
 import { DEFAULT_PICKLE_LIMITS, isTuple, makeTuple, PickleMachine, runPickle, type PickleLimits } from './pickle/machine.js';
 import { readPickle, toPlain, type PickleValue, type PlainValue } from './pickle/reader.js';
 import { SnapshotBuilder } from './snapshot-builder.js';
@@ -26,6 +26,7 @@ import {
   RawList,
   SEGMENT,
   SEGMENT_KEYS,
+  SEGMENT_KEY_BIT,
   SnapshotTables,
   TRACE,
   TRACE_KEYS,
@@ -331,7 +332,7 @@ class Assembler {
       }
       offset += t.bSize.data[row]!;
     }
-    for (const k of d.keys()) if (!SEGMENT_KEY_SET.has(k)) t.otherSegmentKeys.add(String(k));
+    for (const k of d.keys()) if (!SEGMENT_KEY_BIT.has(k)) t.otherSegmentKeys.add(String(k));
     const pool = d.get('segment_pool_id');
     let poolId: readonly [number, number] | null = null;
     if (pool !== undefined && pool !== null) {
@@ -508,7 +509,6 @@ function gatherF64(source: Float64Array, rows: ArrayLike<number>): Float64Array 
   return out;
 }
 
-const SEGMENT_KEY_SET = new Set<unknown>(SEGMENT_KEYS);
 /** Block keys PyTorch writes: today's, and `history` (PyTorch 2.0, which had no `address` or `frames`). */
 const BLOCK_KEYS = new Set<unknown>(['address', 'size', 'requested_size', 'state', 'frames', 'history']);
 
@@ -717,7 +717,7 @@ export function readSnapshot(bytes: Uint8Array, options: ReadSnapshotOptions = {
  */
 function fallsBack(e: unknown): boolean {
   if (e instanceof FastPathBail) return true;
-  if (e instanceof MemscopeError) return false;
+  if (isMemscopeError(e)) return false;
   return !(e instanceof RangeError && /allocation failed|Array buffer allocation/i.test(e.message));
 }
 
