@@ -6,7 +6,8 @@ import { readPickle } from '../../src/torch/pickle/reader.js';
 import { SnapshotBuilder } from '../../src/torch/snapshot-builder.js';
 import { readerOf, readSnapshotPieces } from '../../src/torch/snapshot-decoder.js';
 import { blockAt, normaliseSnapshot, readSnapshot, stackFrames, traceEventAt, type MemorySnapshot } from '../../src/torch/snapshot.js';
-import { formatFrame } from '../../src/torch/snapshot-analysis.js';
+import { formatFrame, outOfMemoryEvents, traceLines, type OomEvent } from '../../src/torch/snapshot-analysis.js';
+import { formatSnapshotSummary, snapshotSummaryJson } from '../../src/report/torch-text.js';
 import { fixture } from '../support/fixtures.js';
 import { resolved } from './resolved-snapshot.js';
 
@@ -160,5 +161,54 @@ describe('a fault inside the fast path', () => {
     } finally {
       spy.mockRestore();
     }
+  });
+});
+
+describe('OOM as a first-class event', () => {
+  it('each oom entry with its time, request, device free, allocated and reserved then, and the largest live allocations', () => {
+    const s = readSnapshot(bytesOf('oom_entries'));
+    const ooms = outOfMemoryEvents(s, 5, 2);
+    expect(ooms).toEqual([
+      {
+        device: 0,
+        index: 3,
+        timeUs: 103,
+        requestedSize: 80 * MB,
+        deviceFree: 3 * MB,
+        allocated: 62 * MB,
+        reserved: 64 * MB,
+        frames: ['train.py:30:step', 'train.py:60:main'],
+        largestLive: [
+          { address: 0x7f3000000000, size: 60 * MB, frames: ['train.py:21:big_alloc', 'train.py:50:main'] },
+          { address: 0x7f3000000000 + 60 * MB, size: 2 * MB, frames: ['train.py:22:small_alloc', 'train.py:51:main'] },
+        ],
+      },
+      expect.objectContaining({ index: 4, timeUs: 104, requestedSize: 40 * MB, deviceFree: 1 * MB }),
+    ]);
+    expect(outOfMemoryEvents(readSnapshot(bytesOf('torch20_history')))).toEqual([]);
+  });
+
+  it('summary shows each OOM, and its JSON carries them with the warnings', () => {
+    const s = readSnapshot(bytesOf('oom_entries'));
+    const text = formatSnapshotSummary(s, { frames: 2 });
+    expect(text).toContain('Out-of-memory errors (2)');
+    expect(text).toContain('cuda:0 trace entry 3, time_us 103: 80.00 MiB requested, 3.00 MiB free on the device; allocated 62.00 MiB, reserved 64.00 MiB');
+    expect(text).toContain('60.00 MiB  0x7f3000000000  train.py:21:big_alloc ← train.py:50:main');
+    const json = snapshotSummaryJson(s, 10, 2) as { outOfMemory: OomEvent[]; warnings: string[] };
+    expect(json.outOfMemory.map((o) => o.index)).toEqual([3, 4]);
+    expect(json.warnings).toEqual([]);
+  });
+
+  it('trace shows the state at each OOM and what was live then', () => {
+    const lines = traceLines(readSnapshot(bytesOf('oom_entries')));
+    const at = lines.findIndex((l) => l.startsWith('raise OutOfMemoryError()'));
+    expect(lines[at]).toBe('raise OutOfMemoryError() # 80.00 MiB requested, 3.00 MiB free on the device; allocated 62.00 MiB, reserved 64.00 MiB');
+    expect(lines[at + 1]).toBe('#   live then: 60.00 MiB at 0x7f3000000000 @ train.py:21:big_alloc ← train.py:50:main');
+  });
+
+  it('summary prints the warnings as notes', () => {
+    const text = formatSnapshotSummary(readSnapshot(bytesOf('torch20_history')));
+    expect(text).toContain('notes:\n  4 blocks without an address (PyTorch 2.0 layout)');
+    expect(formatSnapshotSummary(readSnapshot(bytesOf('oom_entries')))).not.toContain('notes:');
   });
 });

@@ -15,7 +15,7 @@ export function register(program: Command): void {
       const device = opts.device === undefined ? null : intOption(opts.device, '--device', 0);
       const snapshot = await openSnapshotWithProgress(file, 'segments');
       if (opts.json) {
-        printJson(blockFlameStacks(snapshot, true, device));
+        printJson({ stacks: blockFlameStacks(snapshot, true, device), warnings: snapshot.warnings });
         return;
       }
       writeOutput(opts.output, renderSnapshotFlameGraph(snapshot, 'segments', { device }), 'a flame graph');
