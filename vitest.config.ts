@@ -3,6 +3,8 @@ import { defineConfig } from 'vitest/config';
 export default defineConfig({
   test: {
     include: ['test/**/*.test.ts'],
+    // The real-file corpus in ../shared runs apart: `npm run test:corpus` (vitest.corpus.config.ts).
+    exclude: ['test/corpus/**', '**/node_modules/**'],
     testTimeout: 120_000,
     hookTimeout: 120_000,
     // TFJS keeps one global engine per process; isolate test files in forks so

@@ -1,0 +1,57 @@
+// Every real snapshot of the corpus: read by the fast path (whole, and in pieces as the CLI
+// reads files) and by the general path with identical models, and with CPython's figures.
+import { describe, it, expect } from 'vitest';
+import { readFileSync } from 'node:fs';
+import { readPickle } from '../../src/torch/pickle/reader.js';
+import { readSnapshotFile } from '../../src/torch/snapshot-node.js';
+import { normaliseSnapshot, readSnapshot, type MemorySnapshot } from '../../src/torch/snapshot.js';
+import { resolved } from '../torch/resolved-snapshot.js';
+import { corpusFiles, corpusPath, truth, type CorpusTruth } from './corpus.js';
+
+/** The figures truth.json holds, from memscope's model. */
+function figures(s: MemorySnapshot): CorpusTruth {
+  const sum = (f: (g: MemorySnapshot['segments'][number]) => number): number => s.segments.reduce((a, g) => a + f(g), 0);
+  const allocatedState = s.stateNames.indexOf('active_allocated');
+  let blockBytes = 0;
+  for (let i = 0; i < s.blocks.count; i++) if (s.blocks.state[i] === allocatedState) blockBytes += s.blocks.size[i]!;
+  return {
+    segments: s.segments.length,
+    blocks: s.blocks.count,
+    reserved: sum((g) => g.totalSize),
+    allocated: sum((g) => g.allocatedSize),
+    active: sum((g) => g.activeSize),
+    requested: sum((g) => g.requestedSize ?? 0),
+    active_allocated_block_bytes: blockBytes,
+    trace_actions_per_device: s.traces.map((t) => {
+      const counts: Record<string, number> = {};
+      for (let i = 0; i < t.count; i++) {
+        const a = s.actionNames[t.action[i]!]!;
+        counts[a] = (counts[a] ?? 0) + 1;
+      }
+      return counts;
+    }),
+  };
+}
+
+const TRUTH_KEYS = ['segments', 'blocks', 'reserved', 'allocated', 'active', 'requested', 'active_allocated_block_bytes', 'trace_actions_per_device'] as const;
+
+describe('the corpus of real snapshots', () => {
+  it('is all there', () => {
+    expect(corpusFiles.length).toBe(34);
+  });
+
+  for (const name of corpusFiles) {
+    it(`${name}: fast and general paths give one model, with CPython's figures`, () => {
+      const bytes = new Uint8Array(readFileSync(corpusPath(name)));
+      const fast = readSnapshot(bytes);
+      const general = normaliseSnapshot(readPickle(bytes));
+      const pieces = readSnapshotFile(corpusPath(name));
+      const want = truth[name]!;
+      const got = figures(fast);
+      expect(Object.fromEntries(TRUTH_KEYS.map((k) => [k, got[k]]))).toEqual(Object.fromEntries(TRUTH_KEYS.map((k) => [k, want[k]])));
+      const expected = resolved(general);
+      expect(resolved(fast)).toEqual(expected);
+      expect(resolved(pieces)).toEqual(expected);
+    });
+  }
+});
