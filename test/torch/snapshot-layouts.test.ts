@@ -8,6 +8,8 @@ import { readerOf, readSnapshotPieces } from '../../src/torch/snapshot-decoder.j
 import { blockAt, normaliseSnapshot, readSnapshot, stackFrames, traceEventAt, type MemorySnapshot } from '../../src/torch/snapshot.js';
 import { formatFrame, outOfMemoryEvents, traceLines, type OomEvent } from '../../src/torch/snapshot-analysis.js';
 import { formatSnapshotSummary, snapshotSummaryJson } from '../../src/report/torch-text.js';
+import { DEFAULT_CAPS } from '../../src/viewer/report-data.js';
+import { snapshotToReport } from '../../src/viewer/torch-report.js';
 import { fixture } from '../support/fixtures.js';
 import { resolved } from './resolved-snapshot.js';
 
@@ -210,5 +212,17 @@ describe('OOM as a first-class event', () => {
     const text = formatSnapshotSummary(readSnapshot(bytesOf('torch20_history')));
     expect(text).toContain('notes:\n  4 blocks without an address (PyTorch 2.0 layout)');
     expect(formatSnapshotSummary(readSnapshot(bytesOf('oom_entries')))).not.toContain('notes:');
+  });
+});
+
+describe('the HTML report of a snapshot', () => {
+  it('lists each OOM and the reading warnings among its notices', () => {
+    const oom = snapshotToReport(readSnapshot(bytesOf('oom_entries')), 'oom_entries.pickle', DEFAULT_CAPS);
+    expect(oom.notices).toContain(
+      'Out of memory on cuda:0, trace entry 3 (time_us 103): 80.00 MiB requested, 3.00 MiB free on the device, allocated 62.00 MiB, reserved 64.00 MiB, ' +
+        'requested at train.py:30:step ← train.py:60:main. Largest live then: 60.00 MiB at train.py:21:big_alloc; 2.00 MiB at train.py:22:small_alloc.',
+    );
+    const legacy = snapshotToReport(readSnapshot(bytesOf('torch20_history')), 'torch20_history.pickle', DEFAULT_CAPS);
+    expect(legacy.notices).toContain('Reading note: device_traces[0]: 2 of 2 entries without time_us: their times are unknown.');
   });
 });
