@@ -106,7 +106,8 @@ class Assembler {
   /**
    * A frame's line number. CPython reports -1 where it has none (generated code, torch.compile
    * frames) and PyTorch writes that as an unsigned 64-bit int (2^64 - 1): any line beyond 2^53 or
-   * below 0 is an unknown line (-1; SnapshotTables.internFrame counts it for the warnings).
+   * below 0 is an unknown line, -1 (SnapshotTables.internFrame stores every negative line as -1;
+   * `readWarnings` counts them).
    */
   line(v: unknown, path: string): number {
     if (safeInt(v)) return v;

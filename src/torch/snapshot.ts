@@ -96,6 +96,7 @@ export interface BlockTable {
   readonly count: number;
   /** Index into `snapshot.segments`. */
   readonly segment: Int32Array;
+  /** `address`; for PyTorch 2.0 blocks, which have none, the segment's address plus the sizes of the blocks before. */
   readonly address: Float64Array;
   readonly size: Float64Array;
   /**

@@ -1,5 +1,7 @@
 // The corpus of real PyTorch snapshots (../shared/fixtures/torch-snapshots/corpus) and what
-// CPython reads from each (its truth.json), for the corpus tests.
+// CPython reads from each (its truth.json), for the corpus tests: reader.test.ts (both reading
+// paths, CPython's figures), cli.test.ts (every verb), and replay.test.ts (replay of every traced
+// device) beside them; vitest.corpus.config.ts runs every test/corpus/*.test.ts.
 import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { sharedFile } from '../support/fixtures.js';
