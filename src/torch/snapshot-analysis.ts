@@ -1235,13 +1235,17 @@ export interface OomEvent {
 export function outOfMemoryEvents(snapshot: MemorySnapshot, top = 5, topFrames = 3): OomEvent[] {
   const oom = snapshot.actionNames.indexOf('oom');
   if (oom < 0) return [];
+  const hasOom = (trace: TraceTable): boolean => {
+    for (let i = 0; i < trace.count; i++) if (trace.action[i] === oom) return true;
+    return false;
+  };
+  // The timeline costs five columns per event: made only for a file with an OOM.
+  if (!snapshot.traces.some(hasOom)) return [];
   const out: OomEvent[] = [];
   const l = labels(snapshot);
   const timeline = snapshotTimeline(snapshot);
   for (const trace of snapshot.traces) {
-    let any = false;
-    for (let i = 0; i < trace.count && !any; i++) any = trace.action[i] === oom;
-    if (!any) continue;
+    if (!hasOom(trace)) continue;
     const line = timeline.devices.find((d) => d.device === `cuda:${trace.device}`)!;
     const code = (name: string): number => snapshot.actionNames.indexOf(name);
     const alloc = code('alloc');
