@@ -1,10 +1,10 @@
-import { defineConfig } from 'vitest/config';
+import { configDefaults, defineConfig } from 'vitest/config';
 
 export default defineConfig({
   test: {
     include: ['test/**/*.test.ts'],
     // The real-file corpus in ../shared runs apart: `npm run test:corpus` (vitest.corpus.config.ts).
-    exclude: ['test/corpus/**', '**/node_modules/**'],
+    exclude: [...configDefaults.exclude, 'test/corpus/**'],
     testTimeout: 120_000,
     hookTimeout: 120_000,
     // TFJS keeps one global engine per process; isolate test files in forks so
