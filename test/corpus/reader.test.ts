@@ -1,6 +1,6 @@
 // Every real snapshot of the corpus: read by the fast path (whole, and in pieces as the CLI
 // reads files) and by the general path with identical models, and with CPython's figures.
-import { describe, it, expect } from 'vitest';
+import { describe, it, expect, afterEach } from 'vitest';
 import { readFileSync } from 'node:fs';
 import { readPickle } from '../../src/torch/pickle/reader.js';
 import { readerOf, readSnapshotPieces } from '../../src/torch/snapshot-decoder.js';
@@ -35,6 +35,10 @@ function figures(s: MemorySnapshot): CorpusTruth {
 }
 
 const TRUTH_KEYS = ['segments', 'blocks', 'reserved', 'allocated', 'active', 'requested', 'active_allocated_block_bytes', 'trace_actions_per_device'] as const;
+
+// Each test runs seconds of synchronous work: a turn of the event loop after each lets the worker
+// answer vitest's messages, which time out (failing the run) on a loaded machine otherwise.
+afterEach(() => new Promise<void>((done) => setTimeout(done, 0)));
 
 describe('the corpus of real snapshots', () => {
   it('is all there', () => {
