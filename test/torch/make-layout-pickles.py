@@ -1,7 +1,7 @@
 # Makes the hand-made snapshots of test/torch/snapshot-layouts.test.ts, one per layout that real
 # files use and the unit tests pin, into test/fixtures/torch/ (written with CPython's pickler, as
 # torch.cuda.memory._dump_snapshot writes them):
-#   long_stack.pickle       one trace entry whose frames list (400 distinct frames) is longer than
+#   long_stack.pickle       trace entries whose frames list (401 distinct frames) is longer than
 #                           twice the reader's first frame-list byte cache
 #   torch20_history.pickle  PyTorch 2.0: blocks with size / requested_size / state / history and no
 #                           address or frames; segments without segment_pool_id / is_expandable /
@@ -51,9 +51,9 @@ def block(address, size, requested, state, frames):
     return {'address': address, 'size': size, 'requested_size': requested, 'state': state, 'frames': frames}
 
 
-# long_stack: the frames list of the one entry is ~2000 bytes of LONG_BINGETs (memo indices past
-# 255), more than twice the 256-byte cache the reader starts with; an odd number of frames makes
-# its length not a multiple of 4.
+# long_stack: each entry's frames list is ~2000 bytes of LONG_BINGETs (memo indices past 255),
+# more than twice the 256-byte cache the reader starts with; 401 frames, so that those bytes are
+# not a whole number of 4-byte words.
 deep = [frame(f'f{i}', i + 1) for i in range(401)]
 base = 0x7f0000000000
 write('long_stack.pickle', {
