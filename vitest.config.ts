@@ -1,10 +1,10 @@
-import { defineConfig } from 'vitest/config';
+import { configDefaults, defineConfig } from 'vitest/config';
 
 export default defineConfig({
   test: {
     include: ['test/**/*.test.ts'],
-    // The corpus tests read ../shared and run in the corpus run of their own, not in `npm test`.
-    exclude: ['**/node_modules/**', 'test/corpus/**'],
+    // The real-file corpus in ../shared runs apart: `npm run test:corpus` (vitest.corpus.config.ts).
+    exclude: [...configDefaults.exclude, 'test/corpus/**'],
     testTimeout: 120_000,
     hookTimeout: 120_000,
     // TFJS keeps one global engine per process; isolate test files in forks so

@@ -15,6 +15,7 @@ import {
   compareSnapshots,
   fragmentation,
   largestAllocations,
+  outOfMemoryEvents,
   SEGMENT_MAP_LEGEND,
   SEGMENT_MAP_PAGE,
   snapshotDevices,
@@ -22,6 +23,7 @@ import {
   snapshotTotals,
   totalsByFrame,
   traceActionCounts,
+  type OomEvent,
   type SnapshotComparison,
 } from '../torch/snapshot-analysis.js';
 import type { MemorySnapshot } from '../torch/snapshot.js';
@@ -203,6 +205,16 @@ export function formatSnapshotSummary(snapshot: MemorySnapshot, options: Snapsho
   for (const c of counts) {
     out.push(`trace, device ${c.device}: ${Object.entries(c.counts).map(([a, n]) => `${count(n)} ${a}`).join(', ')}`);
   }
+  if (snapshot.warnings.length > 0) {
+    out.push('notes:');
+    for (const w of snapshot.warnings) out.push(style.dim(`  ${w}`));
+  }
+  const ooms = outOfMemoryEvents(snapshot, Math.min(top, 5), frames);
+  if (ooms.length > 0) {
+    out.push('');
+    out.push(style.heading(`Out-of-memory errors (${ooms.length})`));
+    for (const o of ooms) out.push(...formatOom(o));
+  }
   for (const device of snapshotDevices(snapshot)) {
     const { stats, notes } = snapshotMemoryStats(snapshot, device);
     out.push('');
@@ -239,6 +251,30 @@ export function formatSnapshotSummary(snapshot: MemorySnapshot, options: Snapsho
   return out.join('\n') + '\n';
 }
 
+/** When an event happened: a date for epoch microseconds, else the raw figure. */
+function formatTimeUs(t: number | null): string {
+  if (t === null) return 'time unknown';
+  // After 2001 in epoch microseconds: a real clock (hand-made and test files count from 0).
+  return t > 1e15 ? new Date(t / 1000).toISOString() : `time_us ${t}`;
+}
+
+/** An OOM as lines: what failed, the device's state then, and the largest allocations live then. */
+export function formatOom(o: OomEvent, indent = ''): string[] {
+  const out = [
+    `${indent}cuda:${o.device} trace entry ${count(o.index)}, ${formatTimeUs(o.timeUs)}: ${humanBytes(o.requestedSize)} requested, ` +
+      `${o.deviceFree === null ? 'device free unknown' : `${humanBytes(o.deviceFree)} free on the device`}; ` +
+      `allocated ${humanBytes(o.allocated)}, reserved ${humanBytes(o.reserved)}`,
+  ];
+  if (o.frames.length > 0) out.push(`${indent}  requested at ${o.frames.join(' ← ')}`);
+  if (o.largestLive.length > 0) {
+    out.push(`${indent}  largest live allocations then:`);
+    for (const a of o.largestLive) {
+      out.push(`${indent}    ${humanBytes(a.size).padStart(11)}  0x${a.address.toString(16)}  ${a.frames.length ? a.frames.join(' ← ') : '<no frames recorded>'}`);
+    }
+  }
+  return out;
+}
+
 function summarisePools(snapshot: MemorySnapshot): string[][] {
   const acc = new Map<string, { segments: number; reserved: number; allocated: number }>();
   for (const s of snapshot.segments) {
@@ -262,6 +298,8 @@ export function snapshotSummaryJson(snapshot: MemorySnapshot, top = 10, frames =
     devices: snapshotDevices(snapshot).map((device) => ({ device, ...snapshotMemoryStats(snapshot, device) })),
     largestAllocations: largestAllocations(snapshot, top, frames),
     byAllocatingFrame: totalsByFrame(snapshot).slice(0, top),
+    outOfMemory: outOfMemoryEvents(snapshot, Math.min(top, 5), frames),
+    warnings: snapshot.warnings,
   };
 }
 

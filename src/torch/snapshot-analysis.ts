@@ -35,11 +35,13 @@ const MAX_FRAME_LABEL = 160;
 
 /**
  * `file:line:function` with the file's base name (Windows or POSIX paths), like _memory_viz;
- * C++ frames without a file or line are shown as the bare symbol without its parameters.
+ * C++ frames without a file or line are shown as the bare symbol without its parameters, and an
+ * unknown line (-1) as `?`.
  */
 export function formatFrame(f: Frame, fullFilename = false): string {
   const file = fullFilename ? f.filename : (f.filename.split(/[\\/]/).pop() ?? f.filename);
-  const label = (file === '' || file === '??') && f.line === 0 ? withoutParameters(f.name) : `${file}:${f.line}:${isPythonFrame(f) ? f.name : withoutParameters(f.name)}`;
+  const line = f.line < 0 ? '?' : String(f.line);
+  const label = (file === '' || file === '??') && f.line === 0 ? withoutParameters(f.name) : `${file}:${line}:${isPythonFrame(f) ? f.name : withoutParameters(f.name)}`;
   return label.length > MAX_FRAME_LABEL ? label.slice(0, MAX_FRAME_LABEL - 1) + '…' : label;
 }
 
@@ -778,6 +780,8 @@ export interface FragmentationReport {
   /** 1 − largest free block / all external free: how scattered the free memory is. */
   readonly freeScatter: number;
   readonly largestFreeBlock: number;
+  /** The snapshot's reading warnings (MemorySnapshot.warnings). */
+  readonly warnings: readonly string[];
 }
 
 export const SEGMENT_MAP_LEGEND = [
@@ -850,6 +854,7 @@ export function fragmentation(snapshot: MemorySnapshot, device: number | null = 
     externalFragmentation: totalReserved > 0 ? freeExternal / totalReserved : 0,
     freeScatter: freeExternal > 0 ? 1 - largestFree / freeExternal : 0,
     largestFreeBlock: largestFree,
+    warnings: snapshot.warnings,
   };
 }
 
@@ -932,6 +937,8 @@ export interface SnapshotComparison {
   /** Segments (by address and size) present in only one of the snapshots. */
   readonly segmentsOnlyBefore: { address: number; totalSize: number }[];
   readonly segmentsOnlyAfter: { address: number; totalSize: number }[];
+  /** Both snapshots' reading warnings, each marked `before:` or `after:`. */
+  readonly warnings: string[];
 }
 
 const segmentKey = (s: Segment): string => `${s.device}:${s.address}:${s.totalSize}`;
@@ -976,6 +983,7 @@ export function compareSnapshots(before: MemorySnapshot, after: MemorySnapshot):
     reservedAfter: tb.all.reserved,
     segmentsOnlyBefore: before.segments.filter((s) => !afterKeys.has(key(s))).map((s) => ({ address: s.address, totalSize: s.totalSize })),
     segmentsOnlyAfter: after.segments.filter((s) => !beforeKeys.has(key(s))).map((s) => ({ address: s.address, totalSize: s.totalSize })),
+    warnings: [...before.warnings.map((w) => `before: ${w}`), ...after.warnings.map((w) => `after: ${w}`)],
   };
 }
 
@@ -1016,6 +1024,9 @@ export function traceLines(snapshot: MemorySnapshot, options: { frames?: boolean
     }
     return t;
   };
+  /** OOM details by `device:index`, made at the first `oom` entry; the lines that follow its line. */
+  let ooms: Map<string, OomEvent> | undefined;
+  const oomLines: string[] = [];
   for (const trace of snapshot.traces) {
     if (trace.count === 0) continue;
     out.push(`Device ${trace.device} ---------------- ${trace.count} entries`);
@@ -1112,6 +1123,12 @@ export function traceLines(snapshot: MemorySnapshot, options: { frames?: boolean
         case 'oom': {
           const df = trace.deviceFree ? trace.deviceFree[i]! : NaN;
           line = `raise OutOfMemoryError() # ${humanBytes(size)} requested, ${Number.isNaN(df) ? '?' : humanBytes(df)} free on the device`;
+          ooms ??= new Map(outOfMemoryEvents(snapshot, 3, 2).map((o) => [`${o.device}:${o.index}`, o]));
+          const o = ooms.get(`${trace.device}:${i}`);
+          if (o) {
+            line += `; allocated ${humanBytes(o.allocated)}, reserved ${humanBytes(o.reserved)}`;
+            for (const a of o.largestLive) oomLines.push(`#   live then: ${humanBytes(a.size)} at 0x${a.address.toString(16)}${a.frames.length ? ` @ ${a.frames.join(' ← ')}` : ''}`);
+          }
           break;
         }
         case 'snapshot':
@@ -1125,6 +1142,10 @@ export function traceLines(snapshot: MemorySnapshot, options: { frames?: boolean
         if (top) line += `    @ ${top}`;
       }
       out.push(line);
+      if (oomLines.length > 0) {
+        out.push(...oomLines);
+        oomLines.length = 0;
+      }
     }
     out.push(`net change over the trace: ${humanBytes(live)} (allocations minus completed frees)`);
   }
@@ -1199,4 +1220,106 @@ export function snapshotTimeline(snapshot: MemorySnapshot): MemoryTrace {
     eventsByCategory: {},
     deviceNames: {},
   };
+}
+
+// ---------------------------------------------------------------- out-of-memory events
+
+/** One allocation live when an OOM was raised. */
+export interface OomLiveAllocation {
+  readonly address: number;
+  readonly size: number;
+  /** The allocating frame and its callers, innermost first; empty when no stack was recorded. */
+  readonly frames: string[];
+}
+
+/** An `oom` trace entry with the state of its device at that point. */
+export interface OomEvent {
+  readonly device: number;
+  /** Index of the entry in its device's trace. */
+  readonly index: number;
+  /** Microseconds since the epoch; null when the entry has no time_us. */
+  readonly timeUs: number | null;
+  /** Bytes the failing allocation asked for. */
+  readonly requestedSize: number;
+  /** Free bytes the device reported (`device_free`); null when the entry has none. */
+  readonly deviceFree: number | null;
+  /**
+   * Bytes allocated and reserved just before the OOM, from the trace anchored at the snapshot's
+   * state (as in `snapshotTimeline`): what the allocator held when it gave up.
+   */
+  readonly allocated: number;
+  readonly reserved: number;
+  /** Where the failing allocation was requested (its top frames); empty when not recorded. */
+  readonly frames: string[];
+  /** The largest allocations live then, largest first. */
+  readonly largestLive: OomLiveAllocation[];
+}
+
+/**
+ * Every `oom` entry of every device trace, with allocated / reserved bytes at that point and the
+ * largest allocations live then. Live allocations come from replaying the trace up to the OOM,
+ * starting from those it implies were live before it began: blocks allocated in the snapshot that
+ * no trace entry allocates, and addresses whose first entry is a free. PyTorch records a free with
+ * the stack of the allocation it frees (CUDACachingAllocator.cpp `record_trace` with
+ * `context_when_allocated`), so those carry their allocating stack too.
+ */
+export function outOfMemoryEvents(snapshot: MemorySnapshot, top = 5, topFrames = 3): OomEvent[] {
+  const oom = snapshot.actionNames.indexOf('oom');
+  if (oom < 0) return [];
+  const hasOom = (trace: TraceTable): boolean => {
+    for (let i = 0; i < trace.count; i++) if (trace.action[i] === oom) return true;
+    return false;
+  };
+  // The timeline costs five columns per event: made only for a file with an OOM.
+  if (!snapshot.traces.some(hasOom)) return [];
+  const out: OomEvent[] = [];
+  const l = labels(snapshot);
+  const timeline = snapshotTimeline(snapshot);
+  for (const trace of snapshot.traces) {
+    if (!hasOom(trace)) continue;
+    const line = timeline.devices.find((d) => d.device === `cuda:${trace.device}`)!;
+    const code = (name: string): number => snapshot.actionNames.indexOf(name);
+    const alloc = code('alloc');
+    const freeRequested = code('free_requested');
+    const freeCompleted = code('free_completed');
+    // Live at the start of the trace.
+    const live = new Map<number, { size: number; stack: number }>();
+    const allocatedInTrace = new Set<number>();
+    const seen = new Set<number>();
+    for (let i = 0; i < trace.count; i++) {
+      const a = trace.action[i]!;
+      const addr = trace.addr[i]!;
+      if (a === alloc) allocatedInTrace.add(addr);
+      if ((a === freeRequested || a === freeCompleted) && !seen.has(addr)) live.set(addr, { size: trace.size[i]!, stack: trace.stack[i]! });
+      if (a === alloc || a === freeRequested || a === freeCompleted) seen.add(addr);
+    }
+    const b = snapshot.blocks;
+    const activeAllocated = snapshot.stateNames.indexOf('active_allocated');
+    for (let i = 0; i < b.count; i++) {
+      if (b.state[i] !== activeAllocated || snapshot.segments[b.segment[i]!]!.device !== trace.device) continue;
+      if (!allocatedInTrace.has(b.address[i]!) && !live.has(b.address[i]!)) live.set(b.address[i]!, { size: b.size[i]!, stack: b.stack[i]! });
+    }
+    for (let i = 0; i < trace.count; i++) {
+      const a = trace.action[i]!;
+      if (a === alloc) live.set(trace.addr[i]!, { size: trace.size[i]!, stack: trace.stack[i]! });
+      else if (a === freeCompleted) live.delete(trace.addr[i]!);
+      else if (a === oom) {
+        const largest = [...live].sort((x, y) => y[1].size - x[1].size || x[0] - y[0]).slice(0, top);
+        const time = trace.timeUs[i]!;
+        const free = trace.deviceFree ? trace.deviceFree[i]! : NaN;
+        out.push({
+          device: trace.device,
+          index: i,
+          timeUs: Number.isNaN(time) ? null : time,
+          requestedSize: trace.size[i]!,
+          deviceFree: Number.isNaN(free) ? null : free,
+          allocated: line.allocated[i]!,
+          reserved: line.reserved![i]!,
+          frames: l.top(trace.stack[i]!, topFrames),
+          largestLive: largest.map(([address, x]) => ({ address, size: x.size, frames: l.top(x.stack, topFrames) })),
+        });
+      }
+    }
+  }
+  return out;
 }

@@ -1044,7 +1044,9 @@ export class SnapshotBuilder implements PickleBuilder {
     const at = used + ((b.byteOffset + p - used) & 3);
     if (at + span > MAX_LIST_BYTES) return -1;
     if (at + span > this.listBytes.length) {
-      const grown = new Uint8Array(Math.min(MAX_LIST_BYTES, Math.max(at + span, this.listBytes.length * 2)));
+      // A whole number of Int32 words: `listWords` views the same buffer.
+      const bytes = (Math.max(at + span, this.listBytes.length * 2) + 3) & ~3;
+      const grown = new Uint8Array(Math.min(MAX_LIST_BYTES, bytes));
       grown.set(this.listBytes.subarray(0, used));
       this.listBytes = grown;
       this.listWords = new Int32Array(grown.buffer);

@@ -11,7 +11,7 @@
  * Both end in `assemble()`, which walks segments / device_traces, checks every field's type and
  * names the path of anything wrong (`segments[3].blocks[7].size`).
  */
-import { MemscopeError } from '../core/errors.js';
+import { MemscopeError, isMemscopeError } from '../core/errors.js';
 import { DEFAULT_PICKLE_LIMITS, isTuple, makeTuple, PickleMachine, runPickle, type PickleLimits } from './pickle/machine.js';
 import { readPickle, toPlain, type PickleValue, type PlainValue } from './pickle/reader.js';
 import { SnapshotBuilder } from './snapshot-builder.js';
@@ -26,13 +26,14 @@ import {
   RawList,
   SEGMENT,
   SEGMENT_KEYS,
+  SEGMENT_KEY_BIT,
   SnapshotTables,
   TRACE,
   TRACE_KEYS,
   nodeFor,
   safeInt,
 } from './snapshot-tables.js';
-import type { BlockTable, ExternalAnnotation, MemorySnapshot, Segment, StackTable, TraceTable } from './snapshot.js';
+import { KNOWN_BLOCK_STATES, KNOWN_TRACE_ACTIONS, stackFrameIds, type BlockTable, type ExternalAnnotation, type MemorySnapshot, type Segment, type StackTable, type TraceTable } from './snapshot.js';
 
 // ---------------------------------------------------------------------------------------------
 // Assembly (both paths): segments, blocks in segment order, per-device traces
@@ -102,13 +103,26 @@ class Assembler {
     throw shapeError(key === undefined ? path : `${path}.${key}`, `expected a str, found ${describe(v)}`);
   }
 
+  /**
+   * A frame's line number. CPython reports -1 where it has none (generated code, torch.compile
+   * frames) and PyTorch writes that as an unsigned 64-bit int (2^64 - 1): any line beyond 2^53 or
+   * below 0 is an unknown line, -1 (SnapshotTables.internFrame stores every negative line as -1;
+   * `readWarnings` counts them).
+   */
+  line(v: unknown, path: string): number {
+    if (safeInt(v)) return v;
+    if (typeof v === 'bigint') return -1;
+    if (v === undefined || v === null) return -1;
+    throw shapeError(`${path}.line`, `expected an int, found ${describe(v)}`);
+  }
+
   frameId(v: unknown, path: string): number {
     if (v instanceof RawDict && v.kind === FRAME) return v.id;
     const known = this.frameIdByObject.get(v);
     if (known !== undefined) return known;
     const d = this.dict(v);
     if (!d) throw shapeError(path, `expected a frame dict, found ${describe(v)}`);
-    const id = this.t.internFrame(this.str(d.get('name'), path, 'name'), this.str(d.get('filename'), path, 'filename'), this.int(d.get('line'), path, 'line'));
+    const id = this.t.internFrame(this.str(d.get('name'), path, 'name'), this.str(d.get('filename'), path, 'filename'), this.line(d.get('line'), path));
     this.frameIdByObject.set(v, id);
     return id;
   }
@@ -135,6 +149,7 @@ class Assembler {
     const d = this.dict(v);
     if (!d) throw shapeError(path, `expected a block dict, found ${describe(v)}`);
     const size = this.int(d.get('size'), path, 'size');
+    for (const k of d.keys()) if (!BLOCK_KEYS.has(k)) this.t.otherBlockKeys.add(String(k));
     let requested = this.optInt(d.get('requested_size'), size, path, 'requested_size');
     let stack = this.stack(d.get('frames'), `${path}.frames`);
     const history = d.get('history');
@@ -148,8 +163,10 @@ class Assembler {
         if (!d.has('requested_size')) requested = this.optInt(first.get('real_size'), size, path, 'history[0].real_size');
       }
     }
+    // PyTorch 2.0 blocks have no address: NaN until the segment fills it in (genericSegment).
+    const address = d.get('address');
     return this.t.pushBlock(
-      this.int(d.get('address'), path, 'address'),
+      address === undefined ? NaN : this.int(address, path, 'address'),
       size,
       requested,
       this.t.stateCode(this.str(d.get('state'), path, 'state')),
@@ -176,10 +193,18 @@ class Assembler {
     };
     const time = d.get('time_us');
     const deviceFree = d.get('device_free');
+    const action = this.str(d.get('action'), path, 'action');
+    // PyTorch writes an `oom` entry's device_free where other entries have addr, and no addr
+    // (torch/csrc/cuda/memory_snapshot.cpp): its addr is 0 in the model. Any other entry without
+    // one is read as 0 too, with a warning, since only replay needs it.
+    const addr = d.get('addr');
+    if ((addr === undefined || addr === null) && action !== 'oom') t.entriesWithoutAddr++;
+    const size = d.get('size');
+    if (size === undefined || size === null) t.entriesWithoutSize++;
     return t.pushTrace(
-      t.actionCode(this.str(d.get('action'), path, 'action')),
-      this.int(d.get('addr'), path, 'addr'),
-      this.int(d.get('size'), path, 'size'),
+      t.actionCode(action),
+      this.optInt(addr, 0, path, 'addr'),
+      this.optInt(size, 0, path, 'size'),
       this.optInt(d.get('stream'), 0, path, 'stream'),
       time === undefined || time === null ? NaN : typeof time === 'number' ? time : this.int(time, path, 'time_us'),
       this.stack(d.get('frames'), `${path}.frames`),
@@ -280,6 +305,7 @@ class Assembler {
     const path = `segments[${index}]`;
     const d = this.dict(node);
     if (!d) throw shapeError(path, `expected a segment dict, found ${describe(node)}`);
+    const t = this.t;
     const firstBlock = raw.length;
     const blockList = d.get('blocks') ?? [];
     if (blockList instanceof RawList && blockList.ids !== null && blockList.idKind === BLOCK) {
@@ -296,6 +322,18 @@ class Assembler {
         owner.push(index);
       }
     }
+    const address = this.int(d.get('address'), path, 'address');
+    // PyTorch 2.0 blocks carry no address: each starts where the blocks before it in the segment end.
+    let offset = address;
+    for (let k = firstBlock; k < raw.length; k++) {
+      const row = raw.data[k]!;
+      if (Number.isNaN(t.bAddress.data[row]!)) {
+        t.bAddress.data[row] = offset;
+        t.derivedBlockAddresses++;
+      }
+      offset += t.bSize.data[row]!;
+    }
+    for (const k of d.keys()) if (!SEGMENT_KEY_BIT.has(k)) t.otherSegmentKeys.add(String(k));
     const pool = d.get('segment_pool_id');
     let poolId: readonly [number, number] | null = null;
     if (pool !== undefined && pool !== null) {
@@ -312,7 +350,7 @@ class Assembler {
     return {
       index,
       device: this.optInt(d.get('device'), -1, path, 'device'),
-      address: this.int(d.get('address'), path, 'address'),
+      address,
       totalSize,
       allocatedSize: allocated === undefined ? this.sumBlocks(raw, firstBlock, (s) => s === 'active_allocated') : this.int(allocated, path, 'allocated_size'),
       activeSize: active === undefined ? this.sumBlocks(raw, firstBlock, (s) => s.startsWith('active')) : this.int(active, path, 'active_size'),
@@ -472,6 +510,9 @@ function gatherF64(source: Float64Array, rows: ArrayLike<number>): Float64Array 
   return out;
 }
 
+/** Block keys PyTorch writes: today's, and `history` (PyTorch 2.0, which had no `address` or `frames`). */
+const BLOCK_KEYS = new Set<unknown>(['address', 'size', 'requested_size', 'state', 'frames', 'history']);
+
 const MODELLED_KEYS = new Set(['segments', 'device_traces', 'allocator_settings', 'external_annotations']);
 
 function assemble(root: unknown, t: SnapshotTables): MemorySnapshot {
@@ -519,7 +560,7 @@ function assemble(root: unknown, t: SnapshotTables): MemorySnapshot {
     offsets: t.stackOffsets.finish(),
     frameIds: t.stackFrames.finish(),
   };
-  return {
+  const model = {
     segments,
     blocks,
     traces,
@@ -538,7 +579,74 @@ function assemble(root: unknown, t: SnapshotTables): MemorySnapshot {
       unknownKeys,
     },
     extra,
+    warnings: [] as string[],
   };
+  model.warnings = readWarnings(model, t);
+  return model;
+}
+
+const plural = (n: number, one: string, many = `${one}s`): string => `${n} ${n === 1 ? one : many}`;
+/** A name from the file, quoted with its control characters escaped. */
+const quoted = (s: string): string => JSON.stringify(s);
+
+/**
+ * The warnings of a model (MemorySnapshot.warnings), from the model itself and from counts both
+ * paths keep alike (the fast path leaves every dict it does not recognise exactly to the
+ * assembler), so that both paths give the same list.
+ */
+function readWarnings(s: MemorySnapshot, t: SnapshotTables): string[] {
+  const out: string[] = [];
+  if (t.derivedBlockAddresses > 0) {
+    out.push(`${plural(t.derivedBlockAddresses, 'block')} without an address (PyTorch 2.0 layout): each placed where the blocks before it in its segment end`);
+  }
+  s.traces.forEach((trace) => {
+    let untimed = 0;
+    for (let i = 0; i < trace.count; i++) if (Number.isNaN(trace.timeUs[i]!)) untimed++;
+    if (untimed > 0) out.push(`device_traces[${trace.device}]: ${untimed} of ${plural(trace.count, 'entry', 'entries')} without time_us: their times are unknown`);
+  });
+  const unknownLines = unknownLineFrames(s);
+  if (unknownLines > 0) out.push(`${plural(unknownLines, 'frame')} with an unknown line number (-1, or 2^64-1 as PyTorch writes CPython's -1): shown as ?`);
+  if (t.entriesWithoutAddr > 0) out.push(`${plural(t.entriesWithoutAddr, 'trace entry', 'trace entries')} other than oom without addr: read as 0`);
+  if (t.entriesWithoutSize > 0) out.push(`${plural(t.entriesWithoutSize, 'trace entry', 'trace entries')} without size: read as 0`);
+  const extraActions = s.actionNames.length - KNOWN_TRACE_ACTIONS.length;
+  if (extraActions > 0) {
+    const counts = new Float64Array(s.actionNames.length);
+    for (const trace of s.traces) for (let i = 0; i < trace.count; i++) counts[trace.action[i]!]++;
+    for (let c = KNOWN_TRACE_ACTIONS.length; c < s.actionNames.length; c++) {
+      out.push(`trace action ${quoted(s.actionNames[c]!)} unknown to memscope (${plural(counts[c]!, 'entry', 'entries')})`);
+    }
+  }
+  if (s.stateNames.length > KNOWN_BLOCK_STATES.length) {
+    const counts = new Float64Array(s.stateNames.length);
+    for (let i = 0; i < s.blocks.count; i++) counts[s.blocks.state[i]!]++;
+    for (let c = KNOWN_BLOCK_STATES.length; c < s.stateNames.length; c++) {
+      if (counts[c]! > 0) out.push(`block state ${quoted(s.stateNames[c]!)} unknown to memscope (${plural(counts[c]!, 'block')})`);
+    }
+  }
+  const keys = (what: string, names: Iterable<string>): void => {
+    const list = [...names].sort();
+    if (list.length > 0) out.push(`${what} with keys memscope does not read: ${list.map(quoted).join(', ')}`);
+  };
+  keys('top level', s.format.unknownKeys);
+  keys('segments', t.otherSegmentKeys);
+  keys('blocks', t.otherBlockKeys);
+  keys('trace entries', t.otherTraceKeys);
+  return out;
+}
+
+/** Distinct frames with line -1 on the stacks the model uses (not on stacks only the fast path met). */
+function unknownLineFrames(s: MemorySnapshot): number {
+  if (!s.frames.some((f) => f.line < 0)) return 0;
+  const used = new Uint8Array(s.stacks.count);
+  for (const seg of s.segments) used[seg.stack] = 1;
+  for (let i = 0; i < s.blocks.count; i++) used[s.blocks.stack[i]!] = 1;
+  for (const trace of s.traces) for (let i = 0; i < trace.count; i++) used[trace.stack[i]!] = 1;
+  const seen = new Set<number>();
+  for (let id = 0; id < s.stacks.count; id++) {
+    if (!used[id]) continue;
+    for (const f of stackFrameIds(s, id)) if (s.frames[f]!.line < 0) seen.add(f);
+  }
+  return seen.size;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -591,15 +699,27 @@ export function readSnapshot(bytes: Uint8Array, options: ReadSnapshotOptions = {
   primeFor(bytes.length);
   const limits: PickleLimits = { ...DEFAULT_PICKLE_LIMITS, ...options.limits };
   const tables = new SnapshotTables(Math.max(1024, Math.min(Math.floor(bytes.length / 100), 1 << 27)));
-  let root: unknown;
   try {
-    root = runPickle(bytes, new SnapshotBuilder(tables, Math.floor(bytes.length / 40), limits.maxContainerItems), limits, options.onProgress);
+    const root = runPickle(bytes, new SnapshotBuilder(tables, Math.floor(bytes.length / 40), limits.maxContainerItems), limits, options.onProgress);
+    return assemble(root, tables);
   } catch (e) {
-    if (!(e instanceof FastPathBail)) throw e;
-    // Something the fast path does not model (e.g. a recognised dict modified later): read generically.
+    // Something the fast path does not model (e.g. a recognised dict modified later), or a fault
+    // of its own (anything but a MemscopeError about the input): read generically.
+    if (!fallsBack(e)) throw e;
     return normaliseSnapshot(readPickle(bytes, limits));
   }
-  return assemble(root, tables);
+}
+
+/**
+ * Whether an error from the fast path sends the read to the general path: FastPathBail, and any
+ * exception that is not memscope's verdict on the input (the general path then gives the answer,
+ * or the error, that the input deserves). A RangeError from an allocation past the heap stays
+ * what it is: reading the file again would only meet it again.
+ */
+function fallsBack(e: unknown): boolean {
+  if (e instanceof FastPathBail) return true;
+  if (isMemscopeError(e)) return false;
+  return !(e instanceof RangeError && /allocation failed|Array buffer allocation/i.test(e.message));
 }
 
 /** Bytes of the file `readSnapshotPieces` holds at a time unless told otherwise. */
@@ -649,8 +769,8 @@ function readPieces(readAt: ReadAt, totalBytes: number, options: ReadSnapshotPie
   let buf = new Uint8Array(Math.max(64, Math.min(options.pieceBytes ?? DEFAULT_PIECE_BYTES, totalBytes)));
   let have = 0; // valid bytes in buf
   let fileOffset = 0; // file offset of buf[0]
-  let root: unknown;
   try {
+    let root: unknown;
     for (;;) {
       while (have < buf.length && fileOffset + have < totalBytes) {
         const n = readAt(buf.subarray(have), fileOffset + have);
@@ -676,9 +796,11 @@ function readPieces(readAt: ReadAt, totalBytes: number, options: ReadSnapshotPie
       fileOffset += run.consumed;
       onProgress?.(fileOffset, totalBytes);
     }
+    return assemble(root, tables);
   } catch (e) {
-    if (!(e instanceof FastPathBail)) throw e;
-    // As readSnapshot: something the fast path does not model; read the whole file generically.
+    if (!fallsBack(e)) throw e;
+    // As readSnapshot: something the fast path does not model, or a fault of its own; read the
+    // whole file generically.
     const all = new Uint8Array(totalBytes);
     let got = 0;
     while (got < totalBytes) {
@@ -688,5 +810,4 @@ function readPieces(readAt: ReadAt, totalBytes: number, options: ReadSnapshotPie
     }
     return normaliseSnapshot(readPickle(all.subarray(0, got), limits));
   }
-  return assemble(root, tables);
 }

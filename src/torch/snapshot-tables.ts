@@ -285,7 +285,15 @@ export class SnapshotTables {
   readonly segmentTypes: string[] = [];
   private readonly segmentTypeCodes = new Map<string, number>();
   readonly otherTraceKeys = new Set<string>();
+  /** Keys of generic segment / block dicts that PyTorch does not write (for the warnings). */
+  readonly otherSegmentKeys = new Set<string>();
+  readonly otherBlockKeys = new Set<string>();
   legacyHistory = false;
+  /** Blocks without `address` (PyTorch 2.0) placed by their order in the segment. */
+  derivedBlockAddresses = 0;
+  /** Trace entries other than `oom` without `addr`, and entries without `size` (read as 0). */
+  entriesWithoutAddr = 0;
+  entriesWithoutSize = 0;
 
   /**
    * Trace columns start at a capacity guessed from the file size (a trace entry takes ≥ ~100
@@ -306,7 +314,9 @@ export class SnapshotTables {
     this.stackNext.push(-1);
   }
 
+  /** `line` below 0 (CPython's -1, or a value the reader could not hold) is stored as -1: unknown. */
   internFrame(name: string, filename: string, line: number): number {
+    if (line < 0) line = -1;
     const key = `${line}\u0000${filename}\u0000${name}`;
     let id = this.frameIds.get(key);
     if (id === undefined) {

@@ -48,6 +48,7 @@ export type KnownTraceAction = (typeof KNOWN_TRACE_ACTIONS)[number];
 export interface Frame {
   readonly name: string;
   readonly filename: string;
+  /** -1 when unknown (CPython's -1, written by PyTorch as 2^64 - 1). */
   readonly line: number;
 }
 
@@ -95,6 +96,7 @@ export interface BlockTable {
   readonly count: number;
   /** Index into `snapshot.segments`. */
   readonly segment: Int32Array;
+  /** `address`; for PyTorch 2.0 blocks, which have none, the segment's address plus the sizes of the blocks before. */
   readonly address: Float64Array;
   readonly size: Float64Array;
   /**
@@ -167,6 +169,12 @@ export interface MemorySnapshot {
   readonly format: SnapshotFormat;
   /** Unknown top-level keys, as plain data. */
   readonly extra: { readonly [key: string]: PlainValue };
+  /**
+   * What the reader read other than exactly as written, one line each: fields PyTorch versions
+   * leave out (no `time_us`, no block address), unknown line numbers, keys and values memscope
+   * does not model. Empty for a file read exactly.
+   */
+  readonly warnings: readonly string[];
 }
 
 /** Object view of one block row. */

@@ -6,7 +6,7 @@
  */
 import { humanBytes } from '../core/units.js';
 import { memoryByOperator, type MemoryTrace } from '../torch/memory-trace.js';
-import { formatFrame, isInformativeFrame } from '../torch/snapshot-analysis.js';
+import { formatFrame, isInformativeFrame, outOfMemoryEvents, type OomEvent } from '../torch/snapshot-analysis.js';
 import { stackFrames, type MemorySnapshot } from '../torch/snapshot.js';
 import { REPORT_DATA_VERSION, StringTable, TimelineBuilder, type ReportCaps, type ReportData, type ReportKernel, type ReportSegment, type ReportSeries } from './report-data.js';
 
@@ -66,6 +66,18 @@ function emptyReport(kind: 'snapshot' | 'trace', file: string, detail: string): 
     segments: [],
     blockStates: [],
   };
+}
+
+/** One OOM for the report's notices: what failed, the device then, and the largest allocations live then. */
+function oomNotice(o: OomEvent): string {
+  const when = o.timeUs === null ? '' : ` (time_us ${o.timeUs})`;
+  const free = o.deviceFree === null ? 'device free unknown' : `${humanBytes(o.deviceFree)} free on the device`;
+  const at = o.frames.length ? `, requested at ${o.frames.join(' ← ')}` : '';
+  const live = o.largestLive.map((a) => `${humanBytes(a.size)}${a.frames.length ? ` at ${a.frames[0]}` : ''}`).join('; ');
+  return (
+    `Out of memory on ${deviceName(o.device)}, trace entry ${o.index}${when}: ${humanBytes(o.requestedSize)} requested, ${free}, ` +
+    `allocated ${humanBytes(o.allocated)}, reserved ${humanBytes(o.reserved)}${at}.${live ? ` Largest live then: ${live}.` : ''}`
+  );
 }
 
 function deviceName(d: number): string {
@@ -170,6 +182,8 @@ export function snapshotToReport(snap: MemorySnapshot, file: string, caps: Repor
       allocs.push({ t0: 0, t1: -1, bytes: snap.blocks.size[i], series: seriesOf.get(`${seg.device}/${ALLOCATED}`)!, stack: snap.blocks.stack[i] });
     }
   }
+  for (const o of outOfMemoryEvents(snap, 3, 2)) notices.push(oomNotice(o));
+  for (const w of snap.warnings) notices.push(`Reading note: ${w}.`);
   const timeline = events.build(caps.maxTimelineEvents, notices);
 
   const kept = allocs.map((_, i) => i).sort((x, y) => allocs[y].bytes - allocs[x].bytes).slice(0, caps.maxAllocations).sort((x, y) => x - y);

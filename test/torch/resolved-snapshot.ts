@@ -11,5 +11,6 @@ export function resolved(s: MemorySnapshot): unknown {
     externalAnnotations: s.externalAnnotations,
     format: s.format,
     extra: s.extra,
+    warnings: s.warnings,
   };
 }

@@ -16,7 +16,7 @@ export function register(program: Command): void {
       const device = opts.device ?? null;
       const snapshot = await openSnapshotWithProgress(file, 'memory');
       if (opts.json) {
-        printJson(blockFlameStacks(snapshot, false, device));
+        printJson({ stacks: blockFlameStacks(snapshot, false, device), warnings: snapshot.warnings });
         return;
       }
       writeOutput(opts.output, renderSnapshotFlameGraph(snapshot, 'memory', { device }), 'a flame graph');

@@ -16,7 +16,7 @@ export function register(program: Command): void {
       const device = opts.device ?? null;
       const snapshot = await openSnapshotWithProgress(file, 'segments');
       if (opts.json) {
-        printJson(blockFlameStacks(snapshot, true, device));
+        printJson({ stacks: blockFlameStacks(snapshot, true, device), warnings: snapshot.warnings });
         return;
       }
       writeOutput(opts.output, renderSnapshotFlameGraph(snapshot, 'segments', { device }), 'a flame graph');

@@ -20,6 +20,7 @@ export function register(program: Command): void {
         printJson({
           source: trace.source,
           devices: trace.devices.map((d) => ({ device: d.device, count: d.count, time: d.time, bytes: d.bytes, allocated: d.allocated, reserved: d.reserved })),
+          warnings: opened.kind === 'snapshot' ? opened.snapshot.warnings : [],
         });
         return;
       }
