@@ -2,7 +2,7 @@
 // the framework-free tracker are bundled for the browser (esbuild, in memory),
 // a training step runs in the page, and the page reports the categories.
 import { describe, expect, it } from 'vitest';
-import { bundlePageScript, chromiumAvailable, launchChromium, openPageWithScript, CHROMIUM_PATH } from '../support/browser.js';
+import { bundlePageScript, launchChromium, openPageWithScript } from '../support/browser.js';
 
 // The page's program (pages/mem-tracker-step.ts) on the webgl backend.
 const ENTRY = `
@@ -18,11 +18,6 @@ globalThis.runMemTracker = async () => {
 `;
 
 describe('MemTracker in headless Chromium (webgl)', () => {
-  if (!chromiumAvailable()) {
-    it.skip(`needs Chromium at ${CHROMIUM_PATH} (set MEMSCOPE_CHROMIUM); CI installs it`, () => {});
-    return;
-  }
-
   it('tracks a trainOnBatch step on the webgl backend in the page', async () => {
     const script = await bundlePageScript(ENTRY, 'mem-tracker-page.ts');
     const browser = await launchChromium();

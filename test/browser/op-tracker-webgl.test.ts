@@ -1,7 +1,7 @@
 // MemoryTracker in headless Chromium on the webgl backend: reserved is the
 // texture manager's figure, and the plots render in the page itself (no files).
 import { describe, expect, it } from 'vitest';
-import { bundlePageScript, chromiumAvailable, launchChromium, openPageWithScript, CHROMIUM_PATH } from '../support/browser.js';
+import { bundlePageScript, launchChromium, openPageWithScript } from '../support/browser.js';
 
 
 const ENTRY = `
@@ -41,11 +41,6 @@ globalThis.runOpTracker = async () => {
 `;
 
 describe('MemoryTracker in headless Chromium (webgl)', () => {
-  if (!chromiumAvailable()) {
-    it.skip(`needs Chromium at ${CHROMIUM_PATH} (set MEMSCOPE_CHROMIUM); CI installs it`, () => {});
-    return;
-  }
-
   it('traces two trainOnBatch steps with the webgl texture pool as reserved, and renders the plots in the page', async () => {
     const script = await bundlePageScript(ENTRY, 'op-tracker-page.ts');
     const browser = await launchChromium();

@@ -4,7 +4,7 @@
 // deferred release (a tensor disposed while a read is pending is freed when
 // the read completes), modules and backward order, device memory, and restore.
 import { describe, expect, it } from 'vitest';
-import { bundlePageScript, chromiumAvailable, launchChromium, openPageWithScript, CHROMIUM_PATH } from '../support/browser.js';
+import { bundlePageScript, launchChromium, openPageWithScript } from '../support/browser.js';
 
 
 const ENTRY = `
@@ -36,11 +36,6 @@ globalThis.runAdapter = async () => {
 `;
 
 describe('TFJS adapter in headless Chromium (webgl)', () => {
-  if (!chromiumAvailable()) {
-    it.skip(`needs Chromium at ${CHROMIUM_PATH} (set MEMSCOPE_CHROMIUM); CI installs it`, () => {});
-    return;
-  }
-
   it('storage invariant, deferred release, backward order, device memory and restore on webgl', async () => {
     const script = await bundlePageScript(ENTRY, 'tfjs-adapter-page.ts');
     const browser = await launchChromium();

@@ -5,7 +5,7 @@
 // each starts from an empty engine and an empty buffer pool.
 import type { Browser } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { bundlePageScript, chromiumAvailable, launchChromium, openPageWithScript, CHROMIUM_PATH } from '../support/browser.js';
+import { bundlePageScript, launchChromium, openPageWithScript } from '../support/browser.js';
 
 
 const ENTRY = `
@@ -112,11 +112,6 @@ globalThis.runDeviceMemory = async () => {
 `;
 
 describe('memscope on the webgpu backend in headless Chromium', () => {
-  if (!chromiumAvailable()) {
-    it.skip(`needs Chromium at ${CHROMIUM_PATH} (set MEMSCOPE_CHROMIUM); CI installs it`, () => {});
-    return;
-  }
-
   let browser: Browser;
   let script: string;
   beforeAll(async () => {

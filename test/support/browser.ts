@@ -10,11 +10,18 @@ import { fileURLToPath } from 'node:url';
 
 export const CHROMIUM_PATH = process.env.MEMSCOPE_CHROMIUM ?? '/usr/bin/chromium';
 
-export function chromiumAvailable(): boolean {
-  return existsSync(CHROMIUM_PATH);
+/**
+ * Browser tests never skip: without Chromium they fail with this message, so a machine that
+ * lacks it shows red instead of a green run that tested nothing.
+ */
+export function requireChromium(): void {
+  if (!existsSync(CHROMIUM_PATH)) {
+    throw new Error(`browser tests need Chromium at ${CHROMIUM_PATH}: apt-get install -y chromium (or set MEMSCOPE_CHROMIUM to its path)`);
+  }
 }
 
 export async function launchChromium(opts: { webgpu?: boolean } = {}): Promise<Browser> {
+  requireChromium();
   const args = [
     '--headless',
     '--no-sandbox',

@@ -12,7 +12,7 @@ import type { MemoryEventSink } from '../../src/core/events.js';
 import { tfjsAdapter } from '../../src/tfjs/adapter.js';
 import { MemoryTracker } from '../../src/tfjs/memory-tracker.js';
 import { operatorOf, recordDeltas } from '../../src/tracking/op-traces.js';
-import { chromiumAvailable, launchChromium } from '../support/browser.js';
+import { launchChromium } from '../support/browser.js';
 import { allElements, parseXml } from '../support/xml-wellformed.js';
 
 const BATCH = 8;
@@ -290,7 +290,6 @@ describe('MemoryTracker on a real TFJS model (cpu)', () => {
     expect(html).not.toMatch(/<script|https?:\/\/(?!www\.w3\.org\/2000\/svg)/);
     expect(html).toContain('(no layer).optimizer.');
 
-    if (!chromiumAvailable()) return;
     // A real XML parser (Chromium's) agrees, and the page renders; the PNG is for a human to look at.
     const browser = await launchChromium();
     try {

@@ -6,7 +6,7 @@ import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'nod
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import type { Browser, Page } from 'playwright-core';
-import { chromiumAvailable, launchChromium } from '../support/browser.js';
+import { launchChromium } from '../support/browser.js';
 
 const root = resolve(import.meta.dirname, '../..');
 const script = join(root, 'test/fixtures/scripts/train.mjs');
@@ -45,7 +45,7 @@ async function inkedPixels(page: Page): Promise<number> {
   });
 }
 
-describe.skipIf(!chromiumAvailable())('memscope run → report → browser', () => {
+describe('memscope run → report → browser', () => {
   let browser: Browser;
   const leakCapture = join(work, 'leak.ndjson');
   const cleanCapture = join(work, 'clean.ndjson');

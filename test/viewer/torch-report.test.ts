@@ -9,7 +9,7 @@ import { snapshotToReport, traceToReport } from '../../src/viewer/torch-report.j
 import { DEFAULT_CAPS, type ReportData } from '../../src/viewer/report-data.js';
 import { renderReportHtml } from '../../src/viewer/html.js';
 import { viewerBundle } from '../../src/viewer/bundle-node.js';
-import { chromiumAvailable, launchChromium } from '../support/browser.js';
+import { launchChromium } from '../support/browser.js';
 import { fixture } from '../support/fixtures.js';
 
 
@@ -58,7 +58,7 @@ describe('PyTorch inputs', () => {
     expect(d.timeline.dt.length).toBeGreaterThan(12000);
   });
 
-  it.skipIf(!chromiumAvailable())('the snapshot page shows segments with blocks and the trace page draws', async () => {
+  it('the snapshot page shows segments with blocks and the trace page draws', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'memscope-torch-'));
     const app = await viewerBundle();
     const browser = await launchChromium();
