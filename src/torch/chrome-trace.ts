@@ -16,6 +16,7 @@
  * Anything else is refused with a MemscopeError naming the keys it found.
  */
 import { MemscopeError } from '../core/errors.js';
+import { escapeControl } from '../report/escape.js';
 import {
   deviceString,
   type DeviceMemoryTimeline,
@@ -444,7 +445,7 @@ export class ChromeTraceReader {
       const found =
         keys
           .slice(0, 12)
-          .map((k) => `${k}=${preview(a[k])}`)
+          .map((k) => `${escapeControl(k.length > 40 ? `${k.slice(0, 40)}…` : k)}=${preview(a[k])}`)
           .join(', ') + (keys.length > 12 ? `, … (${keys.length} keys)` : '');
       this.fail(
         'unknown-trace-layout',
@@ -464,7 +465,16 @@ export class ChromeTraceReader {
         `[memory] event ${index} uses the ${layout} layout but event ${this.layoutEvent} used ${this.layout}; a trace mixing both is not supported`,
       );
     }
-    const device = deviceString(a['Device Type'] as number, a['Device Id'] as number);
+    const deviceType = a['Device Type'] as number;
+    const deviceId = a['Device Id'] as number;
+    if (!Number.isInteger(deviceType) || deviceType < 0 || !Number.isInteger(deviceId) || deviceId < -1) {
+      this.fail(
+        'unknown-trace-layout',
+        pos,
+        `[memory] event ${index} has Device Type ${deviceType} and Device Id ${deviceId}; Kineto writes a device type ≥ 0 and a device index ≥ -1, both integers`,
+      );
+    }
+    const device = deviceString(deviceType, deviceId);
     let cols = this.devices.get(device);
     if (!cols) {
       cols = new DeviceColumns(device);

@@ -82,29 +82,64 @@ export function dictGet(dict: PickleValue | undefined, key: string): PickleValue
 export type PlainValue = null | boolean | number | string | PlainValue[] | { [key: string]: PlainValue };
 
 /**
- * JSON-compatible copy: Maps → null-prototype objects (non-string keys stringified), tuples and
- * sets → arrays, bigint → decimal string, bytes → array of numbers. Cycles and nesting deeper than
- * `maxDepth` throw MemscopeError.
+ * Most values `toPlain` may stand for, counting a shared value once per place it appears (what
+ * writing the copy out as JSON materialises): a 224-byte pickle can share one list 2^24 times.
  */
-export function toPlain(value: PickleValue, maxDepth = 1000): PlainValue {
+export const DEFAULT_PLAIN_VALUES = 1 << 26;
+
+/**
+ * JSON-compatible copy: Maps → null-prototype objects (non-string keys stringified), tuples and
+ * sets → arrays, bigint → decimal string, bytes → array of numbers. A value shared in the input is
+ * shared in the copy (copied once), so the copy costs memory in proportion to the input; its
+ * expanded size (each shared value counted at every place) must not pass `maxValues`. Cycles and
+ * nesting deeper than `maxDepth` throw MemscopeError, as does an expanded size past `maxValues`.
+ */
+export function toPlain(value: PickleValue, maxDepth = 1000, maxValues = DEFAULT_PLAIN_VALUES): PlainValue {
   const active = new Set<unknown>();
+  /** Each container copied so far: its copy and how many values it expands to. */
+  const done = new Map<unknown, { copy: PlainValue; expanded: number }>();
+  const tooMany = (): MemscopeError =>
+    new MemscopeError('pickle-limit', `pickle value expands to more than ${maxValues} values (a shared value counts at every place it appears)`);
+  let lastExpanded = 0;
   const walk = (v: PickleValue, depth: number): PlainValue => {
+    lastExpanded = 1;
     if (v === null || typeof v === 'boolean' || typeof v === 'number' || typeof v === 'string') return v;
     if (typeof v === 'bigint') return v.toString();
-    if (v instanceof Uint8Array) return Array.from(v);
+    if (v instanceof Uint8Array) {
+      lastExpanded = 1 + v.length;
+      if (lastExpanded > maxValues) throw tooMany();
+      return Array.from(v);
+    }
+    const seen = done.get(v);
+    if (seen !== undefined) {
+      lastExpanded = seen.expanded;
+      return seen.copy;
+    }
     if (depth > maxDepth) throw new MemscopeError('pickle-limit', `pickle value nested deeper than ${maxDepth}`);
     if (active.has(v)) throw new MemscopeError('pickle-cycle', 'pickle value contains a reference cycle');
     active.add(v);
     let out: PlainValue;
+    let expanded = 1;
     if (v instanceof Map) {
       const o: { [key: string]: PlainValue } = Object.create(null);
-      for (const [k, x] of v) o[typeof k === 'string' ? k : String(k)] = walk(x, depth + 1);
+      for (const [k, x] of v) {
+        o[typeof k === 'string' ? k : String(k)] = walk(x, depth + 1);
+        expanded += lastExpanded;
+        if (expanded > maxValues) throw tooMany();
+      }
       out = o;
     } else {
-      out = [];
-      for (const x of v as Iterable<PickleValue>) out.push(walk(x, depth + 1));
+      const a: PlainValue[] = [];
+      for (const x of v as Iterable<PickleValue>) {
+        a.push(walk(x, depth + 1));
+        expanded += lastExpanded;
+        if (expanded > maxValues) throw tooMany();
+      }
+      out = a;
     }
     active.delete(v);
+    done.set(v, { copy: out, expanded });
+    lastExpanded = expanded;
     return out;
   };
   return walk(value, 0);
