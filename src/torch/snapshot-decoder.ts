@@ -206,6 +206,8 @@ class Assembler {
         segments.push(node instanceof RawDict && node.kind === SEGMENT ? this.recognisedSegment(node.id, index, raw, owner) : this.genericSegment(node, index, raw, owner));
       });
     }
+    // Sizes are byte counts: a negative one would print as negative memory reserved.
+    for (const s of segments) if (s.totalSize < 0) throw shapeError(`segments[${s.index}].total_size`, `${s.totalSize} is negative`);
     const n = raw.length;
     const rows = raw.data.subarray(0, n);
     const state = new Uint8Array(n);
