@@ -142,9 +142,9 @@ export function readersFor(api) {
           let value;
           try {
             value = JSON.parse(text(b));
-          } catch {
-            // readJsonTraceFile reports this as bad-json before the timeline reader runs.
-            return null;
+          } catch (err) {
+            // What readJsonTraceFile reports before the timeline reader runs.
+            throw new api.MemscopeError('bad-json', `fuzz: not valid JSON (${err.message})`);
           }
           return api.readMemoryTimeline(value, 'fuzz');
         },

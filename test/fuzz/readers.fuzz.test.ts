@@ -5,7 +5,7 @@ import { describe, expect, it } from 'vitest';
 import { readFileSync } from 'node:fs';
 import { gunzipSync } from 'node:zlib';
 import { cutTrace, mulberry32, mutate, readersFor, runReaders, timelineSeed, type FuzzKind } from '../../scripts/fuzz-core.mjs';
-import { isMemscopeError } from '../../src/core/errors.js';
+import { isMemscopeError, MemscopeError } from '../../src/core/errors.js';
 import { CaptureRecorder } from '../../src/capture/recorder.js';
 import { CaptureWriter } from '../../src/capture/writer.js';
 import { parseCapture } from '../../src/capture/reader.js';
@@ -61,7 +61,7 @@ describe('fuzz: mutants of every kind of input through every reader', () => {
       { name: 'timeline', kind: 'timeline', bytes: encode(timelineSeed()) },
       { name: 'capture', kind: 'capture', bytes: encode(captureSeed()) },
     ];
-    const readers = readersFor({ readSnapshot, readSnapshotPieces, readerOf, normaliseSnapshot, readPickle, fragmentation, formatFrame, readChromeTrace, readMemoryTimeline, parseCapture, captureToReport } as never);
+    const readers = readersFor({ readSnapshot, readSnapshotPieces, readerOf, normaliseSnapshot, readPickle, fragmentation, formatFrame, readChromeTrace, readMemoryTimeline, parseCapture, captureToReport, MemscopeError } as never);
     // Every seed reads as it is: the mutants start from valid files.
     for (const s of seeds) for (const o of runReaders(readers, s.kind, s.bytes, isMemscopeError)) expect(`${s.name} ${o.reader} ${o.outcome} ${o.message ?? ''}`).toBe(`${s.name} ${o.reader} result `);
     const rand = mulberry32(SEED);
