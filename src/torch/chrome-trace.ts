@@ -698,7 +698,7 @@ function compareDevices(a: string, b: string): number {
 
 /** A short, safe rendering of an args value for an error message (never recurses). */
 function preview(v: unknown): string {
-  if (typeof v === 'string') return JSON.stringify(v.length > 40 ? `${v.slice(0, 40)}…` : v);
+  if (typeof v === 'string') return escapeControl(JSON.stringify(v.length > 40 ? `${v.slice(0, 40)}…` : v));
   if (v === null || typeof v !== 'object') return String(v);
   return Array.isArray(v) ? `[array of ${v.length}]` : '{object}';
 }
