@@ -7,8 +7,8 @@
 import { MemscopeError } from '../core/errors.js';
 import { fileChunks, isGzip, readFileHead, readJsonTraceFile, type FileReadOptions } from './chrome-trace-node.js';
 import type { MemoryTrace } from './memory-trace.js';
-import { readSnapshot } from './snapshot-decoder.js';
 import { readSnapshotFile } from './snapshot-node.js';
+import { readSnapshotStream } from './snapshot-stream.js';
 import type { MemorySnapshot } from './snapshot.js';
 
 export type MemoryFile =
@@ -20,22 +20,6 @@ export type OpenOptions = FileReadOptions;
 
 /** Pickle protocol 2+ starts with the PROTO opcode. */
 const PROTO = 0x80;
-
-async function gunzipWhole(path: string, options: OpenOptions): Promise<Uint8Array> {
-  const parts: Uint8Array[] = [];
-  let length = 0;
-  for await (const chunk of fileChunks(path, options)) {
-    parts.push(chunk);
-    length += chunk.length;
-  }
-  const out = new Uint8Array(length);
-  let at = 0;
-  for (const p of parts) {
-    out.set(p, at);
-    at += p.length;
-  }
-  return out;
-}
 
 async function firstDecompressedByte(path: string): Promise<number | undefined> {
   for await (const chunk of fileChunks(path)) {
@@ -52,8 +36,9 @@ export async function openMemoryFile(path: string, options: OpenOptions = {}): P
   if (first === PROTO) {
     const onProgress = options.onProgress ? (bytesRead: number, totalBytes: number) => options.onProgress!({ bytesRead, totalBytes }) : undefined;
     // Plain files go through readSnapshotFile, which reads big ones in pieces instead of holding
-    // (and copying) the whole file; gzip has no random access, so it is inflated whole.
-    const snapshot = gz ? readSnapshot(await gunzipWhole(path, options), { onProgress }) : readSnapshotFile(path, { onProgress });
+    // (and copying) the whole file; gzip has no random access, so its inflated chunks are read as
+    // they come, one piece at a time (fileChunks reports progress and applies the gunzip limit).
+    const snapshot = gz ? await readSnapshotStream(() => fileChunks(path, options)) : readSnapshotFile(path, { onProgress });
     return { kind: 'snapshot', path, snapshot };
   }
   return { kind: 'trace', path, trace: await readJsonTraceFile(path, options) };

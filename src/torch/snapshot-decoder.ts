@@ -486,7 +486,8 @@ function gatherF64(source: Float64Array, rows: ArrayLike<number>): Float64Array 
 
 const MODELLED_KEYS = new Set(['segments', 'device_traces', 'allocator_settings', 'external_annotations']);
 
-function assemble(root: unknown, t: SnapshotTables): MemorySnapshot {
+/** The model from the root a snapshot builder returned (also used by snapshot-stream.ts). */
+export function assemble(root: unknown, t: SnapshotTables): MemorySnapshot {
   const a = new Assembler(t);
   let top = a.dict(root);
   if (!top) {

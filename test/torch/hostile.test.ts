@@ -199,3 +199,29 @@ describe('terminal safety: file text is escaped in messages and frame labels', (
     expect(label).toBe('a\\x07.py:3:evil\\x1b[31mred\\x0d');
   });
 });
+
+describe('gzipped snapshots are read as they inflate', () => {
+  it('the same model as the plain file; the inflated data is read up to STOP, not held whole', async () => {
+    const { mkdtempSync, writeFileSync } = await import('node:fs');
+    const { tmpdir } = await import('node:os');
+    const { join } = await import('node:path');
+    const { gzipSync } = await import('node:zlib');
+    const { openMemoryFile } = await import('../../src/torch/open-node.js');
+    const { fixture } = await import('../support/fixtures.js');
+    const { readFileSync } = await import('node:fs');
+    const plain = new Uint8Array(readFileSync(fixture('torch/older_no_settings_6633blocks.pickle')));
+    const dir = mkdtempSync(join(tmpdir(), 'memscope-gz-'));
+    // 64 MiB of zeros after STOP: past the limit below, so a reader that inflates the whole file
+    // first fails with gzip-limit; one that reads as it inflates stops at STOP.
+    const tail = new Uint8Array(64 << 20);
+    const file = join(dir, 'snapshot.pickle.gz');
+    writeFileSync(file, gzipSync(Buffer.concat([plain, tail]), { level: 1 }));
+    const opened = await openMemoryFile(file, { maxDecompressedBytes: plain.length + (16 << 20) });
+    expect(opened.kind).toBe('snapshot');
+    const expected = readSnapshot(plain);
+    if (opened.kind !== 'snapshot') return;
+    expect(opened.snapshot.segments).toEqual(expected.segments);
+    expect(Array.from(opened.snapshot.blocks.size)).toEqual(Array.from(expected.blocks.size));
+    expect(opened.snapshot.traces.map((t) => t.count)).toEqual(expected.traces.map((t) => t.count));
+  });
+});
