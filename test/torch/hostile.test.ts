@@ -1,6 +1,7 @@
 // Hostile and malformed snapshots: each small file here is costly, unsafe or misleading if read
 // naively. Every case must end in a result or one MemscopeError, quickly and in bounded memory.
 import { describe, expect, it } from 'vitest';
+import { readFileSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { isMemscopeError, type MemscopeError } from '../../src/core/errors.js';
 import { escapeControl } from '../../src/report/escape.js';
@@ -9,6 +10,7 @@ import { fragmentation, formatFrame } from '../../src/torch/snapshot-analysis.js
 import { normaliseSnapshot, readSnapshot } from '../../src/torch/snapshot.js';
 import { readerOf, readSnapshotPieces } from '../../src/torch/snapshot-decoder.js';
 import { pythonFile } from './python.js';
+import { fixture } from '../support/fixtures.js';
 
 const script = resolve(import.meta.dirname, 'make-hostile-pickles.py');
 const made = new Map<string, Uint8Array>();
@@ -223,5 +225,22 @@ describe('gzipped snapshots are read as they inflate', () => {
     expect(opened.snapshot.segments).toEqual(expected.segments);
     expect(Array.from(opened.snapshot.blocks.size)).toEqual(Array.from(expected.blocks.size));
     expect(opened.snapshot.traces.map((t) => t.count)).toEqual(expected.traces.map((t) => t.count));
+  });
+});
+
+describe('sharing on the generic path', () => {
+  it('readPickle charges a heavy value placed again: the million-times segment meets maxBytes', () => {
+    const e = errorOf(() => readPickle(hostile('shared-segment')));
+    expect(e.code).toBe('pickle-limit');
+    expect(e.message).toMatch(/decoded data exceeds the memory limit/);
+  });
+
+  it('the sharing every snapshot has (frames, stacks) stays free: a real traced snapshot reads the same on both paths', () => {
+    const bytes = new Uint8Array(readFileSync(fixture('torch/newest_format_trace.pickle')));
+    const generic = normaliseSnapshot(readPickle(bytes, { maxBytes: bytes.length * 16 }));
+    const fast = readSnapshot(bytes);
+    expect(generic.blocks.count).toBe(fast.blocks.count);
+    expect(generic.traces.map((t) => t.count)).toEqual(fast.traces.map((t) => t.count));
+    expect(generic.traces[0]!.count).toBeGreaterThan(1000);
   });
 });

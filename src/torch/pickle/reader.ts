@@ -35,8 +35,44 @@ function isUnhashable(key: unknown): boolean {
   return key instanceof Map || (key instanceof Set && !Object.isFrozen(key)) || (Array.isArray(key) && !isTuple(key));
 }
 
+/**
+ * A container placed again (through the memo) from this many values on is charged what
+ * materialising it again costs: below it (frame dicts, short lists: the sharing every snapshot
+ * has) sharing is free.
+ */
+const CHARGE_SHARED_FROM = 64;
+/** Bytes charged per value of a shared container placed again (a slot and a small object). */
+const SHARED_VALUE_BYTES = 8;
+
 class GenericBuilder implements PickleBuilder {
+  /** See PickleBuilder.pendingCharge. */
+  pendingCharge = 0;
+  /** Values each container stands for, its own included, each shared value counted at every place. */
+  private readonly weights = new WeakMap<object, number>();
+  /** Heavy containers placed once: placing one again is charged. */
+  private readonly placedOnce = new WeakSet<object>();
+
   constructor(private readonly maxItems: number) {}
+
+  /** Adds the weights of values placed in `target`, charging heavy ones placed before. */
+  private place(target: object, stack: unknown[], start: number, end: number, step: number): void {
+    let total = 0;
+    for (let i = start; i < end; i += step) {
+      const v = stack[i];
+      if (typeof v !== 'object' || v === null) {
+        total++;
+        continue;
+      }
+      const w = this.weights.get(v) ?? 1;
+      total += w;
+      if (w >= CHARGE_SHARED_FROM) {
+        if (this.placedOnce.has(v)) this.pendingCharge += w * SHARED_VALUE_BYTES;
+        else this.placedOnce.add(v);
+      }
+    }
+    this.weights.set(target, (this.weights.get(target) ?? 1) + total);
+  }
+
   newDict(): unknown {
     return new Map();
   }
@@ -48,6 +84,7 @@ class GenericBuilder implements PickleBuilder {
       target.set(key, stack[i + 1]);
     }
     if (target.size > this.maxItems) throw pickleError('pickle-limit', at, `dict with more than ${this.maxItems} items`);
+    this.place(target, stack, start + 1, end, 2);
   }
   newList(): unknown {
     return [];
@@ -58,6 +95,7 @@ class GenericBuilder implements PickleBuilder {
     }
     for (let i = start; i < end; i++) target.push(stack[i]);
     if (target.length > this.maxItems) throw pickleError('pickle-limit', at, `list with more than ${this.maxItems} items`);
+    this.place(target, stack, start, end, 1);
   }
   finish(value: unknown): unknown {
     return value;
