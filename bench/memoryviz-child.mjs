@@ -18,6 +18,8 @@ import { dirname, join } from 'node:path';
 
 /** Always taken from MemoryViz.js; process_alloc_data from whichever file holds it. */
 const FROM_MEMORYVIZ = ['version_space', 'annotate_snapshot', 'unpickle'];
+/** Taken from MemoryViz.js when it has them: newer ones try JSON first in `unpickle`, then call `unpickleData`. */
+const FROM_MEMORYVIZ_IF_PRESENT = ['unpickleData'];
 
 function topLevelFunctionAt(source, name) {
   return source.search(new RegExp(`^(export )?function ${name}\\(`, 'm'));
@@ -52,6 +54,7 @@ function processAllocDataFile(memoryVizPath) {
 export function loadMemoryViz(path) {
   const source = readFileSync(path, 'utf8');
   const parts = FROM_MEMORYVIZ.map((n) => topLevelFunction(source, n, path));
+  for (const n of FROM_MEMORYVIZ_IF_PRESENT) if (topLevelFunctionAt(source, n) >= 0) parts.push(topLevelFunction(source, n, path));
   if (topLevelFunctionAt(source, 'process_alloc_data') >= 0) parts.push(topLevelFunction(source, 'process_alloc_data', path));
   else {
     const helperPath = processAllocDataFile(path);
