@@ -294,6 +294,16 @@ export class SnapshotBuilder implements PickleBuilder {
    * `trace` / `block` recognisers accept exactly what the lanes accept and more.
    */
   fastDict(b: Uint8Array, at: number, memo: PickleMemo, lane: FastLane): number {
+    // A lane never throws for bad input (it gives up instead), so anything thrown here is a fault
+    // of the lane itself: the whole file is read again by the general path rather than crash.
+    try {
+      return this.laneDict(b, at, memo, lane);
+    } catch {
+      throw new FastPathBail();
+    }
+  }
+
+  private laneDict(b: Uint8Array, at: number, memo: PickleMemo, lane: FastLane): number {
     const len = b.length;
     const p = at + 3;
     if (p + 1 > len || b[at + 1] !== 0x94 /* MEMOIZE */ || b[at + 2] !== 0x28 /* MARK */) return -1;
@@ -1019,6 +1029,15 @@ export class SnapshotBuilder implements PickleBuilder {
    * `appendItems` would make of it — same node, same released memo slot — without the VM stack.
    */
   fastList(b: Uint8Array, at: number, memo: PickleMemo, lane: FastLane): number {
+    // As fastDict: a fault of the lane sends the file to the general path.
+    try {
+      return this.laneList(b, at, memo, lane);
+    } catch {
+      throw new FastPathBail();
+    }
+  }
+
+  private laneList(b: Uint8Array, at: number, memo: PickleMemo, lane: FastLane): number {
     if (at + 4 > b.length || b[at + 1] !== 0x94 /* MEMOIZE */ || b[at + 2] !== 0x28 /* MARK */) return -1;
     const c = b[at + 3];
     if (c !== 0x68 /* BINGET */ && c !== 0x6a /* LONG_BINGET */) return -1;

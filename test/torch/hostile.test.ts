@@ -158,6 +158,16 @@ describe('the fast lanes refuse what the general path refuses', () => {
     expect(cases).toBe(dicts.length * 2 * planted.length);
   });
 
+  it('a fault inside a lane sends the file to the general path instead of crashing (a 200-frame stack repeated)', () => {
+    const bytes = hostile('long-stack');
+    const generic = normaliseSnapshot(readPickle(bytes));
+    for (const snap of [readSnapshot(bytes), readSnapshotPieces(readerOf(bytes), bytes.length, { pieceBytes: 256 })]) {
+      expect(snap.traces[0]!.count).toBe(4);
+      expect(Array.from(snap.traces[0]!.stack, (s) => snap.stacks.offsets[s + 1]! - snap.stacks.offsets[s]!)).toEqual([200, 200, 200, 200]);
+      expect(Array.from(snap.traces[0]!.addr)).toEqual(Array.from(generic.traces[0]!.addr));
+    }
+  });
+
   it('a FRAME longer than the rest of the file is "truncated", as CPython says, on every path', () => {
     const good = hostile('small-segments');
     expect(good[2]).toBe(0x95);

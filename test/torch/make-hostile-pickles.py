@@ -65,6 +65,12 @@ def main(case):
     elif case == 'small-segments':
         # three segments of a few blocks: the segment lane's input, for byte-level edits
         value = snapshot([segment(0x7F0000000000 + (i << 30), 4096, [block(0x7F0000000000 + (i << 30) + 1024 * j, 1024) for j in range(4)]) for i in range(3)])
+    elif case == 'long-stack':
+        # four trace entries sharing one 200-frame stack as separate lists: the later lists are
+        # 200 memo GETs each, which the frames-list byte cache keeps (and, past its size, grows)
+        frames = [{'filename': 'x.py', 'line': i, 'name': f'f{i}'} for i in range(200)]
+        entries = [{'action': 'alloc', 'addr': 4096 * k, 'size': 512, 'stream': 0, 'time_us': k, 'frames': list(frames)} for k in range(4)]
+        value = {'segments': [], 'device_traces': [entries], 'allocator_settings': {}}
     else:
         raise SystemExit(f'unknown case {case}')
     sys.stdout.buffer.write(pickle.dumps(value, protocol=4))
