@@ -154,6 +154,8 @@ export async function readJsonTraceFile(path: string, options: FileReadOptions =
   const decoder = new TextDecoder('utf-8');
   let reader: ChromeTraceReader | null = null;
   let pending = '';
+  /** Whitespace characters dropped before `pending` (error positions stay file positions). */
+  let skipped = 0;
   let timelineParts: string[] | null = null;
   for await (const chunk of fileChunks(path, options)) {
     const text = decoder.decode(chunk, { stream: true });
@@ -167,11 +169,15 @@ export async function readJsonTraceFile(path: string, options: FileReadOptions =
     }
     // Whitespace before the first value is dropped as it comes: kept and trimmed on every chunk,
     // a file of a gigabyte of spaces took time quadratic in its length.
-    pending = pending.length === 0 ? text.trimStart() : pending + text;
+    if (pending.length === 0) {
+      const kept = text.trimStart();
+      skipped += text.length - kept.length;
+      pending = kept;
+    } else pending += text;
     if (pending.length < 2) continue;
     const kind = sniffJsonKind(pending);
     if (kind === 'chrome-trace') {
-      reader = new ChromeTraceReader({ source: path });
+      reader = new ChromeTraceReader({ source: path, startOffset: skipped });
       reader.push(pending);
     } else if (kind === 'memory-timeline') {
       timelineParts = [pending];
@@ -199,7 +205,7 @@ export async function readJsonTraceFile(path: string, options: FileReadOptions =
   if (pending.trim().length === 0) throw new MemscopeError('not-a-trace', `${path}: the file is empty`);
   const kind = sniffJsonKind(pending);
   if (kind === 'chrome-trace') {
-    const r = new ChromeTraceReader({ source: path });
+    const r = new ChromeTraceReader({ source: path, startOffset: skipped });
     r.push(pending);
     return r.finish();
   }

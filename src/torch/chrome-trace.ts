@@ -116,6 +116,8 @@ const S_DONE = 9;
 export interface ChromeTraceReaderOptions {
   /** Name used in error messages (a file path). */
   readonly source?: string;
+  /** Characters of the file before the first text pushed (whitespace a caller dropped), for error positions. */
+  readonly startOffset?: number;
 }
 
 /**
@@ -159,7 +161,9 @@ export class ChromeTraceReader {
   private readonly opEnd = new GrowableF64();
   private readonly opThread = new GrowableI32();
 
-  constructor(private readonly options: ChromeTraceReaderOptions = {}) {}
+  constructor(private readonly options: ChromeTraceReaderOptions = {}) {
+    this.offset = options.startOffset ?? 0;
+  }
 
   private where(pos: number): string {
     return `${this.options.source ?? 'trace'}: at character ${pos}`;

@@ -340,6 +340,12 @@ describe('trace files', () => {
     expect(trace.eventCount).toBe(0);
   });
 
+  it('error positions count the leading whitespace it drops', async () => {
+    const text = `${' '.repeat(3 << 20)}\n{"traceEvents": [}`;
+    writeFileSync(path.join(tmp, 'spaced-bad.json'), text);
+    await expectAsyncError(readJsonTraceFile(path.join(tmp, 'spaced-bad.json')), 'bad-json', new RegExp(`at character ${text.length - 1}: expected a trace event object`));
+  });
+
   it('tells a pickle of protocol 0 or 1 to be re-saved with a newer protocol', async () => {
     for (const [name, bytes] of [
       ['p0.pickle', "(dp0\nVsegments\np1\n(lp2\nsVdevice_traces\np3\n(lp4\ns."],
