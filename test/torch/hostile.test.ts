@@ -1,14 +1,17 @@
 // Hostile and malformed snapshots: each small file here is costly, unsafe or misleading if read
 // naively. Every case must end in a result or one MemscopeError, quickly and in bounded memory.
 import { describe, expect, it } from 'vitest';
-import { readFileSync } from 'node:fs';
-import { resolve } from 'node:path';
+import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { gzipSync } from 'node:zlib';
 import { isMemscopeError, type MemscopeError } from '../../src/core/errors.js';
 import { escapeControl } from '../../src/report/escape.js';
 import { readPickle, toPlain } from '../../src/torch/pickle/reader.js';
 import { fragmentation, formatFrame } from '../../src/torch/snapshot-analysis.js';
 import { normaliseSnapshot, readSnapshot } from '../../src/torch/snapshot.js';
 import { readerOf, readSnapshotPieces } from '../../src/torch/snapshot-decoder.js';
+import { openMemoryFile } from '../../src/torch/open-node.js';
 import { pythonFile } from './python.js';
 import { fixture } from '../support/fixtures.js';
 
@@ -217,13 +220,6 @@ describe('terminal safety: file text is escaped in messages and frame labels', (
 
 describe('gzipped snapshots are read as they inflate', () => {
   it('the same model as the plain file; the inflated data is read up to STOP, not held whole', async () => {
-    const { mkdtempSync, writeFileSync } = await import('node:fs');
-    const { tmpdir } = await import('node:os');
-    const { join } = await import('node:path');
-    const { gzipSync } = await import('node:zlib');
-    const { openMemoryFile } = await import('../../src/torch/open-node.js');
-    const { fixture } = await import('../support/fixtures.js');
-    const { readFileSync } = await import('node:fs');
     const plain = new Uint8Array(readFileSync(fixture('torch/older_no_settings_6633blocks.pickle')));
     const dir = mkdtempSync(join(tmpdir(), 'memscope-gz-'));
     // 64 MiB of zeros after STOP: past the limit below, so a reader that inflates the whole file
