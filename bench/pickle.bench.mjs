@@ -7,7 +7,8 @@
 // doing `pickle.load` (plus the load time alone, measured inside Python), with each process's
 // peak RSS. Targets (issue 7): memscope ≤ 0.5× CPython's load on 100 MB; 1 GB with peak RSS ≤ 3 GB.
 // MemoryViz.js (pytorch.org/memory_viz) is measured for real when MEMSCOPE_MEMORYVIZ_JS names a
-// copy of torch/utils/viz/MemoryViz.js that you fetched from PyTorch (memscope does not ship it):
+// copy of torch/utils/viz/MemoryViz.js that you fetched from PyTorch (memscope does not ship it;
+// newer PyTorch also needs torch/utils/viz/process_alloc_data.js beside it, see memoryviz-child.mjs):
 // bench/memoryviz-child.mjs times its unpickler + annotate_snapshot + the default timeline view's
 // processing in a fresh node process. Without it, its time is estimated from today's CPython run
 // (the issue measured it at 1.63 s where CPython took 1.87 s for 100 MB on this machine).

@@ -26,3 +26,22 @@ export function escapeXml(text: string): string {
 
 /** The same escaping, under the name HTML writers look for. */
 export const escapeHtml = escapeXml;
+
+/**
+ * Text from a file (a global's name, a frame name, a key) made safe to print on a terminal: C0
+ * and C1 control characters, DEL, line/paragraph separators and bidirectional overrides become
+ * visible `\xNN` / `\uNNNN` escapes. A raw ESC or OSC sequence could otherwise move the cursor,
+ * recolour or retitle the user's terminal, and a `\r` could overwrite the line it is on with
+ * text of the file's choosing.
+ */
+// eslint-disable-next-line no-control-regex
+const TERMINAL_UNSAFE = /[\u0000-\u001F\u007F-\u009F\u2028\u2029\u202A-\u202E\u2066-\u2069]/g;
+
+export function escapeControl(text: string): string {
+  TERMINAL_UNSAFE.lastIndex = 0;
+  if (!TERMINAL_UNSAFE.test(text)) return text;
+  return text.replace(TERMINAL_UNSAFE, (ch) => {
+    const c = ch.charCodeAt(0);
+    return c <= 0xff ? `\\x${c.toString(16).padStart(2, '0')}` : `\\u${c.toString(16).padStart(4, '0')}`;
+  });
+}

@@ -154,6 +154,8 @@ export async function readJsonTraceFile(path: string, options: FileReadOptions =
   const decoder = new TextDecoder('utf-8');
   let reader: ChromeTraceReader | null = null;
   let pending = '';
+  /** Whitespace characters dropped before `pending` (error positions stay file positions). */
+  let skipped = 0;
   let timelineParts: string[] | null = null;
   for await (const chunk of fileChunks(path, options)) {
     const text = decoder.decode(chunk, { stream: true });
@@ -165,11 +167,17 @@ export async function readJsonTraceFile(path: string, options: FileReadOptions =
       timelineParts.push(text);
       continue;
     }
-    pending += text;
-    if (pending.trimStart().length < 2) continue;
+    // Whitespace before the first value is dropped as it comes: kept and trimmed on every chunk,
+    // a file of a gigabyte of spaces took time quadratic in its length.
+    if (pending.length === 0) {
+      const kept = text.trimStart();
+      skipped += text.length - kept.length;
+      pending = kept;
+    } else pending += text;
+    if (pending.length < 2) continue;
     const kind = sniffJsonKind(pending);
     if (kind === 'chrome-trace') {
-      reader = new ChromeTraceReader({ source: path });
+      reader = new ChromeTraceReader({ source: path, startOffset: skipped });
       reader.push(pending);
     } else if (kind === 'memory-timeline') {
       timelineParts = [pending];
@@ -197,14 +205,32 @@ export async function readJsonTraceFile(path: string, options: FileReadOptions =
   if (pending.trim().length === 0) throw new MemscopeError('not-a-trace', `${path}: the file is empty`);
   const kind = sniffJsonKind(pending);
   if (kind === 'chrome-trace') {
-    const r = new ChromeTraceReader({ source: path });
+    const r = new ChromeTraceReader({ source: path, startOffset: skipped });
     r.push(pending);
     return r.finish();
   }
   throw notAMemoryFile(path, pending);
 }
 
+/**
+ * Whether text read from a file starts like a pickle of protocol 0 or 1 (text opcodes): what
+ * `pickle.dump(obj, f, protocol=0)` or `=1` writes for a dict or list, which memscope does not
+ * read. Protocol 2 and later start with the PROTO byte 0x80 and never reach the JSON readers.
+ */
+export function looksLikeTextPickle(text: string): boolean {
+  // MARK then DICT / LIST (protocol 0: `(dp0`, `(lp0`), or EMPTY_DICT / EMPTY_LIST then a memo
+  // put or MARK (protocol 1: `}q\0(`, `]q\0(`), or a GLOBAL line (`cmodule\nname\n`).
+  return /^(\((d|l|t)|[}\]](q|r|\(|\.)|c[A-Za-z_][\w.]*\n[A-Za-z_])/.test(text);
+}
+
 function notAMemoryFile(path: string, text: string): MemscopeError {
+  if (looksLikeTextPickle(text)) {
+    return new MemscopeError(
+      'pickle-unsupported',
+      `${path}: a pickle written with protocol 0 or 1 (text opcodes), which memscope does not read; ` +
+        'memory snapshots are pickles of protocol 2 or later: load it in Python and re-save it with pickle.dump(obj, f, protocol=pickle.HIGHEST_PROTOCOL)',
+    );
+  }
   const start = JSON.stringify(text.trimStart().slice(0, 24).replace(/[^\x20-\x7e]/g, '?'));
   return new MemscopeError(
     'not-a-trace',

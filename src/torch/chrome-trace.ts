@@ -16,6 +16,7 @@
  * Anything else is refused with a MemscopeError naming the keys it found.
  */
 import { MemscopeError } from '../core/errors.js';
+import { escapeControl } from '../report/escape.js';
 import {
   deviceString,
   type DeviceMemoryTimeline,
@@ -115,6 +116,8 @@ const S_DONE = 9;
 export interface ChromeTraceReaderOptions {
   /** Name used in error messages (a file path). */
   readonly source?: string;
+  /** Characters of the file before the first text pushed (whitespace a caller dropped), for error positions. */
+  readonly startOffset?: number;
 }
 
 /**
@@ -158,7 +161,9 @@ export class ChromeTraceReader {
   private readonly opEnd = new GrowableF64();
   private readonly opThread = new GrowableI32();
 
-  constructor(private readonly options: ChromeTraceReaderOptions = {}) {}
+  constructor(private readonly options: ChromeTraceReaderOptions = {}) {
+    this.offset = options.startOffset ?? 0;
+  }
 
   private where(pos: number): string {
     return `${this.options.source ?? 'trace'}: at character ${pos}`;
@@ -444,7 +449,7 @@ export class ChromeTraceReader {
       const found =
         keys
           .slice(0, 12)
-          .map((k) => `${k}=${preview(a[k])}`)
+          .map((k) => `${escapeControl(k.length > 40 ? `${k.slice(0, 40)}…` : k)}=${preview(a[k])}`)
           .join(', ') + (keys.length > 12 ? `, … (${keys.length} keys)` : '');
       this.fail(
         'unknown-trace-layout',
@@ -464,7 +469,16 @@ export class ChromeTraceReader {
         `[memory] event ${index} uses the ${layout} layout but event ${this.layoutEvent} used ${this.layout}; a trace mixing both is not supported`,
       );
     }
-    const device = deviceString(a['Device Type'] as number, a['Device Id'] as number);
+    const deviceType = a['Device Type'] as number;
+    const deviceId = a['Device Id'] as number;
+    if (!Number.isInteger(deviceType) || deviceType < 0 || !Number.isInteger(deviceId) || deviceId < -1) {
+      this.fail(
+        'unknown-trace-layout',
+        pos,
+        `[memory] event ${index} has Device Type ${deviceType} and Device Id ${deviceId}; Kineto writes a device type ≥ 0 and a device index ≥ -1, both integers`,
+      );
+    }
+    const device = deviceString(deviceType, deviceId);
     let cols = this.devices.get(device);
     if (!cols) {
       cols = new DeviceColumns(device);
@@ -688,7 +702,7 @@ function compareDevices(a: string, b: string): number {
 
 /** A short, safe rendering of an args value for an error message (never recurses). */
 function preview(v: unknown): string {
-  if (typeof v === 'string') return JSON.stringify(v.length > 40 ? `${v.slice(0, 40)}…` : v);
+  if (typeof v === 'string') return escapeControl(JSON.stringify(v.length > 40 ? `${v.slice(0, 40)}…` : v));
   if (v === null || typeof v !== 'object') return String(v);
   return Array.isArray(v) ? `[array of ${v.length}]` : '{object}';
 }

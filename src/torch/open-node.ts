@@ -9,8 +9,8 @@ import { MemscopeError } from '../core/errors.js';
 import { describeContent, inFile, isCaptureDescription, requireReadableFile, unreadableFile } from '../core/input-file.js';
 import { fileChunks, isGzip, readFileHead, readJsonTraceFile, type FileReadOptions } from './chrome-trace-node.js';
 import type { MemoryTrace } from './memory-trace.js';
-import { readSnapshot } from './snapshot-decoder.js';
 import { readSnapshotFile } from './snapshot-node.js';
+import { readSnapshotStream } from './snapshot-stream.js';
 import type { MemorySnapshot } from './snapshot.js';
 
 export type MemoryFile =
@@ -22,22 +22,6 @@ export type OpenOptions = FileReadOptions;
 
 /** Pickle protocol 2+ starts with the PROTO opcode. */
 const PROTO = 0x80;
-
-async function gunzipWhole(path: string, options: OpenOptions): Promise<Uint8Array> {
-  const parts: Uint8Array[] = [];
-  let length = 0;
-  for await (const chunk of fileChunks(path, options)) {
-    parts.push(chunk);
-    length += chunk.length;
-  }
-  const out = new Uint8Array(length);
-  let at = 0;
-  for (const p of parts) {
-    out.set(p, at);
-    at += p.length;
-  }
-  return out;
-}
 
 /** The first `length` decompressed bytes of a gzipped file (fewer if it inflates to less). */
 async function firstDecompressedBytes(path: string, length: number): Promise<Uint8Array> {
@@ -92,8 +76,9 @@ async function readSnapshotContent(path: string, gz: boolean, options: OpenOptio
   const onProgress = options.onProgress ? (bytesRead: number, totalBytes: number) => options.onProgress!({ bytesRead, totalBytes }) : undefined;
   try {
     // Plain files go through readSnapshotFile, which reads big ones in pieces instead of holding
-    // (and copying) the whole file; gzip has no random access, so it is inflated whole.
-    return gz ? readSnapshot(await gunzipWhole(path, options), { onProgress }) : readSnapshotFile(path, { onProgress });
+    // (and copying) the whole file; gzip has no random access, so its inflated chunks are read as
+    // they come, one piece at a time (fileChunks reports progress and applies the gunzip limit).
+    return gz ? await readSnapshotStream(() => fileChunks(path, options)) : readSnapshotFile(path, { onProgress });
   } catch (err) {
     throw inFile(path, err);
   }

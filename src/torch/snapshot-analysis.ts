@@ -5,6 +5,7 @@
  * readable trace lines — as plain functions over the model, so the CLI, the
  * allocator's saveSegmentUsage/saveMemoryUsage and the browser viewer share them.
  */
+import { escapeControl } from '../report/escape.js';
 import { humanBytes, humanBytes as formatHumanBytes } from '../core/units.js';
 import type { FlameStack } from '../report/flamegraph-svg.js';
 import type { DeviceMemoryTimeline, MemoryTrace } from './memory-trace.js';
@@ -41,7 +42,7 @@ const MAX_FRAME_LABEL = 160;
 export function formatFrame(f: Frame, fullFilename = false): string {
   const file = fullFilename ? f.filename : (f.filename.split(/[\\/]/).pop() ?? f.filename);
   const line = f.line < 0 ? '?' : String(f.line);
-  const label = (file === '' || file === '??') && f.line === 0 ? withoutParameters(f.name) : `${file}:${line}:${isPythonFrame(f) ? f.name : withoutParameters(f.name)}`;
+  const label = escapeControl((file === '' || file === '??') && f.line === 0 ? withoutParameters(f.name) : `${file}:${line}:${isPythonFrame(f) ? f.name : withoutParameters(f.name)}`);
   return label.length > MAX_FRAME_LABEL ? label.slice(0, MAX_FRAME_LABEL - 1) + '…' : label;
 }
 
@@ -858,22 +859,26 @@ export function fragmentation(snapshot: MemorySnapshot, device: number | null = 
   };
 }
 
+/** Most pages a segment map draws (80 GiB at 20 MiB a page); a larger total_size ends the map with '…'. */
+const SEGMENT_MAP_MAX_PAGES = 4096;
+
 function segmentMap(seg: Segment, ranges: readonly [number, number][]): string {
-  const pages = Math.max(1, Math.ceil(seg.totalSize / SEGMENT_MAP_PAGE));
+  const allPages = Math.max(1, Math.ceil(seg.totalSize / SEGMENT_MAP_PAGE));
+  const pages = Math.min(allPages, SEGMENT_MAP_MAX_PAGES);
   const chars: string[] = new Array(pages).fill(' ');
   const frac = new Float64Array(pages);
   ranges.forEach(([start, size], k) => {
     if (size <= 0) return;
     const end = start + size;
     const mark = String.fromCharCode(97 + (k % 26));
-    for (let p = Math.floor(start / SEGMENT_MAP_PAGE); p < Math.ceil(end / SEGMENT_MAP_PAGE); p++) {
+    for (let p = Math.floor(start / SEGMENT_MAP_PAGE), last = Math.min(pages, Math.ceil(end / SEGMENT_MAP_PAGE)); p < last; p++) {
       const s = Math.max(start, p * SEGMENT_MAP_PAGE);
       const e = Math.min(end, (p + 1) * SEGMENT_MAP_PAGE);
       frac[p]! += (e - s) / SEGMENT_MAP_PAGE;
       chars[p] = chars[p] === ' ' ? mark : '0123456789*'[Math.min(10, Math.floor(frac[p]! * 10))]!;
     }
   });
-  return chars.join('');
+  return allPages > pages ? `${chars.join('')}…` : chars.join('');
 }
 
 // ---------------------------------------------------------------- flame-graph stacks

@@ -57,6 +57,14 @@ for (const [key, bit] of SEGMENT_KEY_BIT) SEGMENT_BIT_OF_LANE_BIT[LANE_KEY_BIT.g
 const BLOCK_KEY_MASK = (1 << ADDRESS_BIT) | (1 << SIZE_BIT) | (1 << REQUESTED_BIT) | (1 << STATE_BIT) | (1 << FRAMES_BIT);
 const BLOCK_REQUIRED_MASK = (1 << ADDRESS_BIT) | (1 << SIZE_BIT) | (1 << STATE_BIT);
 
+/**
+ * What the assembler spends per block it places (its row in the block columns, segment and index
+ * columns): the cost charged when a file places a segment's blocks again by sharing it.
+ */
+const BLOCK_ROW_BYTES = 40;
+/** Charged per shared node placed again, whatever it holds. */
+const SHARED_NODE_BYTES = 16;
+
 /** Slots of the frame-list byte cache (a power of two). */
 const LIST_CACHE_SLOTS = 1 << 12;
 /** log2 of the slots of the table that predicts the next frames list (`listAfter`). */
@@ -146,9 +154,24 @@ export class SnapshotBuilder implements PickleBuilder {
     this.releasedKind = kinds;
   }
 
+  /** See PickleBuilder.pendingCharge. */
+  pendingCharge = 0;
+
   materialize(index: number, id: number): unknown {
     const kind = this.releasedKind[index]!;
     let node: RawDict | RawList;
+    if (kind === SEGMENT || kind === SEGMENT_BLOCKS) {
+      // A segment (or its blocks list) placed again is all its blocks again to the assembler: each
+      // GET costs that, and the node is not put back in the memo, so every later GET does too.
+      const t = this.t;
+      const blocks = t.sBlockStart.data[id + 1]! - t.sBlockStart.data[id]!;
+      this.pendingCharge += SHARED_NODE_BYTES + blocks * BLOCK_ROW_BYTES;
+      if (kind === SEGMENT) {
+        node = nodeFor(SEGMENT, id);
+        node.slot = index;
+        return node;
+      }
+    }
     if (kind === POOL_TUPLE) {
       // The segment lane stored the pair in the segment columns; the same tuple the machine makes.
       const t = this.t;
@@ -173,7 +196,8 @@ export class SnapshotBuilder implements PickleBuilder {
       node.sealed = true;
     } else node = nodeFor(kind, id);
     node.slot = index;
-    this.memo.put(index, node); // later GETs see the same object again
+    // Later GETs see the same object again (a blocks list is rebuilt each time: see above).
+    if (kind !== SEGMENT_BLOCKS) this.memo.put(index, node);
     return node;
   }
 
@@ -270,6 +294,16 @@ export class SnapshotBuilder implements PickleBuilder {
    * `trace` / `block` recognisers accept exactly what the lanes accept and more.
    */
   fastDict(b: Uint8Array, at: number, memo: PickleMemo, lane: FastLane): number {
+    // A lane never throws for bad input (it gives up instead), so anything thrown here is a fault
+    // of the lane itself: the whole file is read again by the general path rather than crash.
+    try {
+      return this.laneDict(b, at, memo, lane);
+    } catch {
+      throw new FastPathBail();
+    }
+  }
+
+  private laneDict(b: Uint8Array, at: number, memo: PickleMemo, lane: FastLane): number {
     const len = b.length;
     const p = at + 3;
     if (p + 1 > len || b[at + 1] !== 0x94 /* MEMOIZE */ || b[at + 2] !== 0x28 /* MARK */) return -1;
@@ -721,6 +755,9 @@ export class SnapshotBuilder implements PickleBuilder {
    */
   private fastBlock(b: Uint8Array, at: number, memo: PickleMemo, lane: FastLane): number {
     const len = b.length;
+    // The segment lane calls this at any EMPTY_DICT among a segment's blocks: the two opcodes
+    // stepped over must be the MEMOIZE and MARK the lane stands for, not whatever a file puts there.
+    if (at + 3 >= len || b[at + 1] !== 0x94 /* MEMOIZE */ || b[at + 2] !== 0x28 /* MARK */) return -1;
     let p = at + 3;
     let charge = 0;
     let next = lane.memoCount;
@@ -992,6 +1029,15 @@ export class SnapshotBuilder implements PickleBuilder {
    * `appendItems` would make of it — same node, same released memo slot — without the VM stack.
    */
   fastList(b: Uint8Array, at: number, memo: PickleMemo, lane: FastLane): number {
+    // As fastDict: a fault of the lane sends the file to the general path.
+    try {
+      return this.laneList(b, at, memo, lane);
+    } catch {
+      throw new FastPathBail();
+    }
+  }
+
+  private laneList(b: Uint8Array, at: number, memo: PickleMemo, lane: FastLane): number {
     if (at + 4 > b.length || b[at + 1] !== 0x94 /* MEMOIZE */ || b[at + 2] !== 0x28 /* MARK */) return -1;
     const c = b[at + 3];
     if (c !== 0x68 /* BINGET */ && c !== 0x6a /* LONG_BINGET */) return -1;
@@ -1143,6 +1189,7 @@ export class SnapshotBuilder implements PickleBuilder {
         target.ids.push(x.id);
         continue;
       }
+      if (x instanceof RawDict || x instanceof RawList) this.placed(x);
       if (target.items === null) {
         target.items = [];
         if (target.ids !== null) {
@@ -1195,9 +1242,45 @@ export class SnapshotBuilder implements PickleBuilder {
       if (key instanceof RawDict || key instanceof RawList || key instanceof Map || (key instanceof Set && !Object.isFrozen(key))) {
         throw pickleError('pickle-corrupt', at, 'dict key is an unhashable list, dict or set');
       }
-      map.set(key, stack[i + 1]);
+      const v = stack[i + 1];
+      if (v instanceof RawDict || v instanceof RawList) this.placed(v);
+      map.set(key, v);
     }
     if (map.size > this.maxItems) throw pickleError('pickle-limit', at, `dict with more than ${this.maxItems} items`);
+  }
+
+  /** Generic nodes already placed in a container once (a second placement is a shared reference). */
+  private readonly placedNodes = new WeakSet<RawDict | RawList>();
+
+  /**
+   * A node is being placed in a generic container: a shared one placed again is charged what the
+   * assembler spends to place its content again (`pendingCharge`), so that a segment or blocks
+   * list the file references a million times meets the `maxBytes` limit instead of the heap's.
+   */
+  private placed(node: RawDict | RawList): void {
+    if (node instanceof RawDict && node.kind !== GENERIC) return;
+    if (!this.placedNodes.has(node)) {
+      this.placedNodes.add(node);
+      return;
+    }
+    let cost = SHARED_NODE_BYTES + this.listCost(node);
+    if (node instanceof RawDict && node.map !== null) {
+      for (const x of node.map.values()) cost += 8 + this.listCost(x);
+    }
+    this.pendingCharge += cost;
+  }
+
+  /** What placing the content of a list of recognised rows again costs the assembler; 0 for anything else. */
+  private listCost(v: unknown): number {
+    if (!(v instanceof RawList)) return 0;
+    if (v.items !== null) return 8 * v.items.length;
+    if (v.ids === null) return 0;
+    if (v.idKind !== SEGMENT) return BLOCK_ROW_BYTES * v.ids.length;
+    const t = this.t;
+    const ids = v.ids.view();
+    let blocks = 0;
+    for (let k = 0; k < ids.length; k++) blocks += t.sBlockStart.data[ids[k]! + 1]! - t.sBlockStart.data[ids[k]!]!;
+    return BLOCK_ROW_BYTES * (blocks + ids.length);
   }
 
   finish(value: unknown): unknown {

@@ -231,6 +231,8 @@ class Assembler {
         segments.push(node instanceof RawDict && node.kind === SEGMENT ? this.recognisedSegment(node.id, index, raw, owner) : this.genericSegment(node, index, raw, owner));
       });
     }
+    // Sizes are byte counts: a negative one would print as negative memory reserved.
+    for (const s of segments) if (s.totalSize < 0) throw shapeError(`segments[${s.index}].total_size`, `${s.totalSize} is negative`);
     const n = raw.length;
     const rows = raw.data.subarray(0, n);
     const state = new Uint8Array(n);
@@ -414,25 +416,35 @@ class Assembler {
 
   /** Plain JSON-ready copy of a generic node (allocator_settings, annotations, unknown keys). */
   plain(v: unknown, path: string): PlainValue {
-    return toPlain(this.toPickleValue(v, path, 0));
+    return toPlain(this.toPickleValue(v, path, 0, new Map()));
   }
 
-  toPickleValue(v: unknown, path: string, depth: number): PickleValue {
+  // `copies`: a node shared in the file (the pickle memo) is converted once and stays shared, so
+  // the copy is as large as the file's value, not as its expansion (toPlain limits that).
+  toPickleValue(v: unknown, path: string, depth: number, copies: Map<unknown, PickleValue>): PickleValue {
     if (depth > 1000) throw shapeError(path, 'nested deeper than 1000');
+    const copied = copies.get(v);
+    if (copied !== undefined) return copied;
+    const out = this.copyNode(v, path, depth, copies);
+    if (typeof v === 'object' && v !== null) copies.set(v, out);
+    return out;
+  }
+
+  private copyNode(v: unknown, path: string, depth: number, copies: Map<unknown, PickleValue>): PickleValue {
     if (v instanceof RawDict) {
       const d = this.dict(v)!;
       const out = new Map<PickleValue, PickleValue>();
-      for (const [k, x] of d) out.set(k as PickleValue, this.toPickleValue(x, path, depth + 1));
+      for (const [k, x] of d) out.set(k as PickleValue, this.toPickleValue(x, path, depth + 1, copies));
       return out;
     }
-    if (v instanceof RawList) return this.list(v, path).map((x) => this.toPickleValue(x, path, depth + 1));
+    if (v instanceof RawList) return this.list(v, path).map((x) => this.toPickleValue(x, path, depth + 1, copies));
     if (v instanceof Map) {
       const out = new Map<PickleValue, PickleValue>();
-      for (const [k, x] of v) out.set(k as PickleValue, this.toPickleValue(x, path, depth + 1));
+      for (const [k, x] of v) out.set(k as PickleValue, this.toPickleValue(x, path, depth + 1, copies));
       return out;
     }
     if (Array.isArray(v)) {
-      const items = v.map((x) => this.toPickleValue(x, path, depth + 1));
+      const items = v.map((x) => this.toPickleValue(x, path, depth + 1, copies));
       return isTuple(v) ? makeTuple(items) : items;
     }
     return v as PickleValue;
@@ -515,7 +527,8 @@ const BLOCK_KEYS = new Set<unknown>(['address', 'size', 'requested_size', 'state
 
 const MODELLED_KEYS = new Set(['segments', 'device_traces', 'allocator_settings', 'external_annotations']);
 
-function assemble(root: unknown, t: SnapshotTables): MemorySnapshot {
+/** The model from the root a snapshot builder returned (also used by snapshot-stream.ts). */
+export function assemble(root: unknown, t: SnapshotTables): MemorySnapshot {
   const a = new Assembler(t);
   let top = a.dict(root);
   if (!top) {

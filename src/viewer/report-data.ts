@@ -250,24 +250,56 @@ export function captureToReport(capture: Capture, file: string, caps: ReportCaps
     byParent.set(m.parentId, list);
   }
   const modules: ReportModule[] = [];
-  const walk = (parentId: number, depth: number): void => {
-    const list = (byParent.get(parentId) ?? []).sort((x, y) => x.path.localeCompare(y.path, 'en', { numeric: true }));
-    for (const m of list) {
-      const st = m.states;
-      modules.push({
-        path: m.path,
-        className: m.className,
-        depth,
-        parameterBytes: st?.parameterBytes ?? 0,
-        bufferBytes: st?.bufferBytes ?? 0,
-        states: st?.states ?? {},
-        localPeakForward: st?.localPeakForward ?? {},
-        localPeakBackward: st?.localPeakBackward ?? {},
-      });
-      walk(m.id, depth + 1);
+  const bySiblingOrder = (x: (typeof capture.modules)[number], y: (typeof capture.modules)[number]): number => x.path.localeCompare(y.path, 'en', { numeric: true });
+  for (const list of byParent.values()) list.sort(bySiblingOrder);
+  // Depth first, parents before children, with an explicit stack: a capture's module chain can be
+  // thousands deep, and a damaged one can name a module as its own ancestor. Each module is placed
+  // once; one that no chain from the root reaches (it sits on a parent cycle) is placed at the top.
+  const placed = new Set<(typeof capture.modules)[number]>();
+  const place = (m: (typeof capture.modules)[number], depth: number): void => {
+    placed.add(m);
+    const st = m.states;
+    modules.push({
+      path: m.path,
+      className: m.className,
+      depth,
+      parameterBytes: st?.parameterBytes ?? 0,
+      bufferBytes: st?.bufferBytes ?? 0,
+      states: st?.states ?? {},
+      localPeakForward: st?.localPeakForward ?? {},
+      localPeakBackward: st?.localPeakBackward ?? {},
+    });
+  };
+  const walkFrom = (rootParent: number, rootDepth: number): void => {
+    const todo: { list: typeof capture.modules; next: number; depth: number }[] = [{ list: byParent.get(rootParent) ?? [], next: 0, depth: rootDepth }];
+    const expanded = new Set<number>([rootParent]);
+    while (todo.length > 0) {
+      const top = todo[todo.length - 1]!;
+      if (top.next >= top.list.length) {
+        todo.pop();
+        continue;
+      }
+      const m = top.list[top.next++]!;
+      if (placed.has(m)) continue;
+      place(m, top.depth);
+      // A module id seen before as a parent on this walk would start the same children again.
+      if (expanded.has(m.id)) continue;
+      expanded.add(m.id);
+      todo.push({ list: byParent.get(m.id) ?? [], next: 0, depth: top.depth + 1 });
     }
   };
-  walk(-1, 0);
+  walkFrom(-1, 0);
+  const unreached = capture.modules.filter((m) => !placed.has(m));
+  if (unreached.length > 0) {
+    notices.push(
+      `${unreached.length.toLocaleString('en-US')} module(s) are not under the root: their parent chain loops (e.g. ${JSON.stringify(unreached[0]!.path)}); each is listed at the top level with what is under it.`,
+    );
+    for (const m of unreached) {
+      if (placed.has(m)) continue;
+      place(m, 0);
+      walkFrom(m.id, 1);
+    }
+  }
 
   // Kernels: the recorder's statistics; derived from allocations if the capture ended before any were written.
   // "Retained" is what the kernel's outputs still hold when the record ends (tidy frees most of them).

@@ -209,6 +209,25 @@ describe('ChromeTraceReader on crafted input', () => {
     expectError(() => readChromeTrace(JSON.stringify(bad)), 'unknown-trace-layout', /unknown layout: args \{Size=12, Device="cuda"\}.*missing or non-numeric: Bytes, Device Type, Device Id/);
   });
 
+  it('refuses a fractional or negative Device Id and a fractional Device Type', () => {
+    const event = (type: number, id: number) => ({ ph: 'i', name: '[memory]', ts: 1, pid: 1, tid: 1, args: { Addr: 1, Bytes: 512, 'Total Allocated': 512, 'Total Reserved': 2048, 'Device Type': type, 'Device Id': id } });
+    expect(readChromeTrace(JSON.stringify({ traceEvents: [event(1, 0), event(0, -1)] })).devices.map((d) => d.device).sort()).toEqual(['cpu', 'cuda:0']);
+    expectError(() => readChromeTrace(JSON.stringify({ traceEvents: [event(1, 0.5)] })), 'unknown-trace-layout', /\[memory\] event 0 has Device Type 1 and Device Id 0\.5; Kineto writes a device type ≥ 0 and a device index ≥ -1, both integers/);
+    expectError(() => readChromeTrace(JSON.stringify({ traceEvents: [event(1, -2)] })), 'unknown-trace-layout', /Device Id -2/);
+    expectError(() => readChromeTrace(JSON.stringify({ traceEvents: [event(1.5, 0)] })), 'unknown-trace-layout', /Device Type 1\.5/);
+  });
+
+  it('escapes control characters in the arg names an error quotes', () => {
+    const bad = { traceEvents: [{ ph: 'i', name: '[memory]', ts: 1, pid: 1, tid: 1, args: { 'Size\u001b]0;x\u0007\r': 12 } }] };
+    try {
+      readChromeTrace(JSON.stringify(bad));
+      throw new Error('expected an error');
+    } catch (err) {
+      expect((err as Error).message).toContain('Size\\x1b]0;x\\x07\\x0d=12');
+      expect((err as Error).message).not.toMatch(/[\x00-\x1f]/);
+    }
+  });
+
   it('survives hostile [memory] args: deep nesting, arrays, huge keys', () => {
     const deep = `{"traceEvents": [{"name": "[memory]", "ph": "i", "ts": 1, "args": {"Bytes": ${'['.repeat(100_000)}${']'.repeat(100_000)}}}]}`;
     expectError(() => readChromeTrace(deep), 'unknown-trace-layout', /args \{Bytes=\[array of 1\]\}/);
@@ -307,6 +326,35 @@ describe('trace files', () => {
     await expectAsyncError(readJsonTraceFile(path.join(tmp, 'config.json')), 'not-a-trace', /top-level keys: "name", "version"/);
     writeFileSync(path.join(tmp, 'numbers.json'), '[1, 2, 3]');
     await expectAsyncError(readJsonTraceFile(path.join(tmp, 'numbers.json')), 'not-a-trace', /not a memory trace/);
+  });
+
+  it('reads whitespace before the trace in time linear in its length (128 MiB of spaces, gzipped)', async () => {
+    const n = 128 << 20;
+    const text = Buffer.alloc(n + 19, 0x20);
+    text.write('{"traceEvents": []}', n);
+    writeFileSync(path.join(tmp, 'spaces.json.gz'), gzipSync(text, { level: 1 }));
+    const t = performance.now();
+    const trace = await readJsonTraceFile(path.join(tmp, 'spaces.json.gz'));
+    // Linear: ~1 s here; kept and trimmed on every chunk it took minutes.
+    expect(performance.now() - t).toBeLessThan(30_000);
+    expect(trace.eventCount).toBe(0);
+  });
+
+  it('error positions count the leading whitespace it drops', async () => {
+    const text = `${' '.repeat(3 << 20)}\n{"traceEvents": [}`;
+    writeFileSync(path.join(tmp, 'spaced-bad.json'), text);
+    await expectAsyncError(readJsonTraceFile(path.join(tmp, 'spaced-bad.json')), 'bad-json', new RegExp(`at character ${text.length - 1}: expected a trace event object`));
+  });
+
+  it('tells a pickle of protocol 0 or 1 to be re-saved with a newer protocol', async () => {
+    for (const [name, bytes] of [
+      ['p0.pickle', "(dp0\nVsegments\np1\n(lp2\nsVdevice_traces\np3\n(lp4\ns."],
+      ['p1.pickle', '}q\u0000(X\u0008\u0000\u0000\u0000segmentsq\u0001]q\u0002u.'],
+    ] as const) {
+      writeFileSync(path.join(tmp, name), Buffer.from(bytes, 'latin1'));
+      await expectAsyncError(readJsonTraceFile(path.join(tmp, name)), 'pickle-unsupported', /a pickle written with protocol 0 or 1 \(text opcodes\).*re-save it with pickle\.dump\(obj, f, protocol=pickle\.HIGHEST_PROTOCOL\)/);
+      await expectAsyncError(openMemoryFile(path.join(tmp, name)), 'pickle-unsupported', /protocol 0 or 1/);
+    }
   });
 
   it('streams a real trace in chunks that split events anywhere', async () => {

@@ -137,7 +137,7 @@ describe('fuzz: mutated and truncated real pickles', () => {
         error = e;
       }
       expect(error).toBeInstanceOf(MemscopeError);
-      expect((error as Error).message).toMatch(/at offset \d+/);
+      expect((error as Error).message).toMatch(/^pickle offset \d+: /);
     }
   });
 });

@@ -15,6 +15,7 @@
  * (an opcode cut short waits for the next piece); `runPickle` runs a whole buffer at once.
  */
 import { MemscopeError } from '../../core/errors.js';
+import { escapeControl } from '../../report/escape.js';
 import { PickleMemo } from './memo.js';
 import { opcodeName } from './opcodes.js';
 
@@ -53,6 +54,13 @@ export interface PickleBuilder {
   onMemoize?(value: unknown, index: number, replaced: boolean): void;
   /** The value for a GET of memo entry `index`, which the builder released under `id`. */
   materialize?(index: number, id: number): unknown;
+  /**
+   * Bytes the builder's last `materialize`, `setItems` or `appendItems` call committed beyond what
+   * the machine counts for the opcode: a shared value placed again costs what materialising it
+   * again costs (a segment referenced a million times is a million segments' blocks to the
+   * reader). The machine takes it from the `maxBytes` budget and sets it back to 0.
+   */
+  pendingCharge?: number;
   /** Expected number of memo entries: the memo's index is allocated at that size up front. */
   readonly memoCapacityHint?: number;
   /**
@@ -100,9 +108,12 @@ const BUDGET_SLICE = 1 << 30;
 /** File offset of the piece being run (see PickleMachine.run); 0 outside a run. */
 let errorBase = 0;
 
-/** `pickle: <message> at offset <at>[; <hint>]`; `at` is relative to the piece being run. */
+/**
+ * `pickle offset <at>: <message>[; <hint>]`: where, then what, so that a caller can put the file's
+ * name in front (`FILE: pickle offset 12: …`). `at` is relative to the piece being run.
+ */
 export function pickleError(code: string, at: number, message: string, hint?: string): MemscopeError {
-  return new MemscopeError(code, `pickle: ${message} at offset ${errorBase + at}${hint ? `; ${hint}` : ''}`);
+  return new MemscopeError(code, `pickle offset ${errorBase + at}: ${message}${hint ? `; ${hint}` : ''}`);
 }
 
 const SAFE_GLOBALS = new Set([
@@ -214,7 +225,19 @@ class TruncatedOpcode extends MemscopeError {}
 // captured by any closure, so that V8 keeps them in registers (captured `let`s live in a heap
 // context and cost a memory access on every opcode).
 function truncatedError(b: Uint8Array, at: number, needed: number, left: number): MemscopeError {
-  return new TruncatedOpcode('pickle-truncated', `pickle: file ends inside ${opcodeName(b[at]!)} (needs ${needed} more bytes, ${left} left) at offset ${errorBase + at}`);
+  return new TruncatedOpcode('pickle-truncated', `pickle offset ${errorBase + at}: file ends inside ${opcodeName(b[at]!)} (needs ${needed} more bytes, ${left} left)`);
+}
+
+/**
+ * Longest LONG4 integer read, in bytes (2,048 bits, ~617 decimal digits). PyTorch writes no int
+ * wider than 9 bytes (2^64 − 1 as LONG1); a wider one costs quadratic time to print and makes any
+ * message quoting it as long as the file, so it is refused (CPython itself refuses to print ints
+ * of more than 4,300 digits).
+ */
+export const MAX_LONG_BYTES = 256;
+
+function longError(at: number, n: number): MemscopeError {
+  return pickleError('pickle-limit', at, `LONG4 (0x8b) integer of ${n} bytes; memscope reads integers of up to ${MAX_LONG_BYTES} bytes`);
 }
 
 function depthError(at: number, maxDepth: number): MemscopeError {
@@ -238,9 +261,18 @@ function refusal(at: number, what: string): MemscopeError {
   );
 }
 
+/** Longest global name quoted in a refusal (a hostile file can make one megabytes long). */
+const MAX_QUOTED_NAME = 200;
+
+/** A module or global name from the file, as an error message may show it: escaped and bounded. */
+export function quoteName(name: string): string {
+  const shown = name.length > MAX_QUOTED_NAME ? `${name.slice(0, MAX_QUOTED_NAME)}… (${name.length} characters)` : name;
+  return escapeControl(shown);
+}
+
 function resolveGlobal(b: Uint8Array, at: number, module: string, name: string): SafeGlobal {
   const q = `${module}.${name}`;
-  if (!SAFE_GLOBALS.has(q)) throw refusal(at, `${opcodeName(b[at]!)} ${q}`);
+  if (!SAFE_GLOBALS.has(q)) throw refusal(at, `${opcodeName(b[at]!)} ${quoteName(q)}`);
   return new SafeGlobal(q);
 }
 
@@ -316,6 +348,13 @@ export class PickleMachine {
     return slice;
   }
 
+  /** Takes the builder's `pendingCharge` from the budget (see PickleBuilder.pendingCharge). */
+  private takePending(budget: number, at: number): number {
+    const left = budget - this.builder.pendingCharge!;
+    this.builder.pendingCharge = 0;
+    return left < 0 ? this.refill(left, at) : left;
+  }
+
   /**
    * Runs over `bytes`, which start at file offset `base` (error offsets and progress are file
    * offsets). Unless `final`, `bytes` may end anywhere: the machine stops before an opcode the
@@ -353,6 +392,7 @@ export class PickleMachine {
     let memoRefs = memo.refs;
     const memoValues = memo.values;
     const trackMemo = builder.onMemoize !== undefined;
+    const chargesExtra = builder.pendingCharge !== undefined;
     const hasFastDict = builder.fastDict !== undefined;
     const hasFastList = builder.fastList !== undefined;
     const lane = this.lane;
@@ -412,7 +452,11 @@ export class PickleMachine {
               if (sp >= maxDepth) throw depthError(at, maxDepth);
               // Past the end of `refs`, r is undefined and memoValue decides.
               const r = memoRefs[i]!;
-              stack[sp++] = r > 0 ? memoValues[r - 1] : memoValue(i, at);
+              if (r > 0) stack[sp++] = memoValues[r - 1];
+              else {
+                stack[sp++] = memoValue(i, at);
+                if (chargesExtra && builder.pendingCharge! > 0) budget = this.takePending(budget, at);
+              }
               if (pos >= len) break;
               code = b[pos]!;
               if (code !== 0x68 /* BINGET */ && code !== 0x6a /* LONG_BINGET */) break;
@@ -476,6 +520,7 @@ export class PickleMachine {
               n = view.getInt32(pos, true);
               pos += 4;
               if (n < 0) throw pickleError('pickle-corrupt', at, `LONG4 with negative length ${n}`);
+              if (n > MAX_LONG_BYTES) throw longError(at, n);
               // Charged once, when the piece holds the whole number (a cut-off one is run again).
               if (!final && pos + n > len) throw truncatedError(b, at, n, len - pos);
               budget -= n;
@@ -591,6 +636,7 @@ export class PickleMachine {
               for (let i = start; i < sp; i++) target.add(stack[i]);
               if (target.size > maxItems) throw tooMany(at);
             }
+            if (chargesExtra && builder.pendingCharge! > 0) budget = this.takePending(budget, at);
             sp = start;
             break;
           }
@@ -605,6 +651,7 @@ export class PickleMachine {
             if (budget < 0) budget = this.refill(budget, at);
             if (op === 0x73 /* SETITEM */) builder.setItems(stack[sp - 3], stack, sp - 2, sp, at);
             else builder.appendItems(stack[sp - 2], stack, sp - 1, sp, at);
+            if (chargesExtra && builder.pendingCharge! > 0) budget = this.takePending(budget, at);
             sp -= k - 1;
             break;
           }
@@ -628,6 +675,7 @@ export class PickleMachine {
               builder.setItems(v, stack, start, sp, at);
             } else if (op === 0x74 /* TUPLE */) v = makeTuple(stack.slice(start, sp));
             else v = Object.freeze(new Set(stack.slice(start, sp)));
+            if (chargesExtra && builder.pendingCharge! > 0) budget = this.takePending(budget, at);
             sp = start;
             stack[sp++] = v;
             break;
@@ -643,8 +691,15 @@ export class PickleMachine {
             break;
           }
           case 0x95 /* FRAME */: {
-            // Frames only help buffered readers; the whole file is in memory, so skip the length.
+            // Frames only help buffered readers, but a frame longer than what is left of the file
+            // means the file was cut short: CPython refuses it ("pickle data was truncated").
             if (pos + 8 > len) throw truncatedError(b, at, 8, len - pos);
+            const frameHi = view.getUint32(pos + 4, true);
+            const frameLength = frameHi * 0x100000000 + view.getUint32(pos, true);
+            const fileLeft = totalBytes - (base + pos + 8);
+            if (frameLength > fileLeft) {
+              throw pickleError('pickle-truncated', at, `FRAME (0x95) of ${frameLength} bytes runs past the end of the file (${fileLeft} bytes left)`, 'the file is truncated');
+            }
             pos += 8;
             break;
           }
@@ -699,7 +754,7 @@ export class PickleMachine {
             const module = decodeUtf8(b, pos, nl1);
             const name = decodeUtf8(b, nl1 + 1, nl2);
             pos = nl2 + 1;
-            if (op === 0x69 /* INST */) throw refusal(at, `INST (0x69) ${module}.${name}`);
+            if (op === 0x69 /* INST */) throw refusal(at, `INST (0x69) ${quoteName(`${module}.${name}`)}`);
             if (sp >= maxDepth) throw depthError(at, maxDepth);
             stack[sp++] = resolveGlobal(b, at, module, name);
             break;

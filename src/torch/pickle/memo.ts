@@ -108,7 +108,7 @@ export class PickleMemo {
 
   private grow(atLeast: number): void {
     const size = Math.max(atLeast, this.refs.length * 2);
-    if (size > 1 << 30) throw new MemscopeError('pickle-limit', `pickle: memo index ${atLeast - 1} is too large`);
+    if (size > 1 << 30) throw new MemscopeError('pickle-limit', `pickle: memo index ${atLeast - 1} is too large (LONG_BINPUT)`);
     const refs = new Int32Array(size);
     refs.set(this.refs);
     this.refs = refs;

@@ -35,8 +35,44 @@ function isUnhashable(key: unknown): boolean {
   return key instanceof Map || (key instanceof Set && !Object.isFrozen(key)) || (Array.isArray(key) && !isTuple(key));
 }
 
+/**
+ * A container placed again (through the memo) from this many values on is charged what
+ * materialising it again costs: below it (frame dicts, short lists: the sharing every snapshot
+ * has) sharing is free.
+ */
+const CHARGE_SHARED_FROM = 64;
+/** Bytes charged per value of a shared container placed again (a slot and a small object). */
+const SHARED_VALUE_BYTES = 8;
+
 class GenericBuilder implements PickleBuilder {
+  /** See PickleBuilder.pendingCharge. */
+  pendingCharge = 0;
+  /** Values each container stands for, its own included, each shared value counted at every place. */
+  private readonly weights = new WeakMap<object, number>();
+  /** Heavy containers placed once: placing one again is charged. */
+  private readonly placedOnce = new WeakSet<object>();
+
   constructor(private readonly maxItems: number) {}
+
+  /** Adds the weights of values placed in `target`, charging heavy ones placed before. */
+  private place(target: object, stack: unknown[], start: number, end: number, step: number): void {
+    let total = 0;
+    for (let i = start; i < end; i += step) {
+      const v = stack[i];
+      if (typeof v !== 'object' || v === null) {
+        total++;
+        continue;
+      }
+      const w = this.weights.get(v) ?? 1;
+      total += w;
+      if (w >= CHARGE_SHARED_FROM) {
+        if (this.placedOnce.has(v)) this.pendingCharge += w * SHARED_VALUE_BYTES;
+        else this.placedOnce.add(v);
+      }
+    }
+    this.weights.set(target, (this.weights.get(target) ?? 1) + total);
+  }
+
   newDict(): unknown {
     return new Map();
   }
@@ -48,6 +84,7 @@ class GenericBuilder implements PickleBuilder {
       target.set(key, stack[i + 1]);
     }
     if (target.size > this.maxItems) throw pickleError('pickle-limit', at, `dict with more than ${this.maxItems} items`);
+    this.place(target, stack, start + 1, end, 2);
   }
   newList(): unknown {
     return [];
@@ -58,6 +95,7 @@ class GenericBuilder implements PickleBuilder {
     }
     for (let i = start; i < end; i++) target.push(stack[i]);
     if (target.length > this.maxItems) throw pickleError('pickle-limit', at, `list with more than ${this.maxItems} items`);
+    this.place(target, stack, start, end, 1);
   }
   finish(value: unknown): unknown {
     return value;
@@ -82,29 +120,64 @@ export function dictGet(dict: PickleValue | undefined, key: string): PickleValue
 export type PlainValue = null | boolean | number | string | PlainValue[] | { [key: string]: PlainValue };
 
 /**
- * JSON-compatible copy: Maps → null-prototype objects (non-string keys stringified), tuples and
- * sets → arrays, bigint → decimal string, bytes → array of numbers. Cycles and nesting deeper than
- * `maxDepth` throw MemscopeError.
+ * Most values `toPlain` may stand for, counting a shared value once per place it appears (what
+ * writing the copy out as JSON materialises): a 224-byte pickle can share one list 2^24 times.
  */
-export function toPlain(value: PickleValue, maxDepth = 1000): PlainValue {
+export const DEFAULT_PLAIN_VALUES = 1 << 26;
+
+/**
+ * JSON-compatible copy: Maps → null-prototype objects (non-string keys stringified), tuples and
+ * sets → arrays, bigint → decimal string, bytes → array of numbers. A value shared in the input is
+ * shared in the copy (copied once), so the copy costs memory in proportion to the input; its
+ * expanded size (each shared value counted at every place) must not pass `maxValues`. Cycles and
+ * nesting deeper than `maxDepth` throw MemscopeError, as does an expanded size past `maxValues`.
+ */
+export function toPlain(value: PickleValue, maxDepth = 1000, maxValues = DEFAULT_PLAIN_VALUES): PlainValue {
   const active = new Set<unknown>();
+  /** Each container copied so far: its copy and how many values it expands to. */
+  const done = new Map<unknown, { copy: PlainValue; expanded: number }>();
+  const tooMany = (): MemscopeError =>
+    new MemscopeError('pickle-limit', `pickle value expands to more than ${maxValues} values (a shared value counts at every place it appears)`);
+  let lastExpanded = 0;
   const walk = (v: PickleValue, depth: number): PlainValue => {
+    lastExpanded = 1;
     if (v === null || typeof v === 'boolean' || typeof v === 'number' || typeof v === 'string') return v;
     if (typeof v === 'bigint') return v.toString();
-    if (v instanceof Uint8Array) return Array.from(v);
+    if (v instanceof Uint8Array) {
+      lastExpanded = 1 + v.length;
+      if (lastExpanded > maxValues) throw tooMany();
+      return Array.from(v);
+    }
+    const seen = done.get(v);
+    if (seen !== undefined) {
+      lastExpanded = seen.expanded;
+      return seen.copy;
+    }
     if (depth > maxDepth) throw new MemscopeError('pickle-limit', `pickle value nested deeper than ${maxDepth}`);
     if (active.has(v)) throw new MemscopeError('pickle-cycle', 'pickle value contains a reference cycle');
     active.add(v);
     let out: PlainValue;
+    let expanded = 1;
     if (v instanceof Map) {
       const o: { [key: string]: PlainValue } = Object.create(null);
-      for (const [k, x] of v) o[typeof k === 'string' ? k : String(k)] = walk(x, depth + 1);
+      for (const [k, x] of v) {
+        o[typeof k === 'string' ? k : String(k)] = walk(x, depth + 1);
+        expanded += lastExpanded;
+        if (expanded > maxValues) throw tooMany();
+      }
       out = o;
     } else {
-      out = [];
-      for (const x of v as Iterable<PickleValue>) out.push(walk(x, depth + 1));
+      const a: PlainValue[] = [];
+      for (const x of v as Iterable<PickleValue>) {
+        a.push(walk(x, depth + 1));
+        expanded += lastExpanded;
+        if (expanded > maxValues) throw tooMany();
+      }
+      out = a;
     }
     active.delete(v);
+    done.set(v, { copy: out, expanded });
+    lastExpanded = expanded;
     return out;
   };
   return walk(value, 0);
