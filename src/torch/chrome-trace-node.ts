@@ -223,14 +223,17 @@ export function looksLikeTextPickle(text: string): boolean {
   return /^(\((d|l|t)|[}\]](q|r|\(|\.)|c[A-Za-z_][\w.]*\n[A-Za-z_])/.test(text);
 }
 
+/** The refusal of a protocol 0/1 pickle, with how to re-save it in a protocol memscope reads. */
+export function textPickleRefusal(path: string): MemscopeError {
+  return new MemscopeError(
+    'pickle-unsupported',
+    `${path}: a pickle written with protocol 0 or 1 (text opcodes), which memscope does not read; ` +
+      'memory snapshots are pickles of protocol 2 or later: load it in Python and re-save it with pickle.dump(obj, f, protocol=pickle.HIGHEST_PROTOCOL)',
+  );
+}
+
 function notAMemoryFile(path: string, text: string): MemscopeError {
-  if (looksLikeTextPickle(text)) {
-    return new MemscopeError(
-      'pickle-unsupported',
-      `${path}: a pickle written with protocol 0 or 1 (text opcodes), which memscope does not read; ` +
-        'memory snapshots are pickles of protocol 2 or later: load it in Python and re-save it with pickle.dump(obj, f, protocol=pickle.HIGHEST_PROTOCOL)',
-    );
-  }
+  if (looksLikeTextPickle(text)) return textPickleRefusal(path);
   const start = JSON.stringify(text.trimStart().slice(0, 24).replace(/[^\x20-\x7e]/g, '?'));
   return new MemscopeError(
     'not-a-trace',

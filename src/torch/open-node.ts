@@ -7,7 +7,7 @@
  */
 import { MemscopeError } from '../core/errors.js';
 import { describeContent, inFile, isCaptureDescription, requireReadableFile, unreadableFile } from '../core/input-file.js';
-import { fileChunks, isGzip, readFileHead, readJsonTraceFile, type FileReadOptions } from './chrome-trace-node.js';
+import { fileChunks, isGzip, looksLikeTextPickle, readFileHead, readJsonTraceFile, textPickleRefusal, type FileReadOptions } from './chrome-trace-node.js';
 import type { MemoryTrace } from './memory-trace.js';
 import { readSnapshotFile } from './snapshot-node.js';
 import { readSnapshotStream } from './snapshot-stream.js';
@@ -55,10 +55,12 @@ async function contentHead(path: string): Promise<{ head: Uint8Array; gz: boolea
     throw unreadableFile(path, err);
   }
   if (raw.length === 0) throw new MemscopeError('empty-file', `${path}: the file is empty`);
-  if (!isGzip(raw)) return { head: raw, gz: false };
-  const head = await firstDecompressedBytes(path, SNIFF_BYTES);
+  const gz = isGzip(raw);
+  const head = gz ? await firstDecompressedBytes(path, SNIFF_BYTES) : raw;
   if (head.length === 0) throw new MemscopeError('empty-file', `${path}: the file is empty once decompressed`);
-  return { head, gz: true };
+  // Old pickles are named as such, with how to re-save them, before any other refusal.
+  if (looksLikeTextPickle(new TextDecoder('latin1').decode(head.subarray(0, 64)))) throw textPickleRefusal(path);
+  return { head, gz };
 }
 
 /** Whether the first character after whitespace (and a UTF-8 byte-order mark) is '{' or '['. */
