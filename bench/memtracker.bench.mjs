@@ -14,9 +14,8 @@
 //    medians over runs. The median of the per-round ratios and the wall-clock ratio are printed
 //    beside it.
 // 2. MemTracker's own event handling, measured exactly by replaying one recorded step's events.
-// 3. Switching tracking on and off inside one process (start()/stop() every round, as the first
-//    version of this bench did): each switch re-patches the engine's prototype and V8 re-optimises
-//    TFJS for ~200 steps, so rounds settle that long first. This is what a program that tracks
+// 3. Switching tracking on and off inside one process (start()/stop() every round): each switch
+//    re-patches the engine's prototype and V8 re-optimises TFJS for ~200 steps, so rounds settle that long first. This is what a program that tracks
 //    some steps and not others pays between switches.
 //
 //   npm run bench -- memtracker
@@ -51,9 +50,9 @@ const TARGET = 1.1;
  * that run once per step reach TurboFan's thresholds one by one (`node --trace-opt`, untracked:
  * ~160 compilations in the first 400 steps, then ~30 per 400 steps until step 2,400, ~4 until
  * 3,600, and 0–1 after). Those compilations run on V8's background threads, whose CPU time part 1
- * counts: between steps 600 and 2,200 they were 10–25 % of the untracked runs' CPU time, the same
- * in every mode, so they diluted the ratio and added their own noise. The timed steps begin after
- * 4,000.
+ * counts: between steps 600 and 2,200 they are 10–25 % of the untracked runs' CPU time, the same
+ * in every mode, so timing those steps would dilute the ratio and add noise. The timed steps
+ * begin after 4,000.
  */
 const WARMUP_STEPS = 4000;
 const ALL_RUNS = [

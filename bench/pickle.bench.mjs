@@ -11,7 +11,7 @@
 // newer PyTorch also needs torch/utils/viz/process_alloc_data.js beside it, see memoryviz-child.mjs):
 // bench/memoryviz-child.mjs times its unpickler + annotate_snapshot + the default timeline view's
 // processing in a fresh node process. Without it, its time is estimated from today's CPython run
-// (the issue measured it at 1.63 s where CPython took 1.87 s for 100 MB on this machine).
+// (a reference measurement on this machine: 1.63 s where CPython takes 1.87 s for 100 MB).
 //
 // MEMSCOPE_BENCH_SIZES=100,500 limits the sizes (MB); MEMSCOPE_BENCH_PYTHON_MAX=500 skips CPython
 // above that size (it needs ~4.4 GB for 1 GB); MEMSCOPE_BENCH_KEEP_ENV=1 keeps NODE_EXTRA_CA_CERTS in
@@ -128,7 +128,7 @@ for (const size of sizes) {
           'MemoryViz.js whole load / CLI summary (wall)': cli?.wallMs ? (viz.wallMs / cli.wallMs).toFixed(2) : '-',
         }
       : {
-          // MemoryViz.js was measured at 1.63 s where CPython took 1.87 s (100 MB): scale by today's CPython.
+          // The reference: MemoryViz.js 1.63 s where CPython takes 1.87 s (100 MB); scale by today's CPython.
           'MemoryViz.js est. / memscope': py ? (((MEMORYVIZ_100MB_S / CPYTHON_100MB_S) * py.loadMs) / ms.wallMs).toFixed(1) : '-',
         }),
   };

@@ -212,7 +212,7 @@ export class Installation {
    * (MemoryEventSink.acceptsQueuedStorageEvents): (derived id, bytes) pairs, bytes -1 for a free,
    * all of storages on `queueBackend`. Why: an allocation and a free happen once per tensor, each
    * between microseconds of TFJS and wasm code that evict memscope's code from the CPU's
-   * instruction cache, so handling one there ran cold (docs/MEMTRACKER.md, twenty-first session).
+   * instruction cache, so handling one there runs cold (docs/MEMTRACKER.md, "Storage events queued").
    * Queued, the engine's hot path pays a few stores, and the handling runs later as one warm loop.
    * They are delivered (flushQueued) before any other event, before the context changes, before
    * the sinks change, and when a sink asks (the session's flush), so each sink sees them in order
@@ -750,8 +750,8 @@ export class Installation {
   /**
    * Whether a tensor's ref must be the same object every time (see `keysTensorRefs`). When no
    * sink needs it, the refs of short-lived tensors are not remembered: a WeakMap entry per module
-   * input, output and gradient made V8's scavenger promote ~4 KB per training step of the demo
-   * model (docs/MEMTRACKER.md, ninth session). Variables' refs are always remembered.
+   * input, output and gradient makes V8's scavenger promote ~4 KB per training step of the demo
+   * model (docs/MEMTRACKER.md, "Tensor refs"). Variables' refs are always remembered.
    */
   private stableTensorRefs = true;
 

@@ -23,10 +23,10 @@ const TENSOR_REF_KEY = Symbol('memscope.tensor');
  *
  * Nor in a strong `Map<DataId, TfjsStorage>` (which would also have served as
  * the live set, dropping the storage's `index`, `dataId` and list links and the
- * dataId's property array): tried, and the tracked demo step cost ~12 % more
+ * dataId's property array): with one the tracked demo step costs ~12 % more
  * instructions (callgrind), as a Map's ordered table fills with deleted entries
  * under this churn and is rehashed every few hundred allocations, and the
- * scavenger's work grew several times over.
+ * scavenger's work grows several times over.
  */
 export class StorageIndex {
   get(dataId: DataId): TfjsStorage | undefined {
@@ -251,9 +251,10 @@ export function storageBytes(dtype: string, size: number, backend: TfBackend | u
  * - Some tensors (module inputs and outputs, gradients, assigned variables: MemTracker): in a
  *   WeakMap. A property on only some tensors would give TFJS's tensors more hidden classes than
  *   V8's inline caches keep apart, and every tensor property read in TFJS's own hot code
- *   (engine.endScope, trackTensor, convertToTensor) went megamorphic: in a 540-step run of the
- *   demo model, endScope made 1.39 M megamorphic loads instead of 0.12 M, and the megamorphic-load
- *   builtin's instructions grew from 34 M to 167 M (callgrind; docs/MEMTRACKER.md, "Overhead").
+ *   (engine.endScope, trackTensor, convertToTensor) would go megamorphic: in a 540-step run of the
+ *   demo model, endScope then makes 1.39 M megamorphic loads instead of 0.12 M, and the
+ *   megamorphic-load builtin's instructions grow from 34 M to 167 M (callgrind; docs/MEMTRACKER.md,
+ *   "Tensor refs").
  *
  * A ref made in one mode is found in the other (get looks in both), so switching modes while
  * sinks come and go keeps each tensor's one ref. A TensorRef belongs to the installation whose

@@ -22,6 +22,7 @@ import {
   RawList,
   SEGMENT,
   SEGMENT_BLOCKS,
+  SEGMENT_KEYS,
   SEGMENT_KEY_BIT,
   STACK,
   SnapshotTables,
@@ -31,6 +32,94 @@ import {
   nodeFor,
   safeInt,
 } from './snapshot-tables.js';
+
+/**
+ * Bit of each trace entry key: its index in TRACE_KEYS. Literal members, so that the lanes' per-key
+ * branches compare with constants; `TraceBitsMatchKeys` below fails typechecking if TRACE_KEYS
+ * changes order.
+ */
+const enum TraceBit {
+  Action = 0,
+  Addr = 1,
+  Size = 2,
+  Stream = 3,
+  TimeUs = 4,
+  Frames = 5,
+  CompileContext = 6,
+  UserMetadata = 7,
+  DeviceFree = 8,
+}
+/** Bit of each segment key: its index in SEGMENT_KEYS (`SegmentBitsMatchKeys` checks the order). */
+const enum SegmentBit {
+  Device = 0,
+  Address = 1,
+  TotalSize = 2,
+  AllocatedSize = 3,
+  ActiveSize = 4,
+  RequestedSize = 5,
+  Stream = 6,
+  SegmentType = 7,
+  SegmentPoolId = 8,
+  IsExpandable = 9,
+  Frames = 10,
+  Blocks = 11,
+}
+/** The segment keys below this bit are ints (read into `segmentInts` at their bit). */
+const SEGMENT_INT_BITS = SegmentBit.SegmentType;
+/** Keys every trace entry has: action, addr, size. */
+const TRACE_REQUIRED_MASK = (1 << TraceBit.Action) | (1 << TraceBit.Addr) | (1 << TraceBit.Size);
+
+type AssertTrue<T extends true> = T;
+type TraceKeyAt<B extends TraceBit> = (typeof TRACE_KEYS)[B];
+type SegmentKeyAt<B extends SegmentBit> = (typeof SEGMENT_KEYS)[B];
+/** Fails typechecking when a TraceBit member is not its key's index in TRACE_KEYS. */
+type TraceBitsMatchKeys = AssertTrue<
+  [
+    TraceKeyAt<TraceBit.Action>,
+    TraceKeyAt<TraceBit.Addr>,
+    TraceKeyAt<TraceBit.Size>,
+    TraceKeyAt<TraceBit.Stream>,
+    TraceKeyAt<TraceBit.TimeUs>,
+    TraceKeyAt<TraceBit.Frames>,
+    TraceKeyAt<TraceBit.CompileContext>,
+    TraceKeyAt<TraceBit.UserMetadata>,
+    TraceKeyAt<TraceBit.DeviceFree>,
+  ] extends ['action', 'addr', 'size', 'stream', 'time_us', 'frames', 'compile_context', 'user_metadata', 'device_free']
+    ? true
+    : false
+>;
+/** Fails typechecking when a SegmentBit member is not its key's index in SEGMENT_KEYS. */
+type SegmentBitsMatchKeys = AssertTrue<
+  [
+    SegmentKeyAt<SegmentBit.Device>,
+    SegmentKeyAt<SegmentBit.Address>,
+    SegmentKeyAt<SegmentBit.TotalSize>,
+    SegmentKeyAt<SegmentBit.AllocatedSize>,
+    SegmentKeyAt<SegmentBit.ActiveSize>,
+    SegmentKeyAt<SegmentBit.RequestedSize>,
+    SegmentKeyAt<SegmentBit.Stream>,
+    SegmentKeyAt<SegmentBit.SegmentType>,
+    SegmentKeyAt<SegmentBit.SegmentPoolId>,
+    SegmentKeyAt<SegmentBit.IsExpandable>,
+    SegmentKeyAt<SegmentBit.Frames>,
+    SegmentKeyAt<SegmentBit.Blocks>,
+  ] extends [
+    'device',
+    'address',
+    'total_size',
+    'allocated_size',
+    'active_size',
+    'requested_size',
+    'stream',
+    'segment_type',
+    'segment_pool_id',
+    'is_expandable',
+    'frames',
+    'blocks',
+  ]
+    ? true
+    : false
+>;
 
 // Keys the lanes recognise, as bits: the trace entry keys (TRACE_KEYS order), then the block keys
 // that are not also trace keys ('size' and 'frames' are shared).
@@ -356,7 +445,7 @@ export class SnapshotBuilder implements PickleBuilder {
    * The memo index a BINGET / LONG_BINGET at p reads, or -1 (another opcode, or one the piece holds
    * only part of); `getEnd` gets the offset after it. For the segment lane and the frame-list
    * lane's rare parts: the trace and block lanes decode their GETs inline, since a call there
-   * spent the inlining budget V8 gives them (docs/PICKLE.md, twelfth session).
+   * would spend the inlining budget V8 gives them (docs/PICKLE.md, "Where the time goes").
    */
   private getEnd = 0;
   private memoIndexAt(b: Uint8Array, p: number): number {
@@ -428,16 +517,16 @@ export class SnapshotBuilder implements PickleBuilder {
       p = this.keyEnd;
       if (p >= len) return this.abandonSegment(memo, firstSlot, next, firstBlock);
       const op = b[p]!;
-      if (bit <= 6) {
+      if (bit < SEGMENT_INT_BITS) {
         // ints; None only where `segment` reads it as "not given"
-        if (op === 0x4e /* NONE */ && (bit === 0 || bit === 5 || bit === 6)) p++;
+        if (op === 0x4e /* NONE */ && (bit === SegmentBit.Device || bit === SegmentBit.RequestedSize || bit === SegmentBit.Stream)) p++;
         else {
           const v = this.laneInt(b, p);
           if (Number.isNaN(v)) return this.abandonSegment(memo, firstSlot, next, firstBlock);
           ints[bit] = v;
           p = this.intEnd;
         }
-      } else if (bit === 7) {
+      } else if (bit === SegmentBit.SegmentType) {
         // segment_type: a string seen before, or a new one
         const index = this.memoIndexAt(b, p);
         if (index >= 0) {
@@ -461,7 +550,7 @@ export class SnapshotBuilder implements PickleBuilder {
           charge += n + 16;
           p += 3 + n;
         } else return this.abandonSegment(memo, firstSlot, next, firstBlock);
-      } else if (bit === 8) {
+      } else if (bit === SegmentBit.SegmentPoolId) {
         // segment_pool_id: None, `int int TUPLE2 MEMOIZE`, or a GET of such a pair
         if (op === 0x4e /* NONE */) p++;
         else if (op === 0x68 /* BINGET */ || op === 0x6a /* LONG_BINGET */) {
@@ -489,12 +578,12 @@ export class SnapshotBuilder implements PickleBuilder {
           if (!memo.isFree(poolSlot)) return this.abandonSegment(memo, firstSlot, next - 1, firstBlock);
           p += 2;
         }
-      } else if (bit === 9) {
+      } else if (bit === SegmentBit.IsExpandable) {
         if (op === 0x88 /* NEWTRUE */) expandable = 1;
         else if (op === 0x89 /* NEWFALSE */) expandable = 0;
         else return this.abandonSegment(memo, firstSlot, next, firstBlock);
         p++;
-      } else if (bit === 10) {
+      } else if (bit === SegmentBit.Frames) {
         // frames: None, or a frames list (interned now: a block's frames reuse the lf* fields)
         if (op === 0x4e /* NONE */) {
           stack = 0;
@@ -548,7 +637,7 @@ export class SnapshotBuilder implements PickleBuilder {
         }
       }
     }
-    if (Number.isNaN(ints[1]!) || Number.isNaN(ints[2]!) || next > lane.maxMemoEntries) return this.abandonSegment(memo, firstSlot, next, firstBlock);
+    if (Number.isNaN(ints[SegmentBit.Address]!) || Number.isNaN(ints[SegmentBit.TotalSize]!) || next > lane.maxMemoEntries) return this.abandonSegment(memo, firstSlot, next, firstBlock);
     // SETITEMS takes 8 per key and per value.
     charge += 16 * bitCount(mask);
     if (p - at > maxSpan || charge > budget) return this.abandonSegment(memo, firstSlot, next, firstBlock);
@@ -639,8 +728,7 @@ export class SnapshotBuilder implements PickleBuilder {
       p = this.keyEnd;
       if (p >= len) return -1;
       const op = b[p]!;
-      if (bit === 5) {
-        // frames
+      if (bit === TraceBit.Frames) {
         p = this.laneFramesValue(b, p, memo, next);
         if (p < 0) return -1;
         if (this.lfListSlot >= 0) next++;
@@ -648,8 +736,8 @@ export class SnapshotBuilder implements PickleBuilder {
         hasFrames = true;
         continue;
       }
-      if (bit === 0 || bit === 6 || bit === 7) {
-        // strings: action, compile_context, user_metadata
+      if (bit === TraceBit.Action || bit === TraceBit.CompileContext || bit === TraceBit.UserMetadata) {
+        // strings
         let v: unknown;
         let index = -1;
         if (op === 0x68 && p + 1 < len) {
@@ -660,15 +748,15 @@ export class SnapshotBuilder implements PickleBuilder {
           p += 5;
         }
         if (index >= 0) {
-          if (bit === 0 && this.actionCacheIndex[index & 255] === index) {
+          if (bit === TraceBit.Action && this.actionCacheIndex[index & 255] === index) {
             // an action name seen before: its code, without looking the string up again
             actionCode = this.actionCacheCode[index & 255]!;
             actionIndex = -1;
             continue;
           }
           v = memo.valueAt(index);
-          if (bit === 0) actionIndex = index;
-        } else if (op === 0x8c /* SHORT_BINUNICODE */ && bit !== 0 && p + 1 < len) {
+          if (bit === TraceBit.Action) actionIndex = index;
+        } else if (op === 0x8c /* SHORT_BINUNICODE */ && bit !== TraceBit.Action && p + 1 < len) {
           const n = b[p + 1]!;
           if (p + 2 + n >= len || b[p + 2 + n] !== 0x94 /* MEMOIZE */) return -1;
           v = decodeUtf8(b, p + 2, p + 2 + n);
@@ -680,8 +768,8 @@ export class SnapshotBuilder implements PickleBuilder {
           p += 3 + n;
         } else return -1;
         if (typeof v !== 'string') return -1;
-        if (bit === 0) action = v;
-        else if (bit === 6) compile = v;
+        if (bit === TraceBit.Action) action = v;
+        else if (bit === TraceBit.CompileContext) compile = v;
         else user = v;
         continue;
       }
@@ -713,13 +801,13 @@ export class SnapshotBuilder implements PickleBuilder {
         }
         p += 2 + n;
       } else return -1;
-      if (bit === 1) addr = v;
-      else if (bit === 2) size = v;
-      else if (bit === 3) stream = v;
-      else if (bit === 4) time = v;
+      if (bit === TraceBit.Addr) addr = v;
+      else if (bit === TraceBit.Size) size = v;
+      else if (bit === TraceBit.Stream) stream = v;
+      else if (bit === TraceBit.TimeUs) time = v;
       else deviceFree = v;
     }
-    if ((mask & 7) !== 7 || next > lane.maxMemoEntries) return -1;
+    if ((mask & TRACE_REQUIRED_MASK) !== TRACE_REQUIRED_MASK || next > lane.maxMemoEntries) return -1;
     // SETITEMS takes 8 per key and per value.
     charge += 16 * bitCount(mask);
     if (p - at > lane.maxSpan || charge > lane.budget) return -1;
@@ -1342,34 +1430,32 @@ export class SnapshotBuilder implements PickleBuilder {
       mask |= 1 << bit;
       const v = kv[i + 1];
       const none = v === null;
-      if (bit === 7) {
-        // segment_type
+      if (bit === SegmentBit.SegmentType) {
         if (typeof v !== 'string') return -1;
         type = t.segmentTypeCode(v);
-      } else if (bit === 8) {
-        // segment_pool_id: a pair of ints, or None
+      } else if (bit === SegmentBit.SegmentPoolId) {
+        // a pair of ints, or None
         if (none) pool0 = pool1 = NaN;
         else if (Array.isArray(v) && v.length === 2 && safeInt(v[0]) && safeInt(v[1])) (pool0 = v[0]), (pool1 = v[1]);
         else return -1;
-      } else if (bit === 9) {
+      } else if (bit === SegmentBit.IsExpandable) {
         if (typeof v !== 'boolean') return -1;
         expandable = v ? 1 : 0;
-      } else if (bit === 10) {
-        // frames
+      } else if (bit === SegmentBit.Frames) {
         stack = none ? 0 : this.stackOf(v);
         if (stack < 0) return -1;
-      } else if (bit === 11) {
-        // blocks: recognised blocks, an empty list or None
+      } else if (bit === SegmentBit.Blocks) {
+        // recognised blocks, an empty list or None
         if (none) blocks = null;
         else if (v instanceof RawList && v.stack < 0 && v.items === null && (v.ids === null || v.idKind === BLOCK)) blocks = v;
         else return -1;
       } else {
         // ints; None only where the assembler reads it as "not given"
         if (safeInt(v)) ints[bit] = v;
-        else if (!none || bit === 1 || bit === 2 || bit === 3 || bit === 4) return -1;
+        else if (!none || (bit >= SegmentBit.Address && bit <= SegmentBit.ActiveSize)) return -1;
       }
     }
-    if (Number.isNaN(ints[1]!) || Number.isNaN(ints[2]!)) return -1;
+    if (Number.isNaN(ints[SegmentBit.Address]!) || Number.isNaN(ints[SegmentBit.TotalSize]!)) return -1;
     const id = t.pushSegment(mask, ints, type, pool0, pool1, expandable, stack, blocks?.ids?.view() ?? null);
     if (blocks !== null) {
       blocks.sealed = true;

@@ -2,7 +2,7 @@
  * Reads a pickled PyTorch memory snapshot from a path (Node only), in 8 MiB pieces through one
  * reused buffer: a 1 GB snapshot does not cost 1 GB of RAM for its bytes on top of the model, and
  * even a 100 MB file reads faster than whole (filling a fresh file-sized buffer page-faults every
- * page; measured in docs/PICKLE.md).
+ * page; docs/PICKLE.md, "Reading big files in pieces").
  */
 import { closeSync, fstatSync, openSync, readSync } from 'node:fs';
 import { readSnapshotPieces, type ReadSnapshotPiecesOptions } from './snapshot-decoder.js';

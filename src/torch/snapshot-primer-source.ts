@@ -12,7 +12,7 @@ import { writePickle } from './pickle/writer.js';
 
 /** Distinct frames: more than 256, so later references to them are LONG_BINGETs as in big files. */
 const FRAME_COUNT = 300;
-/** Trace entries; more made the file larger than what they saved (measured in docs/PICKLE.md). */
+/** Trace entries; more make the primer cost more to read than they save (docs/PICKLE.md, "The primer"). */
 const TRACE_ENTRIES = 300;
 const SEGMENTS = 24;
 const GiB = 2 ** 30;

@@ -6,10 +6,10 @@
  * A big PyTorch snapshot meets new paths late — frame lists whose memo indices pass 256
  * (LONG_BINGET), the first trace entry after thousands of blocks, a piece boundary, a column
  * growing, a 7-byte LONG1 — and each one throws optimised code away ("insufficient type
- * feedback") and runs the reader in slower code until V8 has compiled it again. On the 100 MB
- * bench file that happened 17 times; after the primer, twice (both in the last loops of the
- * assembler). Reading it costs a few milliseconds; the read takes 6–8 % fewer instructions
- * (docs/PICKLE.md, ninth session).
+ * feedback") and runs the reader in slower code until V8 has compiled it again: 17 times on the
+ * 100 MB bench file without the primer, twice with it (both in the last loops of the assembler).
+ * Reading it costs a few milliseconds; the read takes 6–8 % fewer instructions (docs/PICKLE.md,
+ * "The primer").
  *
  * The bytes are those of snapshot-primer-source.ts, written out in snapshot-primer-data.ts.
  */

@@ -81,8 +81,8 @@ const LOG_STRIDE = 1 + TOTAL + 1;
 /**
  * One module state's snapshots, packed: each entry is the devices that held bytes at that moment,
  * as (device index, counters) runs in one growing Float64Array. Modules take six snapshots per
- * training step and keep them all (as PyTorch's MemTracker does); as arrays per snapshot they were
- * ~12 small objects per module per step, each promoted to the old generation and traced by every
+ * training step and keep them all (as PyTorch's MemTracker does); as arrays per snapshot they would
+ * be ~12 small objects per module per step, each promoted to the old generation and traced by every
  * major GC until resetModStats. Entries become objects only when read.
  */
 class SnapLog {
@@ -218,7 +218,7 @@ export class MemRecorder implements MemoryEventSink {
   // The arrays below are emptied in place, never replaced: V8 treats a field assigned only in the
   // constructor as a constant and embeds it in optimised code, including TFJS functions that
   // inlined this recorder's handlers; the first reassignment would make all of that code
-  // deoptimise at once (resetModStats or stop() used to cost ~200 slow training steps that way).
+  // deoptimise at once (resetModStats or stop() would then cost ~200 slow training steps).
   /** Modules whose forward is running, innermost last (PyTorch's ModTracker.parents in forward). */
   private readonly forwardActive: ModuleRecord[] = [];
   /** Modules whose backward has begun and not ended. */
@@ -240,8 +240,8 @@ export class MemRecorder implements MemoryEventSink {
   // calls first: events take effect in the order they arrived, so counters, peaks and local peaks
   // come out as if each were applied when it came. Why: these two run once per tensor allocation
   // and free, between ~7 µs of TFJS and wasm code that evicts them from the CPU's caches; applied
-  // one at a time, the table and peak code came in cold every time (docs/MEMTRACKER.md, tenth and
-  // thirteenth sessions). Queued, an event is a few stores, and the table code runs as one warm
+  // one at a time, the table and peak code comes in cold every time (docs/MEMTRACKER.md, "Storage
+  // events queued"). Queued, an event is a few stores, and the table code runs as one warm
   // loop per module, gradient, optimizer or assign event.
 
   // Storages are known by id only, so the adapter may send these by id and keep no object per

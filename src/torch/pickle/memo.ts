@@ -4,10 +4,10 @@
  *
  * Why not one JavaScript array of values: a PyTorch snapshot memoizes every dict and list, so a
  * 97 MB file has ~1.15 M memo entries, and the snapshot builder stores nearly all of them in its
- * tables and drops the value ("releases" it). As one preallocated array of 2.4 M slots that was
+ * tables and drops the value ("releases" it). As one preallocated array of 2.4 M slots that is
  * 19 MB of V8 heap: 4,800 page faults to create, scanned by every full GC, and big enough to push
- * the old generation past its first limit, which cost a 35 ms mark-compact in the first MiB of
- * every large read (docs/PICKLE.md, eleventh session). Here the per-index part is an Int32Array
+ * the old generation past its first limit, which costs a 35 ms mark-compact in the first MiB of
+ * every large read (docs/PICKLE.md, "The memo"). Here the per-index part is an Int32Array
  * (outside the heap, pages touched only as the memo fills, no write barrier) and the heap holds
  * only the values still referenced: ~40 K of them for that file.
  */
