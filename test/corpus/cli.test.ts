@@ -101,7 +101,9 @@ describe('the Kineto traces', () => {
       expect(JSON.parse(json!.stdout)).toHaveProperty('devices');
       expect(trace!.stdout.length).toBeGreaterThan(0);
       expect(stats!.status).toBe(1);
-      expect(stats!.stderr).toMatch(new RegExp(`^memscope: .*${basename(file).replace(/\./g, '\\.')}: \`memscope stats\` needs a memory snapshot.*\\n$`));
+      expect(stats!.stderr).toMatch(
+        new RegExp(`^memscope: .*${basename(file).replace(/\./g, '\\.')}: not a PyTorch memory snapshot: looks like a Kineto trace \\(JSON\\); \`memscope stats\` needs .*\\n$`),
+      );
     });
   }
 });
