@@ -59,7 +59,7 @@ class GenericBuilder implements PickleBuilder {
    * stored under a `frames` key is a stack: every reader of snapshots interns it (the fast path's
    * lanes by memo slot, `normaliseSnapshot` by identity), so placing it again costs one stack id,
    * never its frames. It weighs 1 and is never charged, on this path as on the fast path
-   * (SnapshotBuilder), so both take the same bytes from `maxBytes` for the same file.
+   * (SnapshotBuilder), so on the sharing PyTorch writes both take the same bytes from `maxBytes`.
    */
   private place(target: object, stack: unknown[], start: number, end: number, step: number): void {
     let total = 0;
