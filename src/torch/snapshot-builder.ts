@@ -1331,7 +1331,9 @@ export class SnapshotBuilder implements PickleBuilder {
         throw pickleError('pickle-corrupt', at, 'dict key is an unhashable list, dict or set');
       }
       const v = stack[i + 1];
-      if (v instanceof RawDict || v instanceof RawList) this.placed(v);
+      // A list under `frames` is a stack, interned: placing it again costs one stack id (the
+      // generic reader's GenericBuilder does not charge it either).
+      if (v instanceof RawDict || (v instanceof RawList && key !== 'frames')) this.placed(v);
       map.set(key, v);
     }
     if (map.size > this.maxItems) throw pickleError('pickle-limit', at, `dict with more than ${this.maxItems} items`);

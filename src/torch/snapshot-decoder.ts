@@ -58,6 +58,8 @@ function describe(v: unknown): string {
 class Assembler {
   /** Frame dicts are shared objects in real files (the pickle memo): resolve each once. */
   private readonly frameIdByObject = new Map<unknown, number>();
+  /** Stack ids of the frames lists interned so far, by list (a shared list is one stack). */
+  private readonly stackIdByObject = new Map<unknown, number>();
   constructor(private readonly t: SnapshotTables) {}
 
   /** Map view of a generic dict node (RawDict or Map), or null if not a dict. */
@@ -131,10 +133,15 @@ class Assembler {
     if (v === undefined || v === null) return 0;
     if (v instanceof RawList && v.stack >= 0) return v.stack;
     if (v instanceof RawList && v.items === null && v.ids === null) return 0;
+    // A frames list shared by many entries is interned once: the readers charge no memory for
+    // placing it again, so reading it again must cost no time either.
+    const known = this.stackIdByObject.get(v);
+    if (known !== undefined) return known;
     const items = this.list(v, path);
     const ids = new Int32Array(items.length);
     items.forEach((f, i) => (ids[i] = this.frameId(f, `${path}[${i}]`)));
     const id = this.t.internStack(ids, ids.length);
+    this.stackIdByObject.set(v, id);
     if (v instanceof RawList) {
       v.stack = id;
       v.items = null;

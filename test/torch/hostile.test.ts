@@ -253,3 +253,53 @@ describe('sharing on the generic path', () => {
     expect(generic.traces[0]!.count).toBeGreaterThan(1000);
   });
 });
+
+describe('a stack shared by every entry and block costs one stack id on both paths', () => {
+  // PyTorch shares one frames list between the entries and blocks a call site makes; both paths
+  // intern it, so placing it again takes nothing from maxBytes on either (docs/PICKLE.md, Safety model).
+  const outcome = (read: () => unknown): string => {
+    try {
+      read();
+      return 'ok';
+    } catch (e) {
+      if (!isMemscopeError(e)) throw e;
+      return `${e.code}: ${e.message}`;
+    }
+  };
+
+  it('a 1,000-frame stack placed 31,000 times reads within a budget of 16 times the file, alike on both paths', () => {
+    const bytes = hostile('shared-stack');
+    const limits = { maxBytes: bytes.length * 16 };
+    const generic = normaliseSnapshot(readPickle(bytes, limits));
+    const fast = readSnapshot(bytes, { limits });
+    for (const snap of [generic, fast]) {
+      // The empty stack and the one shared stack.
+      expect(snap.stacks.count).toBe(2);
+      expect(snap.traces[0]!.count).toBe(30_000);
+      expect(new Set(snap.traces[0]!.stack)).toEqual(new Set([1]));
+      expect(new Set(snap.blocks.stack)).toEqual(new Set([1]));
+      expect(snap.stacks.offsets[2]! - snap.stacks.offsets[1]!).toBe(1000);
+    }
+    expect(generic.frames.map((f) => formatFrame(f))).toEqual(fast.frames.map((f) => formatFrame(f)));
+  });
+
+  it('the same limit errors, at the same offsets, on both paths', () => {
+    const bytes = hostile('shared-stack');
+    const results = new Set<string>();
+    for (const f of [0.05, 0.3, 0.8, 1.5, 3, 6, 16]) {
+      const limits = { maxBytes: Math.round(bytes.length * f) };
+      const generic = outcome(() => readPickle(bytes, limits));
+      expect({ f, result: outcome(() => readSnapshot(bytes, { limits })) }).toEqual({ f, result: generic });
+      results.add(generic);
+    }
+    expect(results.has('ok')).toBe(true);
+    expect(results.size).toBeGreaterThan(3);
+  });
+
+  it('a heavy list shared under any other key is still charged', () => {
+    // The same frames list, also placed 30,000 times as an unknown top-level key's items.
+    const e = errorOf(() => readPickle(hostile('shared-stack-elsewhere'), { maxBytes: hostile('shared-stack-elsewhere').length * 16 }));
+    expect(e.code).toBe('pickle-limit');
+    expect(e.message).toMatch(/decoded data exceeds the memory limit/);
+  });
+});

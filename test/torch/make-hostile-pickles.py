@@ -71,6 +71,17 @@ def main(case):
         frames = [{'filename': 'x.py', 'line': i, 'name': f'f{i}'} for i in range(200)]
         entries = [{'action': 'alloc', 'addr': 4096 * k, 'size': 512, 'stream': 0, 'time_us': k, 'frames': list(frames)} for k in range(4)]
         value = {'segments': [], 'device_traces': [entries], 'allocator_settings': {}}
+    elif case == 'shared-stack':
+        # one 1,000-frame stack (frames list) shared by 30,000 trace entries and 1,000 blocks, as
+        # PyTorch shares a stack between the entries and blocks one call site makes
+        frames = [{'filename': 'model.py', 'line': i, 'name': f'f{i}'} for i in range(1000)]
+        blocks = [dict(block(0x7F0000000000 + 512 * i, 512), frames=frames) for i in range(1000)]
+        entries = [{'action': 'alloc', 'addr': 0x7F0000000000 + 512 * (k % 1000), 'size': 512, 'stream': 0, 'time_us': k, 'frames': frames} for k in range(30_000)]
+        value = snapshot([segment(0x7F0000000000, 512 * 1000, blocks)], device_traces=[entries])
+    elif case == 'shared-stack-elsewhere':
+        # a 1,000-frame list shared 30,000 times, not as a stack: under an unknown key
+        frames = [{'filename': 'model.py', 'line': i, 'name': f'f{i}'} for i in range(1000)]
+        value = snapshot([], zz_unknown_key=[frames] * 30_000)
     else:
         raise SystemExit(f'unknown case {case}')
     sys.stdout.buffer.write(pickle.dumps(value, protocol=4))

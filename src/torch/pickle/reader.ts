@@ -37,8 +37,8 @@ function isUnhashable(key: unknown): boolean {
 
 /**
  * A container placed again (through the memo) from this many values on is charged what
- * materialising it again costs: below it (frame dicts, short lists: the sharing every snapshot
- * has) sharing is free.
+ * materialising it again costs: below it (frame dicts, short lists, trace entries and blocks)
+ * sharing is free.
  */
 const CHARGE_SHARED_FROM = 64;
 /** Bytes charged per value of a shared container placed again (a slot and a small object). */
@@ -54,12 +54,18 @@ class GenericBuilder implements PickleBuilder {
 
   constructor(private readonly maxItems: number) {}
 
-  /** Adds the weights of values placed in `target`, charging heavy ones placed before. */
+  /**
+   * Adds the weights of values placed in `target`, charging heavy ones placed before. A list
+   * stored under a `frames` key is a stack: every reader of snapshots interns it (the fast path's
+   * lanes by memo slot, `normaliseSnapshot` by identity), so placing it again costs one stack id,
+   * never its frames. It weighs 1 and is never charged, on this path as on the fast path
+   * (SnapshotBuilder), so on the sharing PyTorch writes both take the same bytes from `maxBytes`.
+   */
   private place(target: object, stack: unknown[], start: number, end: number, step: number): void {
     let total = 0;
     for (let i = start; i < end; i += step) {
       const v = stack[i];
-      if (typeof v !== 'object' || v === null) {
+      if (typeof v !== 'object' || v === null || (step === 2 && stack[i - 1] === 'frames' && Array.isArray(v))) {
         total++;
         continue;
       }
