@@ -4,13 +4,12 @@
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { Command } from 'commander';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { readSnapshotFile } from '../../src/allocator/read-snapshot-node.js';
 import { expandableAlternative, parseSnapshot, reconstructStartState, replaySnapshot, whatIf } from '../../src/allocator/replay.js';
 import { parseAllocatorConf } from '../../src/allocator/settings.js';
-import { register } from '../../src/cli/commands/replay.js';
 import { fixture } from '../support/fixtures.js';
+import { runReplay } from '../support/replay-cli.js';
 
 const MiB = 2 ** 20;
 const B = 0x7f0000000000;
@@ -21,21 +20,7 @@ function load(name: string): any {
 
 const full = { matched: expect.any(Number), rate: 1 };
 
-async function cli(...args: string[]): Promise<string> {
-  const out: string[] = [];
-  const spy = vi.spyOn(process.stdout, 'write').mockImplementation((chunk: string | Uint8Array) => {
-    out.push(String(chunk));
-    return true;
-  });
-  try {
-    const program = new Command().exitOverride();
-    register(program);
-    await program.parseAsync(['node', 'memscope', 'replay', ...args]);
-  } finally {
-    spy.mockRestore();
-  }
-  return out.join('');
-}
+const cli = runReplay;
 
 afterEach(() => vi.restoreAllMocks());
 

@@ -1,26 +1,11 @@
-import { Command } from 'commander';
 import { afterEach, describe, expect, it, vi } from 'vitest';
-import { register } from '../../src/cli/commands/replay.js';
 import { byteSize } from '../../src/cli/options.js';
 import { fixture } from '../support/fixtures.js';
+import { runReplay } from '../support/replay-cli.js';
 
 const FILE = fixture('torch/newest_format_trace.pickle');
 
-async function run(...args: string[]): Promise<string> {
-  const out: string[] = [];
-  const spy = vi.spyOn(process.stdout, 'write').mockImplementation((chunk: string | Uint8Array) => {
-    out.push(String(chunk));
-    return true;
-  });
-  try {
-    const program = new Command().exitOverride();
-    register(program);
-    await program.parseAsync(['node', 'memscope', 'replay', ...args]);
-  } finally {
-    spy.mockRestore();
-  }
-  return out.join('');
-}
+const run = runReplay;
 
 afterEach(() => vi.restoreAllMocks());
 

@@ -1,28 +1,13 @@
 // `memscope replay FILE --allocator POLICY` on the hand-made snapshot of make_policy_fixture.py.
-import { Command } from 'commander';
 import { resolve } from 'node:path';
 import { afterEach, describe, expect, it, vi } from 'vitest';
-import { register } from '../../src/cli/commands/replay.js';
 import { fixture, repoRoot } from '../support/fixtures.js';
+import { runReplay } from '../support/replay-cli.js';
 
 const FILE = fixture('torch/policy_small.pickle');
 const MiB = 2 ** 20;
 
-async function run(...args: string[]): Promise<string> {
-  const out: string[] = [];
-  const spy = vi.spyOn(process.stdout, 'write').mockImplementation((chunk: string | Uint8Array) => {
-    out.push(String(chunk));
-    return true;
-  });
-  try {
-    const program = new Command().exitOverride();
-    register(program);
-    await program.parseAsync(['node', 'memscope', 'replay', ...args]);
-  } finally {
-    spy.mockRestore();
-  }
-  return out.join('');
-}
+const run = runReplay;
 
 afterEach(() => vi.restoreAllMocks());
 
