@@ -5,6 +5,7 @@
  * readable trace lines — as plain functions over the model, so the CLI, the
  * allocator's saveSegmentUsage/saveMemoryUsage and the browser viewer share them.
  */
+import { AddressMap } from '../allocator/address-map.js';
 import { humanBytes, humanBytes as formatHumanBytes } from '../core/units.js';
 import type { FlameStack } from '../report/flamegraph-svg.js';
 import type { DeviceMemoryTimeline, MemoryTrace } from './memory-trace.js';
@@ -1013,6 +1014,16 @@ export function traceActionCounts(snapshot: MemorySnapshot): TraceActionCounts[]
  */
 export function traceLines(snapshot: MemorySnapshot, options: { frames?: boolean } = {}): string[] {
   const out: string[] = [];
+  emitTraceLines(snapshot, options, (line) => out.push(line));
+  return out;
+}
+
+/**
+ * traceLines one line at a time, in order: a caller that writes them out as they come holds no
+ * array of every line (on a large trace, keeping them all costs more in garbage collection than
+ * making them).
+ */
+export function emitTraceLines(snapshot: MemorySnapshot, options: { frames?: boolean }, emit: (line: string) => void): void {
   const l = labels(snapshot);
   // Traces repeat a few sizes many times: each is formatted once.
   const sizeText = new Map<number, string>();
@@ -1029,7 +1040,7 @@ export function traceLines(snapshot: MemorySnapshot, options: { frames?: boolean
   const oomLines: string[] = [];
   for (const trace of snapshot.traces) {
     if (trace.count === 0) continue;
-    out.push(`Device ${trace.device} ---------------- ${trace.count} entries`);
+    emit(`Device ${trace.device} ---------------- ${trace.count} entries`);
     const free: string[] = [];
     let next = 0;
     const newName = (): string => {
@@ -1038,7 +1049,7 @@ export function traceLines(snapshot: MemorySnapshot, options: { frames?: boolean
       const n = next++;
       return String.fromCharCode(97 + (n % 26)) + (n >= 26 ? String(Math.floor(n / 26)) : '');
     };
-    const allocations = new Map<number, string>();
+    const allocations = new AddressMap<string>(1024);
     // Segments the trace allocated (oldest first among equal addresses) and the end state's, both by
     // address: each allocation finds its segment by binary search, not by a scan of every segment.
     const liveSegments: { name: string; addr: number; size: number }[] = [];
@@ -1058,14 +1069,25 @@ export function traceLines(snapshot: MemorySnapshot, options: { frames?: boolean
       }
       return at;
     };
-    const findSegment = (addr: number): [string, number] | null => {
+    /** The segment holding addr, left in segmentName / segmentAddress (no pair made per allocation); false when none. */
+    let segmentName = '';
+    let segmentAddress = 0;
+    const findSegment = (addr: number): boolean => {
       let k = lastAtOrBelow(liveSegments.length, (j) => liveSegments[j].addr, addr);
       while (k > 0 && liveSegments[k - 1].addr === liveSegments[k].addr) k--;
-      if (k >= 0 && addr < liveSegments[k].addr + liveSegments[k].size) return [liveSegments[k].name, liveSegments[k].addr];
+      if (k >= 0 && addr < liveSegments[k].addr + liveSegments[k].size) {
+        segmentName = liveSegments[k].name;
+        segmentAddress = liveSegments[k].addr;
+        return true;
+      }
       let j = lastAtOrBelow(known.length, (x) => known[x].address, addr);
       while (j > 0 && known[j - 1].address === known[j].address) j--;
-      if (j >= 0 && addr < known[j].address + known[j].totalSize) return [`seg_${known[j].index}`, known[j].address];
-      return null;
+      if (j >= 0 && addr < known[j].address + known[j].totalSize) {
+        segmentName = `seg_${known[j].index}`;
+        segmentAddress = known[j].address;
+        return true;
+      }
+      return false;
     };
     let live = 0;
     for (let i = 0; i < trace.count; i++) {
@@ -1076,8 +1098,9 @@ export function traceLines(snapshot: MemorySnapshot, options: { frames?: boolean
       switch (action) {
         case 'alloc': {
           const name = newName();
-          const seg = findSegment(addr);
-          line = seg ? `${name} = ${seg[0]}[${addr - seg[1]}:${humanBytes(size)}]` : `${name} = MEM[0x${addr.toString(16)}:${humanBytes(size)}]`;
+          line = findSegment(addr)
+            ? `${name} = ${segmentName}[${addr - segmentAddress}:${humanBytes(size)}]`
+            : `${name} = MEM[0x${addr.toString(16)}:${humanBytes(size)}]`;
           allocations.set(addr, name);
           live += size;
           break;
@@ -1141,15 +1164,14 @@ export function traceLines(snapshot: MemorySnapshot, options: { frames?: boolean
         const top = l.top(trace.stack[i]!, 1)[0];
         if (top) line += `    @ ${top}`;
       }
-      out.push(line);
+      emit(line);
       if (oomLines.length > 0) {
-        out.push(...oomLines);
+        for (const o of oomLines) emit(o);
         oomLines.length = 0;
       }
     }
-    out.push(`net change over the trace: ${humanBytes(live)} (allocations minus completed frees)`);
+    emit(`net change over the trace: ${humanBytes(live)} (allocations minus completed frees)`);
   }
-  return out;
 }
 
 // ---------------------------------------------------------------- timeline
