@@ -27,7 +27,7 @@ export class AddressMap<V> {
     let capacity = 16;
     while (capacity < initialCapacity * 2) capacity *= 2;
     this.keys = new Float64Array(capacity).fill(NaN);
-    this.vals = new Array<V | undefined>(capacity).fill(undefined);
+    this.vals = new Array<V | undefined>(capacity);
     this.mask = capacity - 1;
     this.shift = 32 - Math.log2(capacity);
   }
@@ -110,7 +110,7 @@ export class AddressMap<V> {
 
   clear(): void {
     this.keys.fill(NaN);
-    this.vals.fill(undefined);
+    this.vals = new Array<V | undefined>(this.keys.length);
     this.size = 0;
   }
 
@@ -134,14 +134,22 @@ export class AddressMap<V> {
     const oldKeys = this.keys;
     const oldVals = this.vals;
     const capacity = oldKeys.length * 2;
-    this.keys = new Float64Array(capacity).fill(NaN);
-    this.vals = new Array<V | undefined>(capacity).fill(undefined);
-    this.mask = capacity - 1;
+    const keys = new Float64Array(capacity).fill(NaN);
+    // Unfilled: a slot's value is read only where its key is set.
+    const vals = new Array<V | undefined>(capacity);
+    const mask = capacity - 1;
+    this.keys = keys;
+    this.vals = vals;
+    this.mask = mask;
     this.shift = 32 - Math.log2(capacity);
-    this.size = 0;
+    // Every key is distinct: each goes to the first empty slot of its probe run.
     for (let i = 0; i < oldKeys.length; i++) {
       const k = oldKeys[i]!;
-      if (k === k) this.set(k, oldVals[i] as V);
+      if (k !== k) continue;
+      let j = this.home(k);
+      while (keys[j] === keys[j]) j = (j + 1) & mask;
+      keys[j] = k;
+      vals[j] = oldVals[i];
     }
   }
 }
