@@ -5,7 +5,6 @@
  * readable trace lines — as plain functions over the model, so the CLI, the
  * allocator's saveSegmentUsage/saveMemoryUsage and the browser viewer share them.
  */
-import { AddressMap } from '../allocator/address-map.js';
 import { humanBytes, humanBytes as formatHumanBytes } from '../core/units.js';
 import type { FlameStack } from '../report/flamegraph-svg.js';
 import type { DeviceMemoryTimeline, MemoryTrace } from './memory-trace.js';
@@ -1049,7 +1048,7 @@ export function emitTraceLines(snapshot: MemorySnapshot, options: { frames?: boo
       const n = next++;
       return String.fromCharCode(97 + (n % 26)) + (n >= 26 ? String(Math.floor(n / 26)) : '');
     };
-    const allocations = new AddressMap<string>(1024);
+    const allocations = new Map<number, string>();
     // Segments the trace allocated (oldest first among equal addresses) and the end state's, both by
     // address: each allocation finds its segment by binary search, not by a scan of every segment.
     const liveSegments: { name: string; addr: number; size: number }[] = [];
