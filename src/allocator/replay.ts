@@ -268,7 +268,10 @@ function mergeRanges(ranges: MappedRange[]): MappedRange[] {
   return out;
 }
 
-function segsAsHolders(segs: AddressMap<{ size: number; stream: number; isSmall: boolean }>) {
+/** The ordinary segments at the trace's start as places blocks can sit (unordered: the caller sorts them by address). */
+function segsAsHolders(
+  segs: AddressMap<{ size: number; stream: number; isSmall: boolean }>,
+): { address: number; size: number; stream: number; isSmall: boolean; expandable: boolean }[] {
   const out: { address: number; size: number; stream: number; isSmall: boolean; expandable: boolean }[] = [];
   segs.forEach((s, address) => out.push({ address, size: s.size, stream: s.stream, isSmall: s.isSmall, expandable: false }));
   return out;
