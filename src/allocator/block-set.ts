@@ -6,7 +6,7 @@
  * allocation hot path. Positions (`lowerBound`, `at`) are flat indexes over
  * the whole set, as with a sorted array.
  */
-const CHUNK = 512;
+const CHUNK = 128;
 
 export class SortedSet<T> {
   private chunks: T[][] = [];
@@ -23,14 +23,21 @@ export class SortedSet<T> {
 
   private ensurePrefix(): void {
     if (this.prefixValid) return;
-    const p = new Array<number>(this.chunks.length);
+    const p = this.prefix;
+    p.length = this.chunks.length;
     let n = 0;
     for (let c = 0; c < this.chunks.length; c++) {
       p[c] = n;
       n += this.chunks[c].length;
     }
-    this.prefix = p;
     this.prefixValid = true;
+  }
+
+  /** Chunk `c` grew or shrank by `by` items: the counts before later chunks move with it (kept valid without a rebuild). */
+  private shiftPrefix(c: number, by: number): void {
+    if (!this.prefixValid) return;
+    const p = this.prefix;
+    for (let k = c + 1; k < p.length; k++) p[k] += by;
   }
 
   /** Chunk holding the first item not less than `key` (or the last chunk when all are less). */
@@ -89,10 +96,15 @@ export class SortedSet<T> {
     const chunk = this.chunks[c];
     const i = this.indexIn(chunk, item);
     if (i < chunk.length && this.compare(chunk[i], item) === 0) return false;
-    chunk.splice(i, 0, item);
-    if (chunk.length > 2 * CHUNK) this.chunks.splice(c + 1, 0, chunk.splice(CHUNK));
+    // Shifting in place rather than with splice: splice allocates the array it returns, on every
+    // insert of the allocator's hot path.
+    for (let k = chunk.length; k > i; k--) chunk[k] = chunk[k - 1]!;
+    chunk[i] = item;
     this.count++;
-    this.prefixValid = false;
+    if (chunk.length > 2 * CHUNK) {
+      this.chunks.splice(c + 1, 0, chunk.splice(CHUNK));
+      this.prefixValid = false;
+    } else this.shiftPrefix(c, 1);
     return true;
   }
 
@@ -102,10 +114,14 @@ export class SortedSet<T> {
     const chunk = this.chunks[c];
     const i = this.indexIn(chunk, item);
     if (i >= chunk.length || chunk[i] !== item) return false;
-    chunk.splice(i, 1);
-    if (chunk.length === 0) this.chunks.splice(c, 1);
+    const last = chunk.length - 1;
+    for (let k = i; k < last; k++) chunk[k] = chunk[k + 1]!;
+    chunk.pop();
     this.count--;
-    this.prefixValid = false;
+    if (chunk.length === 0) {
+      this.chunks.splice(c, 1);
+      this.prefixValid = false;
+    } else this.shiftPrefix(c, -1);
     return true;
   }
 

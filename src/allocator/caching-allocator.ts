@@ -1,4 +1,5 @@
 import { MemscopeError } from '../core/errors.js';
+import { AddressMap } from './address-map.js';
 import { SortedSet } from './block-set.js';
 import { DeviceBackend, SimulatedDevice } from './device.js';
 import { DEFAULT_SETTINGS, divisionsFor, type AllocatorSettings } from './settings.js';
@@ -205,7 +206,7 @@ export class CachingAllocatorModel {
   private readonly smallPool = newPool(true);
   private readonly largePool = newPool(false);
   /** Allocated and pending-free blocks by address. */
-  private readonly activeBlocks = new Map<number, Block>();
+  private readonly activeBlocks = new AddressMap<Block>();
   private readonly expandableSegments: ExpandableSegment[] = [];
   /** Bytes held from the device (cudaMalloc'd or mapped): PyTorch's total_allocated_memory. */
   private totalAllocatedMemory = 0;
@@ -892,7 +893,7 @@ export class CachingAllocatorModel {
 
   /** Every mapped block, grouped into segments (one per contiguous mapped range), by address. */
   segments(): { head: Block; blocks: Block[]; isExpandable: boolean }[] {
-    const all: Block[] = [...this.activeBlocks.values()];
+    const all: Block[] = this.activeBlocks.values();
     for (const pool of [this.largePool, this.smallPool]) all.push(...pool.blocks);
     const out: { head: Block; blocks: Block[]; isExpandable: boolean }[] = [];
     for (const head of all) {

@@ -1,4 +1,5 @@
 import { MemscopeError } from '../core/errors.js';
+import { AddressMap } from './address-map.js';
 import { CachingAllocatorModel, hexAddress, type ExpandableLayout, type SegmentLayout, type TraceEntry } from './caching-allocator.js';
 import type { DeviceBackend } from './device.js';
 import { SimulatedDevice } from './device.js';
@@ -267,6 +268,15 @@ function mergeRanges(ranges: MappedRange[]): MappedRange[] {
   return out;
 }
 
+/** The ordinary segments at the trace's start as places blocks can sit (unordered: the caller sorts them by address). */
+function segsAsHolders(
+  segs: AddressMap<{ size: number; stream: number; isSmall: boolean }>,
+): { address: number; size: number; stream: number; isSmall: boolean; expandable: boolean }[] {
+  const out: { address: number; size: number; stream: number; isSmall: boolean; expandable: boolean }[] = [];
+  segs.forEach((s, address) => out.push({ address, size: s.size, stream: s.stream, isSmall: s.isSmall, expandable: false }));
+  return out;
+}
+
 /**
  * Walks the trace backwards from the snapshot's end state to the state just before event `from`
  * (the whole trace by default). Live blocks are the end state's plus every allocation the walk
@@ -277,11 +287,11 @@ export function reconstructStartState(snap: ParsedSnapshot, device: number, from
   const problems: string[] = [];
   let contradictedAt = -1;
   const trace = snap.traces[device] ?? [];
-  const segs = new Map<number, { size: number; stream: number; isSmall: boolean }>();
+  const segs = new AddressMap<{ size: number; stream: number; isSmall: boolean }>();
   /** Segments the walk removed (allocated by the trace), to name the event a stray block contradicts. */
   const removedSegs: { address: number; size: number; index: number }[] = [];
   /** Live blocks by address: a trace index (the free_completed that ends it) or -(k + 1) for endLive[k]. */
-  const live = new Map<number, number>();
+  const live = new AddressMap<number>(1024);
   const endLive: LiveBlock[] = [];
   let mapped: MappedRange[] = [];
   /** Every address an expandable segment of each (stream, pool) is seen to hold: its base is the lowest. */
@@ -350,12 +360,19 @@ export function reconstructStartState(snap: ParsedSnapshot, device: number, from
   // Every place a block can sit at the start: ordinary segments and mapped expandable ranges.
   type Holder = { address: number; size: number; stream: number; isSmall: boolean; expandable: boolean };
   const holders: Holder[] = [
-    ...[...segs.entries()].map(([address, s]) => ({ address, size: s.size, stream: s.stream, isSmall: s.isSmall, expandable: false })),
+    ...segsAsHolders(segs),
     ...mapped.map((r) => ({ address: r.start, size: r.end - r.start, stream: r.stream, isSmall: r.isSmall, expandable: true })),
   ].sort((a, b) => a.address - b.address);
-  const liveSorted: [number, LiveBlock][] = [...live.entries()]
-    .sort((a, b) => a[0] - b[0])
-    .map(([addr, v]) => [addr, v < 0 ? endLive[-v - 1] : { requested: trace[v].size, stream: trace[v].stream, exactSize: null, freedAt: v }]);
+  const liveAddresses = new Float64Array(live.size);
+  let liveCount = 0;
+  live.forEach((_, addr) => {
+    liveAddresses[liveCount++] = addr;
+  });
+  liveAddresses.sort();
+  const liveSorted: [number, LiveBlock][] = Array.from(liveAddresses, (addr): [number, LiveBlock] => {
+    const v = live.get(addr)!;
+    return [addr, v < 0 ? endLive[-v - 1] : { requested: trace[v].size, stream: trace[v].stream, exactSize: null, freedAt: v }];
+  });
 
   // Blocks whose size the rules infer (exactSize null) and that leave free room after them: the
   // first allocation that lands in that room, before the block is freed, starts where it ends.
@@ -699,13 +716,18 @@ function replayDevice(snap: ParsedSnapshot, device: number): DeviceReplayReport 
   backend.preload = [];
 
   const mismatches: ReplayMismatch[] = [];
-  /** Records a mismatch; the message is built only while fewer than MAX_MISMATCHES are kept. */
-  const note = (traceIndex: number, kind: ReplayMismatch['kind'], message: () => string): void => {
-    if (mismatches.length < MAX_MISMATCHES) mismatches.push({ traceIndex, kind, message: message() });
+  /**
+   * Callers build a mismatch's message only while fewer than MAX_MISMATCHES are kept (`noting()`).
+   * No closure in the event loop captures its per-event variables: such a closure makes the engine
+   * allocate a fresh scope for every event, whether or not a mismatch is recorded.
+   */
+  const noting = (): boolean => mismatches.length < MAX_MISMATCHES;
+  const note = (traceIndex: number, kind: ReplayMismatch['kind'], message: string): void => {
+    mismatches.push({ traceIndex, kind, message });
   };
   /** Trace indexes of the segment events replayed. */
   const traceSeg: number[] = [];
-  const addrMap = new Map<number, number>();
+  const addrMap = new AddressMap<number>(1024);
   const ooms: ReplayOom[] = [];
   let allocs = 0;
   let allocMatched = 0;
@@ -773,7 +795,7 @@ function replayDevice(snap: ParsedSnapshot, device: number): DeviceReplayReport 
           let reproduced = false;
           try {
             model.malloc(e.size, e.stream);
-            note(i, 'oom', () => `PyTorch ran out of memory for ${e.size} bytes; the model did not`);
+            if (noting()) note(i, 'oom', `PyTorch ran out of memory for ${e.size} bytes; the model did not`);
           } catch (err) {
             if (!(err instanceof MemscopeError) || err.code !== 'oom') throw err;
             reproduced = true;
@@ -794,7 +816,7 @@ function replayDevice(snap: ParsedSnapshot, device: number): DeviceReplayReport 
           got = model.malloc(e.size, e.stream);
         } catch (err) {
           if (!(err instanceof MemscopeError)) throw err;
-          note(i, 'oom', () => `model failed to allocate ${e.size} bytes: ${err.message.slice(0, 120)}`);
+          if (noting()) note(i, 'oom', `model failed to allocate ${e.size} bytes: ${err.message.slice(0, 120)}`);
           break;
         }
         // Frees name PyTorch's address: map it to the model's only where the two differ.
@@ -803,7 +825,7 @@ function replayDevice(snap: ParsedSnapshot, device: number): DeviceReplayReport 
           if (addrMap.size > 0) addrMap.delete(got);
         } else {
           addrMap.set(e.addr!, got);
-          note(i, 'address', () => `alloc of ${e.size} bytes: PyTorch gave ${hexAddress(e.addr!)}, the model ${hexAddress(got)}`);
+          if (noting()) note(i, 'address', `alloc of ${e.size} bytes: PyTorch gave ${hexAddress(e.addr!)}, the model ${hexAddress(got)}`);
         }
         break;
       }
@@ -817,7 +839,7 @@ function replayDevice(snap: ParsedSnapshot, device: number): DeviceReplayReport 
           else model.completeFreeOrFree(addr);
         } catch (err) {
           if (!(err instanceof MemscopeError)) throw err;
-          note(i, 'free', () => `${e.action} of ${hexAddress(e.addr!)}: ${err.message}`);
+          if (noting()) note(i, 'free', `${e.action} of ${hexAddress(e.addr!)}: ${err.message}`);
         }
         break;
       }
@@ -832,11 +854,11 @@ function replayDevice(snap: ParsedSnapshot, device: number): DeviceReplayReport 
     const t = k < traceSeg.length ? trace[traceSeg[k]] : undefined;
     const m = emitted[k];
     if (t && m && t.action === m.action && (t.addr ?? 0) === m.addr && t.size === m.size) segMatched++;
-    else if (t || m) {
+    else if ((t || m) && noting()) {
       note(
         k < traceSeg.length ? traceSeg[k] : (m?.index ?? -1),
         'segment-event',
-        () => `segment event #${k}: PyTorch ${t ? `${t.action} ${hexAddress(t.addr ?? 0)} ${t.size}` : 'none'}, model ${m ? `${m.action} ${hexAddress(m.addr)} ${m.size}` : 'none'}`,
+        `segment event #${k}: PyTorch ${t ? `${t.action} ${hexAddress(t.addr ?? 0)} ${t.size}` : 'none'}, model ${m ? `${m.action} ${hexAddress(m.addr)} ${m.size}` : 'none'}`,
       );
     }
   }
@@ -876,7 +898,7 @@ function replayDevice(snap: ParsedSnapshot, device: number): DeviceReplayReport 
       break;
     }
   }
-  if (firstMissing !== null) note(trace.length, 'layout', () => `end state: PyTorch has block ${firstMissing}, the model does not`);
+  if (firstMissing !== null && noting()) note(trace.length, 'layout', `end state: PyTorch has block ${firstMissing}, the model does not`);
 
   const incomplete = describeIncomplete(start);
   return {

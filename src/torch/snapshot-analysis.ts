@@ -1018,6 +1018,16 @@ export function traceActionCounts(snapshot: MemorySnapshot): TraceActionCounts[]
  */
 export function traceLines(snapshot: MemorySnapshot, options: { frames?: boolean } = {}): string[] {
   const out: string[] = [];
+  emitTraceLines(snapshot, options, (line) => out.push(line));
+  return out;
+}
+
+/**
+ * traceLines one line at a time, in order: a caller that writes them out as they come holds no
+ * array of every line (on a large trace, keeping them all costs more in garbage collection than
+ * making them).
+ */
+export function emitTraceLines(snapshot: MemorySnapshot, options: { frames?: boolean }, emit: (line: string) => void): void {
   const l = labels(snapshot);
   // Traces repeat a few sizes many times: each is formatted once.
   const sizeText = new Map<number, string>();
@@ -1034,7 +1044,7 @@ export function traceLines(snapshot: MemorySnapshot, options: { frames?: boolean
   const oomLines: string[] = [];
   for (const trace of snapshot.traces) {
     if (trace.count === 0) continue;
-    out.push(`Device ${trace.device} ---------------- ${trace.count} entries`);
+    emit(`Device ${trace.device} ---------------- ${trace.count} entries`);
     const free: string[] = [];
     let next = 0;
     const newName = (): string => {
@@ -1063,14 +1073,25 @@ export function traceLines(snapshot: MemorySnapshot, options: { frames?: boolean
       }
       return at;
     };
-    const findSegment = (addr: number): [string, number] | null => {
+    /** The segment holding addr, left in segmentName / segmentAddress (no pair made per allocation); false when none. */
+    let segmentName = '';
+    let segmentAddress = 0;
+    const findSegment = (addr: number): boolean => {
       let k = lastAtOrBelow(liveSegments.length, (j) => liveSegments[j].addr, addr);
       while (k > 0 && liveSegments[k - 1].addr === liveSegments[k].addr) k--;
-      if (k >= 0 && addr < liveSegments[k].addr + liveSegments[k].size) return [liveSegments[k].name, liveSegments[k].addr];
+      if (k >= 0 && addr < liveSegments[k].addr + liveSegments[k].size) {
+        segmentName = liveSegments[k].name;
+        segmentAddress = liveSegments[k].addr;
+        return true;
+      }
       let j = lastAtOrBelow(known.length, (x) => known[x].address, addr);
       while (j > 0 && known[j - 1].address === known[j].address) j--;
-      if (j >= 0 && addr < known[j].address + known[j].totalSize) return [`seg_${known[j].index}`, known[j].address];
-      return null;
+      if (j >= 0 && addr < known[j].address + known[j].totalSize) {
+        segmentName = `seg_${known[j].index}`;
+        segmentAddress = known[j].address;
+        return true;
+      }
+      return false;
     };
     let live = 0;
     for (let i = 0; i < trace.count; i++) {
@@ -1081,8 +1102,9 @@ export function traceLines(snapshot: MemorySnapshot, options: { frames?: boolean
       switch (action) {
         case 'alloc': {
           const name = newName();
-          const seg = findSegment(addr);
-          line = seg ? `${name} = ${seg[0]}[${addr - seg[1]}:${humanBytes(size)}]` : `${name} = MEM[0x${addr.toString(16)}:${humanBytes(size)}]`;
+          line = findSegment(addr)
+            ? `${name} = ${segmentName}[${addr - segmentAddress}:${humanBytes(size)}]`
+            : `${name} = MEM[0x${addr.toString(16)}:${humanBytes(size)}]`;
           allocations.set(addr, name);
           live += size;
           break;
@@ -1146,15 +1168,14 @@ export function traceLines(snapshot: MemorySnapshot, options: { frames?: boolean
         const top = l.top(trace.stack[i]!, 1)[0];
         if (top) line += `    @ ${top}`;
       }
-      out.push(line);
+      emit(line);
       if (oomLines.length > 0) {
-        out.push(...oomLines);
+        for (const o of oomLines) emit(o);
         oomLines.length = 0;
       }
     }
-    out.push(`net change over the trace: ${humanBytes(live)} (allocations minus completed frees)`);
+    emit(`net change over the trace: ${humanBytes(live)} (allocations minus completed frees)`);
   }
-  return out;
 }
 
 // ---------------------------------------------------------------- timeline

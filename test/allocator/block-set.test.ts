@@ -10,7 +10,7 @@ describe('SortedSet', () => {
       x = (x * 1103515245 + 12345) % 2 ** 31;
       return x;
     };
-    // 3,000 values first so the set spans several 512-item chunks before the random phase.
+    // 3,000 values first so the set spans several chunks before the random phase.
     for (let v = 0; v < 3000; v++) {
       set.insert(v * 2 + 10000);
       model.push(v * 2 + 10000);
@@ -29,6 +29,11 @@ describe('SortedSet', () => {
         expect(deleted).toBe(model.includes(v));
         if (deleted) model.splice(model.indexOf(v), 1);
       }
+      // Positions right after a change: the counts before each chunk are adjusted in place between rebuilds.
+      const probe = rand() % 5000;
+      const want = model.findIndex((m) => m >= probe);
+      expect(set.lowerBound(probe)).toBe(want === -1 ? model.length : want);
+      expect(set.at(rand() % model.length)).toBe(model[x % model.length]);
       if (step % 997 === 0) {
         expect(set.toArray()).toEqual(model);
         expect([...set]).toEqual(model);

@@ -1,6 +1,6 @@
 import type { Command } from 'commander';
 import { traceEventLines } from '../../report/torch-text.js';
-import { snapshotTimeline, traceLines } from '../../torch/snapshot-analysis.js';
+import { emitTraceLines, snapshotTimeline } from '../../torch/snapshot-analysis.js';
 import { nonNegativeInt } from '../options.js';
 import { openWithProgress, printJson, printText } from '../torch-common.js';
 
@@ -24,8 +24,22 @@ export function register(program: Command): void {
         });
         return;
       }
-      const lines = opened.kind === 'snapshot' ? traceLines(opened.snapshot, { frames: opts.frames }) : traceEventLines(opened.trace, { limit });
-      if (lines.length === 0) lines.push('(no trace events: record them with torch.cuda.memory._record_memory_history() before taking the snapshot)');
-      printText(lines.join('\n') + '\n');
+      const empty = '(no trace events: record them with torch.cuda.memory._record_memory_history() before taking the snapshot)\n';
+      if (opened.kind !== 'snapshot') {
+        const lines = traceEventLines(opened.trace, { limit });
+        printText(lines.length === 0 ? empty : lines.join('\n') + '\n');
+        return;
+      }
+      // Written out in batches as the lines are made: a snapshot's trace can have millions.
+      const batch: string[] = [];
+      let any = false;
+      emitTraceLines(opened.snapshot, { frames: opts.frames }, (line) => {
+        any = true;
+        if (batch.push(line) === 16384) {
+          printText(batch.join('\n') + '\n');
+          batch.length = 0;
+        }
+      });
+      printText(!any ? empty : batch.length > 0 ? batch.join('\n') + '\n' : '');
     });
 }
