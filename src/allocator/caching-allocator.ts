@@ -949,18 +949,8 @@ export class CachingAllocatorModel {
         const b = makeBlock(spec.stream, spec2.size, pool, spec2.address, segment);
         b.requestedSize = spec2.requestedSize;
         link(b);
-        if (spec2.allocated) {
-          b.allocated = true;
-          b.frames = spec2.frames ?? null;
-          this.activeBlocks.set(b.address, b);
-          for (const i of pool.statIndexes) {
-            this.stats.allocation[i].increase(1);
-            this.stats.allocated_bytes[i].increase(b.size);
-            this.stats.active[i].increase(1);
-            this.stats.active_bytes[i].increase(b.size);
-            this.stats.requested_bytes[i].increase(b.requestedSize);
-          }
-        } else free.push(b);
+        if (spec2.allocated) this.loadAllocated(pool, b, spec2.frames);
+        else free.push(b);
       }
       if (cursor !== range.address + range.totalSize) {
         throw new MemscopeError('bad-argument', `loadExpandableState: blocks of range ${hexAddress(range.address)} do not cover its ${range.totalSize} bytes`);
@@ -968,6 +958,20 @@ export class CachingAllocatorModel {
     }
     unmappedRun(spec.base + spec.size);
     for (const b of free) this.insertIntoBlocks(pool, b);
+  }
+
+  /** A block of a loaded state that the program holds: live, with its stats counted as if just allocated. */
+  private loadAllocated(pool: Pool, b: Block, frames: Block['frames'] | undefined): void {
+    b.allocated = true;
+    b.frames = frames ?? null;
+    this.activeBlocks.set(b.address, b);
+    for (const i of pool.statIndexes) {
+      this.stats.allocation[i].increase(1);
+      this.stats.allocated_bytes[i].increase(b.size);
+      this.stats.active[i].increase(1);
+      this.stats.active_bytes[i].increase(b.size);
+      this.stats.requested_bytes[i].increase(b.requestedSize);
+    }
   }
 
   /**
@@ -1006,16 +1010,7 @@ export class CachingAllocatorModel {
         prev = b;
         cursor += spec.size;
         if (spec.allocated) {
-          b.allocated = true;
-          b.frames = spec.frames ?? null;
-          this.activeBlocks.set(b.address, b);
-          for (const i of pool.statIndexes) {
-            this.stats.allocation[i].increase(1);
-            this.stats.allocated_bytes[i].increase(b.size);
-            this.stats.active[i].increase(1);
-            this.stats.active_bytes[i].increase(b.size);
-            this.stats.requested_bytes[i].increase(b.requestedSize);
-          }
+          this.loadAllocated(pool, b, spec.frames);
           if (b.size >= this.settings.maxSplitSize) this.stats.oversize_allocations.increase(1);
         }
       }

@@ -736,7 +736,7 @@ export function readSnapshot(bytes: Uint8Array, options: ReadSnapshotOptions = {
  * or the error, that the input deserves). A RangeError from an allocation past the heap stays
  * what it is: reading the file again would only meet it again.
  */
-function fallsBack(e: unknown): boolean {
+export function fallsBack(e: unknown): boolean {
   if (e instanceof FastPathBail) return true;
   if (isMemscopeError(e)) return false;
   return !(e instanceof RangeError && /allocation failed|Array buffer allocation/i.test(e.message));

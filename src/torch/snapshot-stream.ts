@@ -6,8 +6,8 @@
 import { DEFAULT_PICKLE_LIMITS, PickleMachine, type PickleLimits } from './pickle/machine.js';
 import { readPickle } from './pickle/reader.js';
 import { SnapshotBuilder } from './snapshot-builder.js';
-import { assemble, normaliseSnapshot, type ReadSnapshotPiecesOptions } from './snapshot-decoder.js';
-import { FastPathBail, SnapshotTables } from './snapshot-tables.js';
+import { assemble, fallsBack, normaliseSnapshot, type ReadSnapshotPiecesOptions } from './snapshot-decoder.js';
+import { SnapshotTables } from './snapshot-tables.js';
 import type { MemorySnapshot } from './snapshot.js';
 
 /** Bytes of the inflated pickle held at a time unless told otherwise (as readSnapshotPieces). */
@@ -15,8 +15,8 @@ const DEFAULT_PIECE_BYTES = 8 << 20;
 
 /**
  * Reads a pickled snapshot from the chunks `open()` yields. `open` may be called a second time:
- * a file the fast path does not model (a recognised dict modified later, which no pickler writes)
- * is read again, whole, by the generic reader. The stream's length is known only at its end, so a
+ * a file the fast path does not model (a recognised dict modified later, which no pickler writes),
+ * or a fault inside the fast path, is read again, whole, by the generic reader. The stream's length is known only at its end, so a
  * FRAME longer than the rest of the data is caught when it lies in the last piece.
  */
 export async function readSnapshotStream(open: () => AsyncIterable<Uint8Array>, options: ReadSnapshotPiecesOptions = {}): Promise<MemorySnapshot> {
@@ -65,9 +65,10 @@ export async function readSnapshotStream(open: () => AsyncIterable<Uint8Array>, 
     }
   } catch (e) {
     await chunks.return?.();
-    if (!(e instanceof FastPathBail)) throw e;
+    if (!fallsBack(e)) throw e;
   }
-  // As readSnapshot: something the fast path does not model; read the whole stream generically.
+  // As readSnapshot: something the fast path does not model, or a fault of its own; read the whole
+  // stream generically.
   const parts: Uint8Array[] = [];
   let length = 0;
   for await (const chunk of open()) {

@@ -5,6 +5,7 @@ import { readFileSync } from 'node:fs';
 import { readPickle } from '../../src/torch/pickle/reader.js';
 import { SnapshotBuilder } from '../../src/torch/snapshot-builder.js';
 import { readerOf, readSnapshotPieces } from '../../src/torch/snapshot-decoder.js';
+import { readSnapshotStream } from '../../src/torch/snapshot-stream.js';
 import { blockAt, normaliseSnapshot, readSnapshot, stackFrames, traceEventAt, type MemorySnapshot } from '../../src/torch/snapshot.js';
 import { formatFrame, outOfMemoryEvents, traceLines, type OomEvent } from '../../src/torch/snapshot-analysis.js';
 import { formatSnapshotSummary, snapshotSummaryJson } from '../../src/report/torch-text.js';
@@ -148,6 +149,26 @@ describe('hand-made layouts of real files', () => {
 });
 
 describe('a fault inside the fast path', () => {
+  it('in a stream of chunks (a gzipped file), falls back to the general path too', async () => {
+    const bytes = bytesOf('oom_entries');
+    const general = normaliseSnapshot(readPickle(bytes));
+    let opened = 0;
+    const open = async function* (): AsyncGenerator<Uint8Array> {
+      opened++;
+      for (let at = 0; at < bytes.length; at += 97) yield bytes.subarray(at, at + 97);
+    };
+    const spy = vi.spyOn(SnapshotBuilder.prototype, 'setItems').mockImplementation(() => {
+      throw new TypeError('a fault of the fast path');
+    });
+    try {
+      expect(resolved(await readSnapshotStream(open, { pieceBytes: 256 }))).toEqual(resolved(general));
+      expect(opened).toBe(2);
+      expect(spy).toHaveBeenCalled();
+    } finally {
+      spy.mockRestore();
+    }
+  });
+
   it('falls back to the general path instead of reaching the caller', () => {
     const bytes = bytesOf('oom_entries');
     const general = normaliseSnapshot(readPickle(bytes));
