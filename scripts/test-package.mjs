@@ -221,6 +221,12 @@ if (source.problem) {
     }
     const stray = files.filter((f) => /^package\/(src|test|bench|scripts|node_modules)\//.test(f));
     if (stray.length > 0) problems.push(`the tarball ships ${stray.length} files it should not (${stray[0]}, …)`);
+    // Only the user pages of docs/, each named in package.json's "files" (docs/ARCHITECTURE.md, "Documentation").
+    const named = new Set(JSON.parse(readFileSync(join(root, 'package.json'), 'utf8')).files);
+    const docs = files.filter((f) => f.startsWith('package/docs/'));
+    const developerDocs = docs.filter((f) => !named.has(f.slice('package/'.length)));
+    if (developerDocs.length > 0) problems.push(`the tarball ships developer docs (${developerDocs.join(', ')})`);
+    if (!docs.includes('package/docs/COMMANDS.md')) problems.push('package/docs/COMMANDS.md (a user page) is not in the tarball');
     detail = `: ${name}, ${files.length} files`;
   }
   // A tarball that lacks a file still goes on to the apps: each check then shows what that costs.
