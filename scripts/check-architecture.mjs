@@ -360,7 +360,7 @@ export function checkArchitecture(srcDir, rules = DEFAULT_RULES) {
   }
 
   const order = ['resolve', 'layer', 'render', 'cycle', 'length'];
-  violations.sort((x, y) => order.indexOf(x.rule) - order.indexOf(y.rule) || x.message.localeCompare(y.message));
+  violations.sort((x, y) => order.indexOf(x.rule) - order.indexOf(y.rule) || x.message.localeCompare(y.message, 'en', { numeric: true }));
   return { files, edges, violations };
 }
 
