@@ -83,7 +83,8 @@ export function importsOf(fileName, text) {
       const typeOnly = !!clause && (clause.isTypeOnly || (!clause.name && !!clause.namedBindings && ts.isNamedImports(clause.namedBindings) && clause.namedBindings.elements.length > 0 && clause.namedBindings.elements.every((e) => e.isTypeOnly)));
       add(node.moduleSpecifier, typeOnly);
     } else if (ts.isExportDeclaration(node)) {
-      add(node.moduleSpecifier, node.isTypeOnly);
+      const clause = node.exportClause;
+      add(node.moduleSpecifier, node.isTypeOnly || (!!clause && ts.isNamedExports(clause) && clause.elements.length > 0 && clause.elements.every((e) => e.isTypeOnly)));
     } else if (ts.isImportEqualsDeclaration(node) && ts.isExternalModuleReference(node.moduleReference)) {
       add(node.moduleReference.expression, node.isTypeOnly);
     } else if (ts.isCallExpression(node) && node.expression.kind === ts.SyntaxKind.ImportKeyword) {

@@ -71,6 +71,8 @@ describe('reading imports', () => {
       "const s = \"import { y } from './string.js'\";",
       'const t = await import(someVariable);',
       "import { readFileSync } from 'node:fs';",
+      "export { type N, type O } from './n.js';",
+      "export { p, type Q } from './p.js';",
     ].join('\n');
     expect(importsOf('x.ts', text)).toEqual([
       { specifier: './a.js', typeOnly: false, line: 1 },
@@ -85,6 +87,8 @@ describe('reading imports', () => {
       { specifier: './l.js', typeOnly: true, line: 10 },
       { specifier: './m.js', typeOnly: false, line: 11 },
       { specifier: 'node:fs', typeOnly: false, line: 15 },
+      { specifier: './n.js', typeOnly: true, line: 16 },
+      { specifier: './p.js', typeOnly: false, line: 17 },
     ]);
   });
 });
