@@ -27,4 +27,5 @@ export const DEFAULT_RULES: Rules;
 export function importsOf(fileName: string, text: string): { specifier: string; typeOnly: boolean; line: number }[];
 export function longestFunction(fileName: string, text: string): { name: string; line: number; lines: number } | null;
 export function checkArchitecture(srcDir: string, rules?: Rules): { files: string[]; edges: ImportEdge[]; violations: Violation[] };
+export function folderGraph(edges: readonly ImportEdge[], rules?: Rules): { from: string; to: string; imports: number }[];
 export function formatViolations(violations: readonly Violation[]): string;

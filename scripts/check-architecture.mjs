@@ -13,8 +13,9 @@
 // `import('…')` calls and `import('…')` types all count; bare specifiers (npm packages, node:
 // builtins) are outside the graph.
 //
-// `node scripts/check-architecture.mjs [srcDir]` prints every violation and exits 1 when there
-// is one; test/architecture/ runs the same check under `npm test`.
+// `node scripts/check-architecture.mjs [srcDir] [--graph]` prints every violation (and with
+// --graph the import graph between folders) and exits 1 when there is a violation;
+// test/architecture/ runs the same check under `npm test`.
 import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
 import { dirname, join, relative, resolve, sep } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
@@ -365,6 +366,30 @@ export function checkArchitecture(srcDir, rules = DEFAULT_RULES) {
   return { files, edges, violations };
 }
 
+/**
+ * The import graph between folders (an entry point counts as its own node, by file name): one
+ * `{ from, to, imports }` per pair of folders that one imports the other, lowest importer first.
+ */
+export function folderGraph(edges, rules = DEFAULT_RULES) {
+  const node = (file) => folderOf(file) || file;
+  const counts = new Map();
+  for (const { from, to } of edges) {
+    const a = node(from);
+    const b = node(to);
+    if (a === b) continue;
+    counts.set(`${a}\0${b}`, (counts.get(`${a}\0${b}`) ?? 0) + 1);
+  }
+  const rank = new Map();
+  rules.layers.forEach((folders, i) => folders.forEach((f) => rank.set(f, i)));
+  const order = (f) => rank.get(f) ?? rules.layers.length;
+  return [...counts]
+    .map(([key, imports]) => {
+      const [from, to] = key.split('\0');
+      return { from, to, imports };
+    })
+    .sort((x, y) => order(x.from) - order(y.from) || x.from.localeCompare(y.from) || order(y.to) - order(x.to) || x.to.localeCompare(y.to));
+}
+
 /** The violations as one numbered list, grouped by rule. */
 export function formatViolations(violations) {
   if (violations.length === 0) return 'no violations';
@@ -382,8 +407,15 @@ export function formatViolations(violations) {
 }
 
 if (process.argv[1] && import.meta.url === pathToFileURL(resolve(process.argv[1])).href) {
-  const srcDir = resolve(process.argv[2] ?? join(dirname(fileURLToPath(import.meta.url)), '..', 'src'));
+  const args = process.argv.slice(2);
+  const showGraph = args.includes('--graph');
+  const dir = args.find((a) => a !== '--graph');
+  const srcDir = resolve(dir ?? join(dirname(fileURLToPath(import.meta.url)), '..', 'src'));
   const { files, edges, violations } = checkArchitecture(srcDir);
   process.stdout.write(`${files.length} files, ${edges.length} imports under ${relative(process.cwd(), srcDir) || '.'}\n${formatViolations(violations)}\n`);
+  if (showGraph) {
+    process.stdout.write('folder imports (importer -> imported: import statements):\n');
+    for (const { from, to, imports } of folderGraph(edges)) process.stdout.write(`  ${from} -> ${to}: ${imports}\n`);
+  }
   process.exitCode = violations.length > 0 ? 1 : 0;
 }

@@ -7,7 +7,7 @@ import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { checkArchitecture, DEFAULT_RULES, LONG_FILE_EXCEPTIONS, formatViolations, importsOf, type Rules } from '../../scripts/check-architecture.mjs';
+import { checkArchitecture, DEFAULT_RULES, folderGraph, LONG_FILE_EXCEPTIONS, formatViolations, importsOf, type Rules } from '../../scripts/check-architecture.mjs';
 import { repoRoot } from '../support/fixtures.js';
 
 let made: string[] = [];
@@ -113,6 +113,25 @@ describe('the checker on hand-made trees', () => {
       'viewer/html.ts -> analysis/profile.ts',
     ]);
     expect(formatViolations(result.violations)).toBe('no violations');
+  });
+
+  it('draws the import graph between folders, lowest importer first', () => {
+    const src = tree({ ...CLEAN, 'tracking/more.ts': "import '../torch/snapshot.js';\nimport '../core/units.js';\n" });
+    expect(folderGraph(check(src).edges).map(({ from, to, imports }) => `${from} -> ${to}: ${imports}`)).toEqual([
+      'render -> core: 1',
+      'capture -> core: 1',
+      'torch -> render: 1',
+      'allocator -> torch: 1',
+      'analysis -> core: 1',
+      'tracking -> torch: 2',
+      'tracking -> core: 1',
+      'tfjs -> tracking: 1',
+      'viewer -> analysis: 1',
+      'cli -> tfjs: 1',
+      'cli -> viewer: 1',
+      'index.ts -> cli: 1',
+      'index.ts -> core: 1',
+    ]);
   });
 
   it('reports an import circle with its files in order, type-only imports included', () => {
@@ -224,9 +243,10 @@ describe('the checker on hand-made trees', () => {
     expect(bad.stdout).toContain('2 architecture violation(s):');
     expect(bad.stdout).toContain('  1. src/core/up.ts:1 imports src/cli/main.ts: an upward import');
     expect(bad.stdout).toContain('  2. src/torch/long.ts has 700 lines (limit 600)');
-    const good = spawnSync(process.execPath, [script, tree({ ...CLEAN, ...ports })], { encoding: 'utf8' });
+    const good = spawnSync(process.execPath, [script, tree({ ...CLEAN, ...ports }), '--graph'], { encoding: 'utf8' });
     expect(good.stderr).toBe('');
-    expect(good.stdout).toMatch(/^13 files, 12 imports under .*\nno violations\n$/);
+    expect(good.stdout).toMatch(/^13 files, 12 imports under .*\nno violations\nfolder imports \(importer -> imported: import statements\):\n  render -> core: 1\n/);
+    expect(good.stdout).toContain('\n  index.ts -> core: 1\n');
     expect(good.status).toBe(0);
   });
 });
