@@ -5,7 +5,8 @@
  * and the allocator's saveSegmentUsage / saveMemoryUsage share them.
  */
 import { humanBytes } from '../core/units.js';
-import { blockFlameStacks, snapshotTotals } from '../torch/snapshot-analysis.js';
+import { snapshotTotals } from '../torch/snapshot-analysis.js';
+import { blockFlameStacks } from '../torch/snapshot-flamegraph.js';
 import type { MemorySnapshot } from '../torch/snapshot.js';
 import { renderFlameGraph, warmColor } from './flamegraph-svg.js';
 

@@ -5,8 +5,6 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { readSnapshot, type MemorySnapshot } from '../../src/torch/snapshot.js';
 import {
-  blockFlameStacks,
-  compareFlameStacks,
   compareSnapshots,
   fragmentation,
   largestAllocations,
@@ -17,6 +15,7 @@ import {
   traceActionCounts,
   traceLines,
 } from '../../src/torch/snapshot-analysis.js';
+import { blockFlameStacks, compareFlameStacks } from '../../src/torch/snapshot-flamegraph.js';
 import { devicePeak } from '../../src/torch/memory-trace.js';
 import { renderFlameGraph } from '../../src/report/flamegraph-svg.js';
 import { renderSnapshotFlameGraph } from '../../src/report/snapshot-flamegraph.js';
