@@ -1,5 +1,5 @@
 import { humanBytes } from '../core/units.js';
-import { renderFlameGraph, type FlameStack } from '../report/flamegraph-svg.js';
+import { renderFlameGraph, type FlameStack } from '../render/flamegraph-svg.js';
 import type { Frame } from './caching-allocator.js';
 import type { MemorySnapshot, SnapshotBlock } from './snapshot.js';
 

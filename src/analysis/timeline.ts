@@ -11,7 +11,7 @@
 import { MemscopeError } from '../core/errors.js';
 import type { DeviceName } from '../core/events.js';
 import { humanBytes, type Unit } from '../core/units.js';
-import { escapeHtml } from '../report/escape.js';
+import { escapeHtml } from '../render/escape.js';
 import type { Action, Category, CategoryDict, MemoryProfile, TimelineEntry, TimelineKey } from './memory-profile.js';
 import { ACTION_INDEX, CATEGORY_COLORS, CATEGORY_ORDER, categoryIndex } from './memory-profile.js';
 

@@ -9,7 +9,7 @@ import {
   type MemorySnapshot,
   type ModuleMemStats,
 } from '../tracking/mem-types.js';
-import { renderTable } from './table.js';
+import { renderTable } from '../render/table.js';
 
 const NO_MEMORY = 'No memory tracked.';
 

@@ -3,8 +3,8 @@
  * HTML file (inline SVG from svg-line-chart.ts, no script, no network).
  */
 import { humanBytes } from '../core/units.js';
-import { escapeHtml } from './escape.js';
-import { renderLineChart, PALETTE, type LineSeries } from './svg-line-chart.js';
+import { escapeHtml } from '../render/escape.js';
+import { renderLineChart, PALETTE, type LineSeries } from '../render/svg-line-chart.js';
 import { devicePeak, type DeviceMemoryTimeline, type MemoryTrace } from '../torch/memory-trace.js';
 
 const SOURCE_LABEL: Record<string, string> = {

@@ -8,7 +8,7 @@ import { humanBytes } from '../core/units.js';
 import { snapshotTotals } from '../torch/snapshot-analysis.js';
 import { blockFlameStacks } from '../torch/snapshot-flamegraph.js';
 import type { MemorySnapshot } from '../torch/snapshot.js';
-import { renderFlameGraph, warmColor } from './flamegraph-svg.js';
+import { renderFlameGraph, warmColor } from '../render/flamegraph-svg.js';
 
 const STATE_COLORS: Record<string, string> = {
   active_allocated: 'rgb(230,120,90)',

@@ -5,7 +5,7 @@
  */
 import { humanBytes } from '../core/units.js';
 import { renderMemorySummary } from '../allocator/summary.js';
-import { renderTable } from './table.js';
+import { renderTable } from '../render/table.js';
 import {
   devicePeak,
   memoryByOperator,

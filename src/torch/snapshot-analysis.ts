@@ -5,7 +5,7 @@
  * lines (the flame graphs are in snapshot-flamegraph.ts) — as plain functions over the model, so the CLI, the
  * allocator's saveSegmentUsage/saveMemoryUsage and the browser viewer share them.
  */
-import { escapeControl } from '../report/escape.js';
+import { escapeControl } from '../render/escape.js';
 import { humanBytes, humanBytes as formatHumanBytes } from '../core/units.js';
 import type { DeviceMemoryTimeline, MemoryTrace } from './memory-trace.js';
 import { EMPTY_OPERATORS } from './memory-trace.js';

@@ -8,7 +8,7 @@
  * flamegraph.pl.
  */
 import { humanBytes } from '../core/units.js';
-import type { FlameStack } from '../report/flamegraph-svg.js';
+import type { FlameStack } from '../render/flamegraph-svg.js';
 import { rootFirstFrameLabels, segmentKey } from './snapshot-analysis.js';
 import type { MemorySnapshot, Segment } from './snapshot.js';
 

@@ -7,8 +7,8 @@
 import { MemscopeError } from '../core/errors.js';
 import type { DeviceName } from '../core/events.js';
 import { bytesIn, humanBytes } from '../core/units.js';
-import { escapeHtml } from '../report/escape.js';
-import { renderLineChart, type ChartMarker, type LineSeries } from '../report/svg-line-chart.js';
+import { escapeHtml } from '../render/escape.js';
+import { renderLineChart, type ChartMarker, type LineSeries } from '../render/svg-line-chart.js';
 
 /** The `format` field of a saved stats file; anything else is a foreign file. */
 export const OP_TRACES_FORMAT = 'memscope.op-traces';

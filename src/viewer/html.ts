@@ -1,4 +1,4 @@
-import { escapeHtml } from '../report/escape.js';
+import { escapeHtml } from '../render/escape.js';
 import type { ReportData } from './report-data.js';
 
 /**

@@ -17,7 +17,7 @@ import {
 } from '../../src/torch/snapshot-analysis.js';
 import { blockFlameStacks, compareFlameStacks } from '../../src/torch/snapshot-flamegraph.js';
 import { devicePeak } from '../../src/torch/memory-trace.js';
-import { renderFlameGraph } from '../../src/report/flamegraph-svg.js';
+import { renderFlameGraph } from '../../src/render/flamegraph-svg.js';
 import { renderSnapshotFlameGraph } from '../../src/report/snapshot-flamegraph.js';
 import { formatFragmentation, formatSnapshotSummary } from '../../src/report/torch-text.js';
 import { renderMemoryPlotHtml } from '../../src/report/memory-plot-html.js';

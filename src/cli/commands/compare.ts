@@ -1,6 +1,6 @@
 import type { Command } from 'commander';
 import { compareSnapshots, formatComparison } from '../../report/torch-text.js';
-import { renderFlameGraph } from '../../report/flamegraph-svg.js';
+import { renderFlameGraph } from '../../render/flamegraph-svg.js';
 import { compareFlameStacks } from '../../torch/snapshot-flamegraph.js';
 import { nonNegativeInt } from '../options.js';
 import { openSnapshotWithProgress, writeOutput, printJson, textStyle, printText } from '../torch-common.js';
