@@ -5,11 +5,13 @@
  * only one of two snapshots). Each block weighs its requested bytes under its
  * allocating stack, and what it holds beyond them (rounding, or the whole of
  * an inactive block) under a `<gaps>` leaf, as `_write_blocks` writes them for
- * flamegraph.pl.
+ * flamegraph.pl. memscope draws them itself (render/flamegraph-svg.ts), for
+ * the CLI's `segments`/`memory`/`compare` and the allocator's
+ * saveSegmentUsage/saveMemoryUsage alike.
  */
 import { humanBytes } from '../core/units.js';
-import type { FlameStack } from '../render/flamegraph-svg.js';
-import { rootFirstFrameLabels, segmentKey } from './snapshot-analysis.js';
+import { renderFlameGraph, warmColor, type FlameStack } from '../render/flamegraph-svg.js';
+import { rootFirstFrameLabels, segmentKey, snapshotTotals } from './snapshot-analysis.js';
 import type { MemorySnapshot, Segment } from './snapshot.js';
 
 /**
@@ -61,4 +63,37 @@ export function compareFlameStacks(before: MemorySnapshot, after: MemorySnapshot
     ...blockFlameStacks(before, true, null, { rootFrame: 'only_before', segments: (s) => !afterKeys.has(segmentKey(s)) }),
     ...blockFlameStacks(after, true, null, { rootFrame: 'only_after', segments: (s) => !beforeKeys.has(segmentKey(s)) }),
   ];
+}
+
+const STATE_COLORS: Record<string, string> = {
+  active_allocated: 'rgb(230,120,90)',
+  active_pending_free: 'rgb(240,190,90)',
+  inactive: 'rgb(170,200,225)',
+};
+
+function frameColor(name: string, _depth: number, path: readonly string[]): string {
+  if (STATE_COLORS[name]) return STATE_COLORS[name]!;
+  if (name === '<gaps>') return 'rgb(215,215,215)';
+  if (name.startsWith('stream_') || name.startsWith('seg_') || name.startsWith('device_')) return 'rgb(200,200,170)';
+  // Frames under an inactive block are history, not live memory: keep them cool.
+  if (path.includes('inactive')) return 'rgb(190,210,230)';
+  return warmColor(name);
+}
+
+export type SnapshotFlameKind = 'segments' | 'memory';
+
+export function renderSnapshotFlameGraph(snapshot: MemorySnapshot, kind: SnapshotFlameKind, options: { title?: string; device?: number | null; width?: number } = {}): string {
+  const device = options.device ?? null;
+  const stacks = blockFlameStacks(snapshot, kind === 'segments', device);
+  const totals = snapshotTotals(snapshot, device);
+  const title =
+    options.title ??
+    (kind === 'segments' ? 'Segments: what each allocator segment holds' : 'Memory: reserved memory by allocating stack');
+  return renderFlameGraph(stacks, {
+    title,
+    subtitle: `${humanBytes(totals.all.reserved)} reserved in ${totals.all.segments} segments, ${humanBytes(totals.all.allocatedFromBlocks)} allocated; widths are bytes (requested; <gaps> is rounding or free space)`,
+    rootLabel: `all (${humanBytes(totals.all.reserved)})`,
+    colorFor: frameColor,
+    width: options.width,
+  });
 }

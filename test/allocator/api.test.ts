@@ -6,7 +6,7 @@ import { describe, expect, it } from 'vitest';
 import { DeviceMemory } from '../../src/allocator/api.js';
 import { readSnapshotFile } from '../../src/allocator/read-snapshot-node.js';
 import { dumpSnapshot, saveMemoryUsage, saveSegmentUsage } from '../../src/allocator/snapshot-node.js';
-import { renderMemorySummary } from '../../src/allocator/summary.js';
+import { renderMemorySummary } from '../../src/torch/memory-summary.js';
 import { MemscopeError } from '../../src/core/errors.js';
 import { fixture } from '../support/fixtures.js';
 

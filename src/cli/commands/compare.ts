@@ -1,5 +1,5 @@
 import type { Command } from 'commander';
-import { compareSnapshots, formatComparison } from '../../report/torch-text.js';
+import { compareSnapshots, formatComparison } from '../../torch/text-reports.js';
 import { renderFlameGraph } from '../../render/flamegraph-svg.js';
 import { compareFlameStacks } from '../../torch/snapshot-flamegraph.js';
 import { nonNegativeInt } from '../options.js';

@@ -1,5 +1,5 @@
 import { humanBytes } from '../core/units.js';
-import { frameLocation, type LeakGroup, type LeakReport } from '../capture/leaks.js';
+import { frameLocation, type LeakGroup, type LeakReport } from './leaks.js';
 import { renderTable } from '../render/table.js';
 
 /** `memscope leaks` output: one block per leak group, largest first. */

@@ -5,7 +5,7 @@
 import { humanBytes } from '../core/units.js';
 import { escapeHtml } from '../render/escape.js';
 import { renderLineChart, PALETTE, type LineSeries } from '../render/svg-line-chart.js';
-import { devicePeak, type DeviceMemoryTimeline, type MemoryTrace } from '../torch/memory-trace.js';
+import { devicePeak, type DeviceMemoryTimeline, type MemoryTrace } from './memory-trace.js';
 
 const SOURCE_LABEL: Record<string, string> = {
   kineto: 'Kineto profiler trace',

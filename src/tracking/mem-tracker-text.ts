@@ -8,7 +8,7 @@ import {
   type DeviceSnapshot,
   type MemorySnapshot,
   type ModuleMemStats,
-} from '../tracking/mem-types.js';
+} from './mem-types.js';
 import { renderTable } from '../render/table.js';
 
 const NO_MEMORY = 'No memory tracked.';
