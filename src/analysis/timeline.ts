@@ -12,6 +12,7 @@ import { MemscopeError } from '../core/errors.js';
 import type { DeviceName } from '../core/events.js';
 import { humanBytes, type Unit } from '../core/units.js';
 import { escapeHtml } from '../render/escape.js';
+import { renderHtmlPage } from '../render/html-page.js';
 import type { Action, Category, CategoryDict, MemoryProfile, TimelineEntry, TimelineKey } from './memory-profile.js';
 import { ACTION_INDEX, CATEGORY_COLORS, CATEGORY_ORDER, categoryIndex } from './memory-profile.js';
 
@@ -136,19 +137,11 @@ export class MemoryProfileTimeline {
       `Max memory reserved: ${options.maxReservedBytes === undefined ? 'not reported by this backend' : humanBytes(options.maxReservedBytes)}`,
     ];
     const svg = renderStackedAreaSvg(series, titleLines, options.width ?? 1200, options.height ?? 640);
-    return [
-      '<!DOCTYPE html>',
-      '<html>',
-      '<head><meta charset="utf-8" />',
-      `<title>${escapeHtml(options.title ?? `Memory Timeline (${device})`)}</title>`,
-      '<style>body{font-family:sans-serif;margin:16px;background:#fff;color:#222}</style>',
-      '</head>',
-      '<body>',
-      svg,
-      '</body>',
-      '</html>',
-      '',
-    ].join('\n');
+    return renderHtmlPage({
+      title: options.title ?? `Memory Timeline (${device})`,
+      css: 'body{font-family:sans-serif;margin:16px;background:#fff;color:#222}',
+      body: svg,
+    });
   }
 }
 
