@@ -1,9 +1,9 @@
 /**
  * Analyses of a normalised CUDA memory snapshot (src/torch/snapshot.ts), the
  * questions PyTorch's torch/cuda/_memory_viz.py answers — totals, segment
- * fill and fragmentation, live memory by allocating frame, readable trace
- * lines (the flame graphs are in snapshot-flamegraph.ts) — as plain functions over the model, so the CLI, the
- * allocator's saveSegmentUsage/saveMemoryUsage and the browser viewer share them.
+ * fill and fragmentation, live memory by allocating frame, the frame labels
+ * the flame graphs (snapshot-flamegraph.ts) draw, readable trace lines — as
+ * plain functions over the model, so the CLI and the browser viewer share them.
  */
 import { escapeControl } from '../render/escape.js';
 import { humanBytes, humanBytes as formatHumanBytes } from '../core/units.js';
