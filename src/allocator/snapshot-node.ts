@@ -1,13 +1,27 @@
 import { writeFileSync } from 'node:fs';
-import { writePickle } from '../torch/pickle/writer.js';
+import { makeTuple } from '../torch/pickle/reader.js';
+import { pyFloat, writePickle } from '../torch/pickle/writer.js';
 import type { DeviceMemory } from './api.js';
-import { toPickleShape, type MemorySnapshot } from './snapshot.js';
+import type { MemorySnapshot } from './snapshot.js';
 import { renderMemoryUsage, renderSegmentUsage } from './views.js';
 
 /**
  * File I/O for the device API (Node only): dumpSnapshot, saveSegmentUsage,
  * saveMemoryUsage.
  */
+
+/** The snapshot with Python types where PyTorch has them: segment_pool_id a tuple, the GC threshold a float. */
+function toPickleShape(s: MemorySnapshot): unknown {
+  return {
+    segments: s.segments.map((seg) => ({ ...seg, segment_pool_id: makeTuple([...seg.segment_pool_id]) })),
+    device_traces: s.device_traces,
+    allocator_settings: {
+      ...s.allocator_settings,
+      garbage_collection_threshold: pyFloat(s.allocator_settings.garbage_collection_threshold),
+    },
+    external_annotations: s.external_annotations,
+  };
+}
 
 /** Serialises a snapshot: JSON for *.json, otherwise a protocol-4 pickle (what pytorch.org/memory_viz opens). */
 export function encodeSnapshot(snapshot: MemorySnapshot, path: string): Uint8Array | string {

@@ -1,6 +1,4 @@
 import type { CachingAllocatorModel, Frame, TraceEntry } from './caching-allocator.js';
-import { makeTuple } from '../torch/pickle/reader.js';
-import { pyFloat } from '../torch/pickle/writer.js';
 import { DEFAULT_SETTINGS, toSnapshotSettings, type SnapshotAllocatorSettings } from './settings.js';
 
 /** PyTorch's memory snapshot schema (torch.cuda.memory._snapshot()), as plain objects. */
@@ -84,18 +82,5 @@ export function buildSnapshot(models: readonly CachingAllocatorModel[]): MemoryS
     device_traces: traces,
     allocator_settings: toSnapshotSettings(models[0]?.settings ?? DEFAULT_SETTINGS),
     external_annotations: [],
-  };
-}
-
-/** The snapshot with Python types where PyTorch has them: segment_pool_id a tuple, the GC threshold a float. */
-export function toPickleShape(s: MemorySnapshot): unknown {
-  return {
-    segments: s.segments.map((seg) => ({ ...seg, segment_pool_id: makeTuple([...seg.segment_pool_id]) })),
-    device_traces: s.device_traces,
-    allocator_settings: {
-      ...s.allocator_settings,
-      garbage_collection_threshold: pyFloat(s.allocator_settings.garbage_collection_threshold),
-    },
-    external_annotations: s.external_annotations,
   };
 }

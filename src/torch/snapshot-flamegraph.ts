@@ -14,6 +14,48 @@ import { renderFlameGraph, warmColor, type FlameStack } from '../render/flamegra
 import { rootFirstFrameLabels, segmentKey, snapshotTotals } from './snapshot-analysis.js';
 import type { MemorySnapshot, Segment } from './snapshot.js';
 
+/** Where a segment sits in the graph, as much of it as `segmentPrefix` names. */
+export interface FlameSegment {
+  readonly index: number;
+  readonly device: number;
+  readonly address: number;
+  readonly totalSize: number;
+  readonly stream: number;
+  readonly segmentType: string;
+}
+
+/** The frames above a segment's blocks: [rootFrame,] [device_N when several devices,] stream_S[, seg_I @0xADDR (size, type)]. */
+export function segmentPrefix(seg: FlameSegment, bySegment: boolean, multiDevice: boolean, rootFrame?: string): string[] {
+  return [
+    ...(rootFrame ? [rootFrame] : []),
+    ...(multiDevice ? [`device_${seg.device}`] : []),
+    `stream_${seg.stream}`,
+    ...(bySegment ? [`seg_${seg.index} @0x${seg.address.toString(16)} (${humanBytes(seg.totalSize)}, ${seg.segmentType})`] : []),
+  ];
+}
+
+/**
+ * `_write_blocks` for one block: its requested bytes under its allocating
+ * frames (root first; `<non-python>` when none were recorded), what it holds
+ * beyond them under `<gaps>`. Only active blocks hold requested bytes.
+ */
+export function pushBlockStacks<Stack>(
+  out: FlameStack[],
+  prefix: readonly string[],
+  state: string,
+  size: number,
+  requestedSize: number,
+  rootFirstFrames: (stack: Stack) => readonly string[],
+  stack: Stack,
+): void {
+  const accounted = state.startsWith('active') ? Math.min(size, requestedSize) : 0;
+  if (accounted > 0) {
+    const frames = rootFirstFrames(stack);
+    out.push({ frames: [...prefix, state, ...(frames.length ? frames : ['<non-python>'])], weight: accounted });
+  }
+  if (size - accounted > 0) out.push({ frames: [...prefix, state, '<gaps>'], weight: size - accounted });
+}
+
 /**
  * `_memory_viz.py segments`/`memory` stacks: [stream, (segment,) state, frames…]
  * weighted by requested bytes, plus a `<gaps>` leaf for what the block holds
@@ -27,26 +69,14 @@ export function blockFlameStacks(
 ): FlameStack[] {
   const b = snapshot.blocks;
   const out: FlameStack[] = [];
+  const labelsOf = (stack: number): string[] => rootFirstFrameLabels(snapshot, stack);
   const multiDevice = new Set(snapshot.segments.map((s) => s.device)).size > 1;
   for (const seg of snapshot.segments) {
     if (device !== null && seg.device !== device) continue;
     if (options.segments && !options.segments(seg)) continue;
-    const prefix = [
-      ...(options.rootFrame ? [options.rootFrame] : []),
-      ...(multiDevice ? [`device_${seg.device}`] : []),
-      `stream_${seg.stream}`,
-      ...(bySegment ? [`seg_${seg.index} @0x${seg.address.toString(16)} (${humanBytes(seg.totalSize)}, ${seg.segmentType})`] : []),
-    ];
+    const prefix = segmentPrefix(seg, bySegment, multiDevice, options.rootFrame);
     for (let i = seg.firstBlock; i < seg.firstBlock + seg.blockCount; i++) {
-      const state = snapshot.stateNames[b.state[i]!]!;
-      const size = b.size[i]!;
-      const active = state.startsWith('active');
-      const accounted = active ? Math.min(size, b.requestedSize[i]!) : 0;
-      if (accounted > 0) {
-        const frames = rootFirstFrameLabels(snapshot, b.stack[i]!);
-        out.push({ frames: [...prefix, state, ...(frames.length ? frames : ['<non-python>'])], weight: accounted });
-      }
-      if (size - accounted > 0) out.push({ frames: [...prefix, state, '<gaps>'], weight: size - accounted });
+      pushBlockStacks(out, prefix, snapshot.stateNames[b.state[i]!]!, b.size[i]!, b.requestedSize[i]!, labelsOf, b.stack[i]!);
     }
   }
   return out;
@@ -82,18 +112,31 @@ function frameColor(name: string, _depth: number, path: readonly string[]): stri
 
 export type SnapshotFlameKind = 'segments' | 'memory';
 
-export function renderSnapshotFlameGraph(snapshot: MemorySnapshot, kind: SnapshotFlameKind, options: { title?: string; device?: number | null; width?: number } = {}): string {
-  const device = options.device ?? null;
-  const stacks = blockFlameStacks(snapshot, kind === 'segments', device);
-  const totals = snapshotTotals(snapshot, device);
+/** The totals a snapshot flame graph's subtitle and root name. */
+export interface FlameTotals {
+  readonly reserved: number;
+  readonly segments: number;
+  /** Bytes in active_allocated blocks. */
+  readonly allocated: number;
+}
+
+/** Draws `_memory_viz` stacks (from blockFlameStacks or a model's own walk with pushBlockStacks) as an SVG. */
+export function renderMemoryVizFlameGraph(stacks: readonly FlameStack[], kind: SnapshotFlameKind, totals: FlameTotals, options: { title?: string; width?: number } = {}): string {
   const title =
     options.title ??
     (kind === 'segments' ? 'Segments: what each allocator segment holds' : 'Memory: reserved memory by allocating stack');
   return renderFlameGraph(stacks, {
     title,
-    subtitle: `${humanBytes(totals.all.reserved)} reserved in ${totals.all.segments} segments, ${humanBytes(totals.all.allocatedFromBlocks)} allocated; widths are bytes (requested; <gaps> is rounding or free space)`,
-    rootLabel: `all (${humanBytes(totals.all.reserved)})`,
+    subtitle: `${humanBytes(totals.reserved)} reserved in ${totals.segments} segments, ${humanBytes(totals.allocated)} allocated; widths are bytes (requested; <gaps> is rounding or free space)`,
+    rootLabel: `all (${humanBytes(totals.reserved)})`,
     colorFor: frameColor,
     width: options.width,
   });
+}
+
+export function renderSnapshotFlameGraph(snapshot: MemorySnapshot, kind: SnapshotFlameKind, options: { title?: string; device?: number | null; width?: number } = {}): string {
+  const device = options.device ?? null;
+  const stacks = blockFlameStacks(snapshot, kind === 'segments', device);
+  const { all } = snapshotTotals(snapshot, device);
+  return renderMemoryVizFlameGraph(stacks, kind, { reserved: all.reserved, segments: all.segments, allocated: all.allocatedFromBlocks }, options);
 }
