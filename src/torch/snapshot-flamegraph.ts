@@ -112,7 +112,7 @@ function frameColor(name: string, _depth: number, path: readonly string[]): stri
 
 export type SnapshotFlameKind = 'segments' | 'memory';
 
-/** The totals a snapshot flame graph's subtitle and root name. */
+/** The figures a snapshot flame graph's subtitle and root label show. */
 export interface FlameTotals {
   readonly reserved: number;
   readonly segments: number;
