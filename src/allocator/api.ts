@@ -8,7 +8,7 @@ import { DEFAULT_SETTINGS, parseAllocatorConf, type AllocatorSettings } from './
 import { buildSnapshot, snapshotSegments, type MemorySnapshot, type SnapshotSegment } from './snapshot.js';
 import { captureJsStack } from './stacks.js';
 import { flattenStats, nestedStats, type NestedMemoryStats } from './stats.js';
-import { renderMemorySummary } from './summary.js';
+import { renderMemorySummary } from '../torch/memory-summary.js';
 
 /** A device: an index, or a name like 'cuda:1' / 'cuda'. */
 export type DeviceArg = number | string | undefined;

@@ -6,7 +6,7 @@ import { DEFAULT_CAPACITY, SimulatedDevice } from './device.js';
 import { DEFAULT_SETTINGS, parseAllocatorConf, type AllocatorSettings } from './settings.js';
 import { snapshotSegments, type SnapshotSegment } from './snapshot.js';
 import { flattenStats, nestedStats } from './stats.js';
-import { renderMemorySummary } from './summary.js';
+import { renderMemorySummary } from '../torch/memory-summary.js';
 
 export interface AllocatorBindingOptions {
   /** PYTORCH_CUDA_ALLOC_CONF-style settings for every modelled device. */

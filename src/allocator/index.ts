@@ -43,7 +43,7 @@ export {
 } from './settings.js';
 export { roundSize, segmentSizeFor, isSmallSize, MIN_BLOCK_SIZE, SMALL_SIZE, SMALL_BUFFER, LARGE_BUFFER, MIN_LARGE_ALLOC, ROUND_LARGE } from './sizes.js';
 export { flattenStats, nestedStats, type NestedMemoryStats, type StatValues } from './stats.js';
-export { renderMemorySummary, formatSummaryCount, formatSummarySize } from './summary.js';
+export { renderMemorySummary, formatSummaryCount, formatSummarySize } from '../torch/memory-summary.js';
 export { buildSnapshot, snapshotSegments, type MemorySnapshot, type SnapshotBlock, type SnapshotSegment, type BlockState } from './snapshot.js';
 export {
   parseSnapshot,

@@ -1,64 +1,48 @@
-import { humanBytes } from '../core/units.js';
-import { renderFlameGraph, type FlameStack } from '../report/flamegraph-svg.js';
+import type { FlameStack } from '../render/flamegraph-svg.js';
+import { formatFrame, isInformativeFrame } from '../torch/snapshot-analysis.js';
+import { pushBlockStacks, renderMemoryVizFlameGraph, segmentPrefix, type SnapshotFlameKind } from '../torch/snapshot-flamegraph.js';
 import type { Frame } from './caching-allocator.js';
-import type { MemorySnapshot, SnapshotBlock } from './snapshot.js';
+import type { MemorySnapshot } from './snapshot.js';
 
 /**
- * The two SVG views of torch.cuda.memory._save_segment_usage /
- * _save_memory_usage (torch/cuda/_memory_viz.py `segments` and `memory`),
- * drawn with memscope's flame-graph renderer: the same stacks PyTorch feeds
- * flamegraph.pl — stream → segment → block state → allocating frames for the
- * segment view; stream → state → allocating frames for the memory view — with
- * the same weights (requested bytes, plus a `<gap>` frame for rounding).
+ * torch.cuda.memory._save_segment_usage / _save_memory_usage: the model's
+ * snapshot drawn as the flame graphs of `memscope segments` / `memscope
+ * memory` (torch/snapshot-flamegraph.ts, `_memory_viz.py segments` and
+ * `memory`): the same stacks, weights, labels and drawing, walked over the
+ * model's plain snapshot objects.
  */
 
-function frameLabel(f: Frame): string {
-  return `${f.name} (${f.filename}:${f.line})`;
+/** Informative frames, outermost first, labelled as `_memory_viz` labels them. */
+function rootFirstLabels(frames: readonly Frame[]): string[] {
+  return frames
+    .filter(isInformativeFrame)
+    .map((f) => formatFrame(f))
+    .reverse();
 }
 
-/** Allocating frames outermost first, or `<non-python>` as PyTorch writes when there are none. */
-function framesFragment(frames: readonly Frame[]): string[] {
-  if (frames.length === 0) return ['<non-python>'];
-  return [...frames].reverse().map(frameLabel);
-}
-
-function blockStacks(prefix: readonly string[], blocks: readonly SnapshotBlock[], out: FlameStack[]): void {
-  for (const b of blocks) {
-    const accounted = b.state === 'inactive' ? b.size : Math.min(b.requested_size, b.size);
-    const base = [...prefix, b.state];
-    out.push({ frames: b.state === 'inactive' ? base : [...base, ...framesFragment(b.frames)], weight: accounted });
-    if (b.size - accounted > 0) out.push({ frames: [...base, '<gap>'], weight: b.size - accounted });
-  }
+function renderUsage(snapshot: MemorySnapshot, kind: SnapshotFlameKind): string {
+  const stacks: FlameStack[] = [];
+  const multiDevice = new Set(snapshot.segments.map((s) => s.device)).size > 1;
+  let reserved = 0;
+  let allocated = 0;
+  snapshot.segments.forEach((seg, index) => {
+    reserved += seg.total_size;
+    const place = { index, device: seg.device, address: seg.address, totalSize: seg.total_size, stream: seg.stream, segmentType: seg.segment_type };
+    const prefix = segmentPrefix(place, kind === 'segments', multiDevice);
+    for (const b of seg.blocks) {
+      if (b.state === 'active_allocated') allocated += b.size;
+      pushBlockStacks(stacks, prefix, b.state, b.size, b.requested_size, rootFirstLabels, b.frames);
+    }
+  });
+  return renderMemoryVizFlameGraph(stacks, kind, { reserved, segments: snapshot.segments.length, allocated });
 }
 
 /** Segments with their blocks (`_save_segment_usage`). */
 export function renderSegmentUsage(snapshot: MemorySnapshot): string {
-  const stacks: FlameStack[] = [];
-  let total = 0;
-  for (const seg of snapshot.segments) {
-    total += seg.total_size;
-    blockStacks([`stream_${seg.stream}`, `seg_${seg.address}`], seg.blocks, stacks);
-  }
-  return renderFlameGraph(stacks, {
-    title: 'Segment usage',
-    subtitle: `${snapshot.segments.length} segments, ${humanBytes(total)} reserved`,
-    rootLabel: 'segments',
-    countName: 'bytes',
-  });
+  return renderUsage(snapshot, 'segments');
 }
 
-/** Memory by allocating stack (`_save_memory_usage`). */
+/** Reserved memory by allocating stack (`_save_memory_usage`). */
 export function renderMemoryUsage(snapshot: MemorySnapshot): string {
-  const stacks: FlameStack[] = [];
-  let allocated = 0;
-  for (const seg of snapshot.segments) {
-    allocated += seg.allocated_size;
-    blockStacks([`stream_${seg.stream}`], seg.blocks.filter((b) => b.state !== 'inactive'), stacks);
-  }
-  return renderFlameGraph(stacks, {
-    title: 'Memory usage by allocating stack',
-    subtitle: `${humanBytes(allocated)} allocated`,
-    rootLabel: 'allocated',
-    countName: 'bytes',
-  });
+  return renderUsage(snapshot, 'memory');
 }

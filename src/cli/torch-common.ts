@@ -6,7 +6,7 @@
 import { writeFileSync } from 'node:fs';
 import pc from 'picocolors';
 import { MemscopeError } from '../core/errors.js';
-import type { TextStyle } from '../report/torch-text.js';
+import type { TextStyle } from '../torch/text-reports.js';
 import { openMemoryFile, openSnapshotFile, type MemoryFile } from '../torch/open-node.js';
 import type { MemorySnapshot } from '../torch/snapshot.js';
 import { progressBar } from './progress.js';

@@ -16,7 +16,7 @@
  * Anything else is refused with a MemscopeError naming the keys it found.
  */
 import { MemscopeError } from '../core/errors.js';
-import { escapeControl } from '../report/escape.js';
+import { escapeControl } from '../render/escape.js';
 import {
   deviceString,
   type DeviceMemoryTimeline,

@@ -7,3 +7,4 @@ export * from './memory-trace.js';
 export * from './chrome-trace.js';
 export * from './memory-timeline.js';
 export * from './snapshot-analysis.js';
+export * from './snapshot-flamegraph.js';

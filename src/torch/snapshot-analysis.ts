@@ -1,13 +1,12 @@
 /**
  * Analyses of a normalised CUDA memory snapshot (src/torch/snapshot.ts), the
  * questions PyTorch's torch/cuda/_memory_viz.py answers — totals, segment
- * fill and fragmentation, live memory by allocating frame, flame-graph stacks,
- * readable trace lines — as plain functions over the model, so the CLI, the
- * allocator's saveSegmentUsage/saveMemoryUsage and the browser viewer share them.
+ * fill and fragmentation, live memory by allocating frame, the frame labels
+ * the flame graphs (snapshot-flamegraph.ts) draw, readable trace lines — as
+ * plain functions over the model, so the CLI and the browser viewer share them.
  */
-import { escapeControl } from '../report/escape.js';
+import { escapeControl } from '../render/escape.js';
 import { humanBytes, humanBytes as formatHumanBytes } from '../core/units.js';
-import type { FlameStack } from '../report/flamegraph-svg.js';
 import type { DeviceMemoryTimeline, MemoryTrace } from './memory-trace.js';
 import { EMPTY_OPERATORS } from './memory-trace.js';
 import { stackFrameIds, type BlockTable, type Frame, type MemorySnapshot, type Segment, type TraceTable } from './snapshot.js';
@@ -152,6 +151,11 @@ function labels(snapshot: MemorySnapshot): FrameLabels {
 
 export function allocatingFrame(snapshot: MemorySnapshot, stack: number): string {
   return labels(snapshot).allocatingFrame(stack);
+}
+
+/** A stack's informative frames as labels, outermost first (flame-graph order). */
+export function rootFirstFrameLabels(snapshot: MemorySnapshot, stack: number): string[] {
+  return labels(snapshot).rootFirst(stack);
 }
 
 // ---------------------------------------------------------------- totals
@@ -881,47 +885,6 @@ function segmentMap(seg: Segment, ranges: readonly [number, number][]): string {
   return allPages > pages ? `${chars.join('')}…` : chars.join('');
 }
 
-// ---------------------------------------------------------------- flame-graph stacks
-
-/**
- * `_memory_viz.py segments`/`memory` stacks: [stream, (segment,) state, frames…]
- * weighted by requested bytes, plus a `<gaps>` leaf for what the block holds
- * beyond them (rounding, or a whole inactive block).
- */
-export function blockFlameStacks(
-  snapshot: MemorySnapshot,
-  bySegment: boolean,
-  device: number | null = null,
-  options: { rootFrame?: string; segments?: (seg: Segment) => boolean } = {},
-): FlameStack[] {
-  const b = snapshot.blocks;
-  const l = labels(snapshot);
-  const out: FlameStack[] = [];
-  const multiDevice = new Set(snapshot.segments.map((s) => s.device)).size > 1;
-  for (const seg of snapshot.segments) {
-    if (device !== null && seg.device !== device) continue;
-    if (options.segments && !options.segments(seg)) continue;
-    const prefix = [
-      ...(options.rootFrame ? [options.rootFrame] : []),
-      ...(multiDevice ? [`device_${seg.device}`] : []),
-      `stream_${seg.stream}`,
-      ...(bySegment ? [`seg_${seg.index} @0x${seg.address.toString(16)} (${humanBytes(seg.totalSize)}, ${seg.segmentType})`] : []),
-    ];
-    for (let i = seg.firstBlock; i < seg.firstBlock + seg.blockCount; i++) {
-      const state = snapshot.stateNames[b.state[i]!]!;
-      const size = b.size[i]!;
-      const active = state.startsWith('active');
-      const accounted = active ? Math.min(size, b.requestedSize[i]!) : 0;
-      if (accounted > 0) {
-        const frames = l.rootFirst(b.stack[i]!);
-        out.push({ frames: [...prefix, state, ...(frames.length ? frames : ['<non-python>'])], weight: accounted });
-      }
-      if (size - accounted > 0) out.push({ frames: [...prefix, state, '<gaps>'], weight: size - accounted });
-    }
-  }
-  return out;
-}
-
 // ---------------------------------------------------------------- compare
 
 export interface FrameChange {
@@ -946,20 +909,8 @@ export interface SnapshotComparison {
   readonly warnings: string[];
 }
 
-const segmentKey = (s: Segment): string => `${s.device}:${s.address}:${s.totalSize}`;
-
-/**
- * `_memory_viz.py compare`'s flame graph: the blocks of segments present only
- * before (under `only_before`) or only after (under `only_after`), by segment.
- */
-export function compareFlameStacks(before: MemorySnapshot, after: MemorySnapshot): FlameStack[] {
-  const beforeKeys = new Set(before.segments.map(segmentKey));
-  const afterKeys = new Set(after.segments.map(segmentKey));
-  return [
-    ...blockFlameStacks(before, true, null, { rootFrame: 'only_before', segments: (s) => !afterKeys.has(segmentKey(s)) }),
-    ...blockFlameStacks(after, true, null, { rootFrame: 'only_after', segments: (s) => !beforeKeys.has(segmentKey(s)) }),
-  ];
-}
+/** Segments are the same in two snapshots when device, address and size agree. */
+export const segmentKey = (s: Segment): string => `${s.device}:${s.address}:${s.totalSize}`;
 
 /** What changed between two snapshots, by allocating frame (live bytes), largest change first. */
 export function compareSnapshots(before: MemorySnapshot, after: MemorySnapshot): SnapshotComparison {

@@ -2,7 +2,7 @@ import type { AdapterSession, FrameworkAdapter } from '../core/adapter.js';
 import { afterSettled } from '../core/settle.js';
 import { MemscopeError } from '../core/errors.js';
 import { parseUnit, type Unit } from '../core/units.js';
-import { formatModulewise, formatSnapshotTable, formatSnapshotText } from '../report/mem-tracker-text.js';
+import { formatModulewise, formatSnapshotTable, formatSnapshotText } from './mem-tracker-text.js';
 import { Category, MemRecorder } from './mem-recorder.js';
 import type { MemorySnapshot, ModuleMemStats, SnapshotType } from './mem-types.js';
 

@@ -7,8 +7,9 @@
 import { MemscopeError } from '../core/errors.js';
 import type { DeviceName } from '../core/events.js';
 import { bytesIn, humanBytes } from '../core/units.js';
-import { escapeHtml } from '../report/escape.js';
-import { renderLineChart, type ChartMarker, type LineSeries } from '../report/svg-line-chart.js';
+import { escapeHtml } from '../render/escape.js';
+import { renderHtmlPage } from '../render/html-page.js';
+import { renderLineChart, type ChartMarker, type LineSeries } from '../render/svg-line-chart.js';
 
 /** The `format` field of a saved stats file; anything else is a foreign file. */
 export const OP_TRACES_FORMAT = 'memscope.op-traces';
@@ -404,6 +405,20 @@ export function renderOpTraceCharts(stats: OpTraceStats): TraceChart[] {
   ];
 }
 
+const OP_TRACES_CSS = `
+body { font-family: system-ui, -apple-system, "Segoe UI", Helvetica, Arial, sans-serif; margin: 24px; color: #111; max-width: 1000px; }
+h1 { font-size: 22px; margin: 0 0 8px; }
+h2 { font-size: 17px; margin: 28px 0 8px; }
+p.meta { color: #444; margin: 4px 0; }
+table { border-collapse: collapse; font-size: 13px; }
+th, td { border-bottom: 1px solid #ddd; padding: 3px 8px; text-align: left; vertical-align: top; }
+td.n { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
+td.name { font-family: ui-monospace, Menlo, Consolas, monospace; word-break: break-all; }
+figure { margin: 16px 0 28px; }
+figure svg { max-width: 100%; height: auto; border: 1px solid #eee; }
+figcaption { color: #444; font-size: 13px; }
+`;
+
 /** One self-contained HTML page: summary, markers and the four charts inline. No scripts, no network. */
 export function renderOpTracesHtml(stats: OpTraceStats, charts: readonly TraceChart[] = renderOpTraceCharts(stats), top = 20): string {
   const summary = summarizeOpTraces(stats, top);
@@ -423,28 +438,10 @@ export function renderOpTracesHtml(stats: OpTraceStats, charts: readonly TraceCh
       return `<tr><td>${e(m.name)}</td><td class="n">${m.step}</td><td class="n">${m.index}</td><td class="name">${next ? e(next.name) : '(end of trace)'}</td></tr>`;
     })
     .join('\n');
-  return `<!doctype html>
-<html lang="en">
-<head>
-<meta charset="utf-8">
-<meta name="viewport" content="width=device-width, initial-scale=1">
-<title>${e(`memscope operator memory traces (${stats.device})`)}</title>
-<style>
-body { font-family: system-ui, -apple-system, "Segoe UI", Helvetica, Arial, sans-serif; margin: 24px; color: #111; max-width: 1000px; }
-h1 { font-size: 22px; margin: 0 0 8px; }
-h2 { font-size: 17px; margin: 28px 0 8px; }
-p.meta { color: #444; margin: 4px 0; }
-table { border-collapse: collapse; font-size: 13px; }
-th, td { border-bottom: 1px solid #ddd; padding: 3px 8px; text-align: left; vertical-align: top; }
-td.n { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
-td.name { font-family: ui-monospace, Menlo, Consolas, monospace; word-break: break-all; }
-figure { margin: 16px 0 28px; }
-figure svg { max-width: 100%; height: auto; border: 1px solid #eee; }
-figcaption { color: #444; font-size: 13px; }
-</style>
-</head>
-<body>
-<h1>Operator-level memory traces</h1>
+  return renderHtmlPage({
+    title: `memscope operator memory traces (${stats.device})`,
+    css: OP_TRACES_CSS,
+    body: `<h1>Operator-level memory traces</h1>
 <p class="meta">Device <b>${e(stats.device)}</b>: ${stats.records.length} operator calls, ${summary.numOperators} operators, peak allocated ${e(humanBytes(summary.peakAllocated))} (baseline ${e(humanBytes(stats.baseline.allocated))}).</p>
 <p class="meta">Reserved = ${e(stats.reservedSource)}. Active = ${e(stats.activeSource)}.</p>
 <p class="meta">Allocation retries: ${e(String(stats.numAllocRetries ?? none))}; OOMs: ${e(String(stats.numOoms ?? none))}.</p>
@@ -464,7 +461,6 @@ ${markerRows || '<tr><td colspan="4">no markers (the root model never ran forwar
 </table>
 <h2>Plots</h2>
 ${charts.map((c) => `<figure id="${e(c.file.replace(/\.svg$/, ''))}">\n${c.svg}\n<figcaption>${e(c.title)} — ${e(c.file)}</figcaption>\n</figure>`).join('\n')}
-</body>
-</html>
-`;
+`,
+  });
 }

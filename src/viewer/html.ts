@@ -1,19 +1,6 @@
-import { escapeHtml } from '../report/escape.js';
+import { escapeHtml } from '../render/escape.js';
+import { jsonForScript, renderHtmlPage } from '../render/html-page.js';
 import type { ReportData } from './report-data.js';
-
-/**
- * JSON for a `<script type="application/json">` element: `<` is written as
- * `\u003c` so no string in the data can close the element (`</script>`) or
- * open a comment; U+2028/2029 are escaped too for any consumer that evals.
- */
-export function jsonForScript(value: unknown): string {
-  return JSON.stringify(value).replace(/</g, '\\u003c').replace(/\u2028/g, '\\u2028').replace(/\u2029/g, '\\u2029');
-}
-
-/** Inline script text must not contain `</script` either (the bundle never should, but make sure). */
-function scriptText(js: string): string {
-  return js.replace(/<\/(script)/gi, '<\\/$1');
-}
 
 const CSS = `
 :root { font: 14px/1.45 system-ui, -apple-system, "Segoe UI", sans-serif; color: #222; background: #fafafa; }
@@ -52,17 +39,10 @@ ol.stack { font: 12px ui-monospace, monospace; margin: 4px 0; padding-left: 28px
  * JSON, the app as one inline script; nothing is fetched.
  */
 export function renderReportHtml(data: ReportData, appJs: string): string {
-  return `<!doctype html>
-<html lang="en">
-<head>
-<meta charset="utf-8">
-<meta name="viewport" content="width=device-width, initial-scale=1">
-<meta http-equiv="Content-Security-Policy" content="default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; img-src data:">
-<title>${escapeHtml(data.title)}</title>
-<style>${CSS}</style>
-</head>
-<body>
-<header>
+  return renderHtmlPage({
+    title: data.title,
+    css: CSS,
+    body: `<header>
 <h1 id="title">${escapeHtml(data.title)}</h1>
 <div id="source">${escapeHtml(data.source.file)}</div>
 </header>
@@ -81,8 +61,7 @@ export function renderReportHtml(data: ReportData, appJs: string): string {
 <section id="allocations"><h2>Largest allocations</h2><div id="allocations-body"></div></section>
 <section id="segments"><h2>Segments and blocks</h2><div id="segments-body"></div></section>
 <script type="application/json" id="memscope-data">${jsonForScript(data)}</script>
-<script>${scriptText(appJs)}</script>
-</body>
-</html>
-`;
+`,
+    script: appJs,
+  });
 }

@@ -6,8 +6,9 @@ import { describe, expect, it } from 'vitest';
 import { DeviceMemory } from '../../src/allocator/api.js';
 import { readSnapshotFile } from '../../src/allocator/read-snapshot-node.js';
 import { dumpSnapshot, saveMemoryUsage, saveSegmentUsage } from '../../src/allocator/snapshot-node.js';
-import { renderMemorySummary } from '../../src/allocator/summary.js';
+import { renderMemorySummary } from '../../src/torch/memory-summary.js';
 import { MemscopeError } from '../../src/core/errors.js';
+import { humanBytes } from '../../src/core/units.js';
 import { fixture } from '../support/fixtures.js';
 
 const MiB = 1024 * 1024;
@@ -266,20 +267,29 @@ describe('history and snapshots', () => {
     expect(json.device_traces[0].map((e: { action: string }) => e.action)).toEqual(['alloc', 'snapshot', 'snapshot']);
   });
 
-  it('saveSegmentUsage / saveMemoryUsage draw the segments and the allocating stacks', () => {
+  it('saveSegmentUsage / saveMemoryUsage draw _memory_viz segments and memory: requested bytes by stack, the rest as <gaps>', () => {
     const m = new DeviceMemory();
     m.recordMemoryHistory({ enabled: 'state', context: 'state' });
-    allocateInNamedFunction(m);
-    m.cachingAllocatorAlloc(3 * MiB);
+    function holdThreeMiB(): number {
+      return m.cachingAllocatorAlloc(3 * MiB);
+    }
+    holdThreeMiB();
     const dir = mkdtempSync(join(tmpdir(), 'memscope-alloc-'));
     saveSegmentUsage(m, join(dir, 'segments.svg'));
     saveMemoryUsage(m, join(dir, 'memory.svg'));
     const seg = readFileSync(join(dir, 'segments.svg'), 'utf8');
     const mem = readFileSync(join(dir, 'memory.svg'), 'utf8');
+    const [segment] = m.snapshot().segments;
+    const reserved = segment.total_size;
     expect(seg).toMatch(/^<\?xml[\s\S]*<svg[\s\S]*<\/svg>\n$/);
-    expect(seg).toContain(`seg_${m.snapshot().segments[0].address}`);
-    expect(seg).toContain('inactive');
-    expect(mem).toContain('allocateInNamedFunction');
-    expect(mem).not.toContain('inactive');
+    expect(seg).toContain(`seg_0 @0x${segment.address.toString(16)}`);
+    // Both views weigh every reserved byte: the root spans the segment's total_size.
+    for (const svg of [seg, mem]) {
+      expect(svg).toContain(`<title>all (${humanBytes(reserved)}) (${humanBytes(reserved)}, 100.00%)</title>`);
+      expect(svg).toMatch(/<title>api\.test\.ts:\d+:holdThreeMiB \(3\.00 MiB, /);
+      // The rest of the segment is one inactive block, drawn as <gaps> as _memory_viz.py writes it.
+      expect(svg).toContain(`<title>&lt;gaps&gt; (${humanBytes(reserved - 3 * MiB)}, `);
+    }
+    expect(mem).not.toContain('seg_0');
   });
 });

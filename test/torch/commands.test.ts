@@ -5,8 +5,6 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { readSnapshot, type MemorySnapshot } from '../../src/torch/snapshot.js';
 import {
-  blockFlameStacks,
-  compareFlameStacks,
   compareSnapshots,
   fragmentation,
   largestAllocations,
@@ -17,11 +15,11 @@ import {
   traceActionCounts,
   traceLines,
 } from '../../src/torch/snapshot-analysis.js';
+import { blockFlameStacks, compareFlameStacks, renderSnapshotFlameGraph } from '../../src/torch/snapshot-flamegraph.js';
 import { devicePeak } from '../../src/torch/memory-trace.js';
-import { renderFlameGraph } from '../../src/report/flamegraph-svg.js';
-import { renderSnapshotFlameGraph } from '../../src/report/snapshot-flamegraph.js';
-import { formatFragmentation, formatSnapshotSummary } from '../../src/report/torch-text.js';
-import { renderMemoryPlotHtml } from '../../src/report/memory-plot-html.js';
+import { renderFlameGraph } from '../../src/render/flamegraph-svg.js';
+import { formatFragmentation, formatSnapshotSummary } from '../../src/torch/text-reports.js';
+import { renderMemoryPlotHtml } from '../../src/torch/memory-plot-html.js';
 import { readMemoryTimeline } from '../../src/torch/memory-timeline.js';
 import { fixture } from '../support/fixtures.js';
 

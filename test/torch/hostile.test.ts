@@ -6,7 +6,7 @@ import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { gzipSync } from 'node:zlib';
 import { isMemscopeError, type MemscopeError } from '../../src/core/errors.js';
-import { escapeControl } from '../../src/report/escape.js';
+import { escapeControl } from '../../src/render/escape.js';
 import { readPickle, toPlain } from '../../src/torch/pickle/reader.js';
 import { fragmentation, formatFrame } from '../../src/torch/snapshot-analysis.js';
 import { normaliseSnapshot, readSnapshot } from '../../src/torch/snapshot.js';

@@ -8,7 +8,7 @@ import { readerOf, readSnapshotPieces } from '../../src/torch/snapshot-decoder.j
 import { readSnapshotStream } from '../../src/torch/snapshot-stream.js';
 import { blockAt, normaliseSnapshot, readSnapshot, stackFrames, traceEventAt, type MemorySnapshot } from '../../src/torch/snapshot.js';
 import { formatFrame, outOfMemoryEvents, traceLines, type OomEvent } from '../../src/torch/snapshot-analysis.js';
-import { formatSnapshotSummary, snapshotSummaryJson } from '../../src/report/torch-text.js';
+import { formatSnapshotSummary, snapshotSummaryJson } from '../../src/torch/text-reports.js';
 import { DEFAULT_CAPS } from '../../src/viewer/report-data.js';
 import { snapshotToReport } from '../../src/viewer/torch-report.js';
 import { fixture } from '../support/fixtures.js';

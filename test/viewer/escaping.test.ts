@@ -7,7 +7,8 @@ import { CaptureRecorder } from '../../src/capture/recorder.js';
 import { CaptureWriter } from '../../src/capture/writer.js';
 import { parseCapture } from '../../src/capture/reader.js';
 import { captureToReport, mergeEvents, TimelineBuilder, DEFAULT_CAPS } from '../../src/viewer/report-data.js';
-import { jsonForScript, renderReportHtml } from '../../src/viewer/html.js';
+import { jsonForScript } from '../../src/render/html-page.js';
+import { renderReportHtml } from '../../src/viewer/html.js';
 import { viewerBundle } from '../../src/viewer/bundle-node.js';
 import { launchChromium } from '../support/browser.js';
 

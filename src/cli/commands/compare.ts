@@ -1,7 +1,7 @@
 import type { Command } from 'commander';
-import { compareSnapshots, formatComparison } from '../../report/torch-text.js';
-import { renderFlameGraph } from '../../report/flamegraph-svg.js';
-import { compareFlameStacks } from '../../torch/snapshot-analysis.js';
+import { compareSnapshots, formatComparison } from '../../torch/text-reports.js';
+import { renderFlameGraph } from '../../render/flamegraph-svg.js';
+import { compareFlameStacks } from '../../torch/snapshot-flamegraph.js';
 import { nonNegativeInt } from '../options.js';
 import { openSnapshotWithProgress, writeOutput, printJson, textStyle, printText } from '../torch-common.js';
 

@@ -2,7 +2,7 @@ import type { Command } from 'commander';
 import { findLeaks, frameLocation, type LeakReport } from '../../capture/leaks.js';
 import { readCaptureFile } from '../../capture/read-node.js';
 import { nonNegativeInt } from '../options.js';
-import { formatLeaks } from '../../report/leaks-text.js';
+import { formatLeaks } from '../../capture/leaks-text.js';
 
 export const EXIT_LEAKS_FOUND = 3;
 

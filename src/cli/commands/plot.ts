@@ -1,7 +1,7 @@
 import path from 'node:path';
 import type { Command } from 'commander';
 import { MemscopeError } from '../../core/errors.js';
-import { renderMemoryPlotHtml } from '../../report/memory-plot-html.js';
+import { renderMemoryPlotHtml } from '../../torch/memory-plot-html.js';
 import { snapshotTimeline } from '../../torch/snapshot-analysis.js';
 import { devicePeak } from '../../torch/memory-trace.js';
 import { usageError } from '../options.js';

@@ -4,7 +4,7 @@ import { loadAllocatorPolicy } from '../../allocator/policy-module-node.js';
 import { replayThroughAllocator, type PolicyReplayResult } from '../../allocator/policy-replay.js';
 import type { ParsedSnapshot } from '../../allocator/replay.js';
 import { parseAllocatorConf } from '../../allocator/settings.js';
-import { renderTable } from '../../report/table.js';
+import { renderTable } from '../../render/table.js';
 import { nonNegativeInt, usageError, usageOf } from '../options.js';
 
 export interface PolicyReplayOptions {

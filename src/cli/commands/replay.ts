@@ -4,7 +4,7 @@ import { capacityAtOom, replaySnapshot, whatIf, type DeviceReplayReport, type Ra
 import { hexAddress } from '../../allocator/caching-allocator.js';
 import { parseAllocatorConf } from '../../allocator/settings.js';
 import { readReplaySnapshot } from '../../allocator/read-snapshot-node.js';
-import { renderTable } from '../../report/table.js';
+import { renderTable } from '../../render/table.js';
 import { runPolicyReplay } from './replay-policy.js';
 import { byteSize, nonNegativeInt, usageError, usageOf } from '../options.js';
 

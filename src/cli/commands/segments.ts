@@ -1,6 +1,5 @@
 import type { Command } from 'commander';
-import { renderSnapshotFlameGraph } from '../../report/snapshot-flamegraph.js';
-import { blockFlameStacks } from '../../torch/snapshot-analysis.js';
+import { blockFlameStacks, renderSnapshotFlameGraph } from '../../torch/snapshot-flamegraph.js';
 import { nonNegativeInt } from '../options.js';
 import { openSnapshotWithProgress, printJson, writeOutput } from '../torch-common.js';
 

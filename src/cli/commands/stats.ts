@@ -1,5 +1,5 @@
 import type { Command } from 'commander';
-import { formatFragmentation } from '../../report/torch-text.js';
+import { formatFragmentation } from '../../torch/text-reports.js';
 import { fragmentation } from '../../torch/snapshot-analysis.js';
 import { openSnapshotWithProgress, printJson, textStyle, printText } from '../torch-common.js';
 

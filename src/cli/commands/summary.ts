@@ -1,5 +1,5 @@
 import type { Command } from 'commander';
-import { formatSnapshotSummary, formatTraceSummary, snapshotSummaryJson, traceSummaryJson } from '../../report/torch-text.js';
+import { formatSnapshotSummary, formatTraceSummary, snapshotSummaryJson, traceSummaryJson } from '../../torch/text-reports.js';
 import { nonNegativeInt } from '../options.js';
 import { openWithProgress, printJson, textStyle, printText } from '../torch-common.js';
 

@@ -1,5 +1,5 @@
 import type { Command } from 'commander';
-import { traceEventLines } from '../../report/torch-text.js';
+import { traceEventLines } from '../../torch/text-reports.js';
 import { emitTraceLines, snapshotTimeline } from '../../torch/snapshot-analysis.js';
 import { nonNegativeInt } from '../options.js';
 import { openWithProgress, printJson, printText } from '../torch-common.js';

@@ -15,7 +15,7 @@
  * (an opcode cut short waits for the next piece); `runPickle` runs a whole buffer at once.
  */
 import { MemscopeError } from '../../core/errors.js';
-import { escapeControl } from '../../report/escape.js';
+import { escapeControl } from '../../render/escape.js';
 import { PickleMemo } from './memo.js';
 import { opcodeName } from './opcodes.js';
 

@@ -4,13 +4,13 @@
  * the CLI decides about colour by passing a `TextStyle`.
  */
 import { humanBytes } from '../core/units.js';
-import { renderMemorySummary } from '../allocator/summary.js';
-import { renderTable } from './table.js';
+import { renderMemorySummary } from './memory-summary.js';
+import { renderTable } from '../render/table.js';
 import {
   devicePeak,
   memoryByOperator,
   type MemoryTrace,
-} from '../torch/memory-trace.js';
+} from './memory-trace.js';
 import {
   compareSnapshots,
   fragmentation,
@@ -25,8 +25,8 @@ import {
   traceActionCounts,
   type OomEvent,
   type SnapshotComparison,
-} from '../torch/snapshot-analysis.js';
-import type { MemorySnapshot } from '../torch/snapshot.js';
+} from './snapshot-analysis.js';
+import type { MemorySnapshot } from './snapshot.js';
 
 /** Emphasis hooks (picocolors functions on a TTY, identity elsewhere). */
 export interface TextStyle {

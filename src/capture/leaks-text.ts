@@ -1,6 +1,6 @@
 import { humanBytes } from '../core/units.js';
-import { frameLocation, type LeakGroup, type LeakReport } from '../capture/leaks.js';
-import { renderTable } from './table.js';
+import { frameLocation, type LeakGroup, type LeakReport } from './leaks.js';
+import { renderTable } from '../render/table.js';
 
 /** `memscope leaks` output: one block per leak group, largest first. */
 export function formatLeaks(report: LeakReport, opts: { frames?: number; stacksRecorded?: boolean } = {}): string {

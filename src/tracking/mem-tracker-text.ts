@@ -8,8 +8,8 @@ import {
   type DeviceSnapshot,
   type MemorySnapshot,
   type ModuleMemStats,
-} from '../tracking/mem-types.js';
-import { renderTable } from './table.js';
+} from './mem-types.js';
+import { renderTable } from '../render/table.js';
 
 const NO_MEMORY = 'No memory tracked.';
 

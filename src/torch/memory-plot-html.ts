@@ -1,11 +1,13 @@
 /**
  * `memscope plot`: the active memory timeline of a trace as one self-contained
- * HTML file (inline SVG from svg-line-chart.ts, no script, no network).
+ * HTML file (inline SVG charts from render/svg-line-chart.ts in the page shell
+ * of render/html-page.ts: no script, no network).
  */
 import { humanBytes } from '../core/units.js';
-import { escapeHtml } from './escape.js';
-import { renderLineChart, PALETTE, type LineSeries } from './svg-line-chart.js';
-import { devicePeak, type DeviceMemoryTimeline, type MemoryTrace } from '../torch/memory-trace.js';
+import { escapeHtml } from '../render/escape.js';
+import { renderHtmlPage } from '../render/html-page.js';
+import { renderLineChart, PALETTE, type LineSeries } from '../render/svg-line-chart.js';
+import { devicePeak, type DeviceMemoryTimeline, type MemoryTrace } from './memory-trace.js';
 
 const SOURCE_LABEL: Record<string, string> = {
   kineto: 'Kineto profiler trace',
@@ -72,6 +74,15 @@ export function renderDeviceChart(trace: MemoryTrace, d: DeviceMemoryTimeline, i
   });
 }
 
+const PAGE_CSS = `
+body { font-family: system-ui, -apple-system, Segoe UI, Helvetica, Arial, sans-serif; margin: 24px; color: #222; }
+table { border-collapse: collapse; margin: 12px 0 24px; }
+td, th { border: 1px solid #ccc; padding: 4px 10px; text-align: right; }
+td:first-child, th:first-child { text-align: left; }
+section { margin-bottom: 24px; }
+svg { max-width: 100%; height: auto; }
+`;
+
 export function renderMemoryPlotHtml(trace: MemoryTrace, title: string): string {
   const charts = trace.devices.map((d, i) => `<section>${renderDeviceChart(trace, d, `dev${i}`)}</section>`);
   const rows = trace.devices
@@ -82,30 +93,16 @@ export function renderMemoryPlotHtml(trace: MemoryTrace, title: string): string 
       }</td><td>${escapeHtml(humanBytes(p.finalAllocated))}</td></tr>`;
     })
     .join('\n');
-  return `<!DOCTYPE html>
-<html lang="en">
-<head>
-<meta charset="utf-8">
-<meta name="viewport" content="width=device-width, initial-scale=1">
-<title>${escapeHtml(title)}</title>
-<style>
-body { font-family: system-ui, -apple-system, Segoe UI, Helvetica, Arial, sans-serif; margin: 24px; color: #222; }
-table { border-collapse: collapse; margin: 12px 0 24px; }
-td, th { border: 1px solid #ccc; padding: 4px 10px; text-align: right; }
-td:first-child, th:first-child { text-align: left; }
-section { margin-bottom: 24px; }
-svg { max-width: 100%; height: auto; }
-</style>
-</head>
-<body>
-<h1>${escapeHtml(title)}</h1>
+  return renderHtmlPage({
+    title,
+    css: PAGE_CSS,
+    body: `<h1>${escapeHtml(title)}</h1>
 <p>${escapeHtml(SOURCE_LABEL[trace.source] ?? trace.source)}: ${trace.memoryEventCount} memory events.</p>
 <table><thead><tr><th>device</th><th>events</th><th>peak allocated</th><th>peak reserved</th><th>at end</th></tr></thead>
 <tbody>
 ${rows}
 </tbody></table>
 ${charts.length ? charts.join('\n') : '<p>No memory events to plot.</p>'}
-</body>
-</html>
-`;
+`,
+  });
 }

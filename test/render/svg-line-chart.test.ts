@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { escapeXml } from '../../src/report/escape.js';
-import { decimate, niceTicks, renderLineChart } from '../../src/report/svg-line-chart.js';
+import { escapeXml } from '../../src/render/escape.js';
+import { decimate, niceTicks, renderLineChart } from '../../src/render/svg-line-chart.js';
 import { allElements, parseXml } from '../support/xml-wellformed.js';
 
 describe('escapeXml', () => {
