@@ -211,13 +211,20 @@ function deviceMemory(snap: MemorySnapshot, device: number, trace: TraceTable | 
   return out;
 }
 
+export function hasHistory(snap: MemorySnapshot, trace: TraceTable): boolean {
+  const codes = new Set(['alloc', 'free_completed', 'segment_alloc', 'segment_free', 'segment_map', 'segment_unmap'].map((a) => snap.actionNames.indexOf(a)));
+  for (let i = 0; i < trace.count; i++) if (codes.has(trace.action[i])) return true;
+  return false;
+}
+
 /** Per device (each with a trace or with segments), its allocations in stacking order and its peaks. */
 export function snapshotMemory(snap: MemorySnapshot, table: StringTable, notices: string[]): ReportMemory {
   const stacks = new SnapshotStacks(snap, table);
   const devices = [...new Set([...snap.segments.map((s) => s.device), ...snap.traces.filter((t) => t.count > 0).map((t) => t.device)])].sort((a, b) => a - b);
   const out: ReportDeviceMemory[] = [];
   for (const d of devices) {
-    const trace = snap.traces.find((t) => t.device === d && t.count > 0) ?? null;
+    // A trace without allocation or segment events (a lone `snapshot` entry) is no history.
+    const trace = snap.traces.find((t) => t.device === d && hasHistory(snap, t)) ?? null;
     out.push(deviceMemory(snap, d, trace, stacks, notices));
   }
   // Stacks interned by other parts of the report (none today) still need an entry.

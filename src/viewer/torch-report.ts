@@ -8,7 +8,7 @@ import { humanBytes } from '../core/units.js';
 import { memoryByOperator, type MemoryTrace } from '../torch/memory-trace.js';
 import { outOfMemoryEvents, type OomEvent } from '../torch/snapshot-analysis.js';
 import type { MemorySnapshot } from '../torch/snapshot.js';
-import { deviceName, snapshotMemory } from './snapshot-memory.js';
+import { deviceName, hasHistory, snapshotMemory } from './snapshot-memory.js';
 import { REPORT_DATA_VERSION, StringTable, TimelineBuilder, type ReportCaps, type ReportData, type ReportKernel, type ReportSegment, type ReportSeries } from './report-data.js';
 
 const ALLOCATED = 'allocated';
@@ -87,7 +87,7 @@ export function snapshotToReport(snap: MemorySnapshot, file: string, caps: Repor
   const notices: string[] = [];
   const table = new StringTable();
   const memory = snapshotMemory(snap, table, notices);
-  const traced = snap.traces.filter((t) => t.count > 0);
+  const traced = snap.traces.filter((t) => hasHistory(snap, t));
   const timeUnit: ReportData['timeUnit'] = traced.some((t) => t.timeUs.some((x) => !Number.isNaN(x))) ? 'ms' : 'event';
   if (!traced.length) notices.push('This snapshot has no allocation history (device_traces empty): the timeline shows only its final state; the segments view and the largest blocks are exact.');
   for (const o of outOfMemoryEvents(snap, 3, 2)) notices.push(oomNotice(o));

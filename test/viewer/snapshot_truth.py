@@ -6,7 +6,8 @@ Prints JSON: per device (index into device_traces), the peak of active bytes (an
 counts from its `alloc` entry to its `free_completed` entry with the size its alloc entry
 gives; blocks live before the trace count from the start with their block's size) and of reserved bytes (segment_alloc/map add, segment_free/unmap remove), the blocks
 live before the trace began, and how many allocations have a frame whose "file:line:name"
-contains SEARCH_TEXT (case-insensitive).
+contains SEARCH_TEXT (case-insensitive), or, for SEARCH_TEXT "0x…", whose block holds that
+address.
 """
 import json
 import pickle
@@ -15,11 +16,28 @@ import sys
 ACTIVE = ("active_allocated", "active_pending_free")
 
 
+def hit(needle, frames, addr, size):
+    """Search semantics: "0x…" is an address inside the block, anything else text in a frame."""
+    if needle.startswith("0x"):
+        x = int(needle, 16)
+        return addr <= x < addr + size
+    return any(needle in frame_text(f) for f in frames)
+
+
 def frame_text(f):
     line = f.get("line", 0)
     if line >= 2**63:
         line = "?"
     return f"{f.get('filename', '')}:{line}:{f.get('name', '')}".lower()
+
+
+def user_frame(frames):
+    """The innermost Python frame outside the torch package, as "file.py:line:name"."""
+    for f in frames:
+        name = f.get("filename", "")
+        if name.endswith(".py") and "/torch/" not in name.replace("\\", "/"):
+            return f"{name.replace(chr(92), '/').split('/')[-1]}:{f.get('line')}:{f.get('name')}"
+    return None
 
 
 def block_frames(b):
@@ -38,7 +56,8 @@ def main():
         snap = {"segments": snap, "device_traces": []}
     segments = snap.get("segments", [])
     traces = snap.get("device_traces", [])
-    out = {"devices": [], "matches": 0}
+    out = {"devices": [], "matches": 0, "largest": None}
+    largest = None
     matches = 0
     for d, trace in enumerate(traces):
         segs = [s for s in segments if s.get("device", 0) == d]
@@ -61,16 +80,21 @@ def main():
         for e in trace:
             act = e["action"]
             if act == "alloc":
+                if largest is None or e["size"] > largest["size"]:
+                    largest = {"device": d, "size": e["size"], "addr": e["addr"], "userFrame": user_frame(e.get("frames", []))}
                 active_delta += e["size"]
                 open_addrs.add(e["addr"])
-                if needle and any(needle in frame_text(f) for f in e.get("frames", [])):
+                if needle and hit(needle, e.get("frames", []), e["addr"], e["size"]):
                     matches += 1
             elif act == "free_completed":
                 active_delta -= e["size"]
                 if e["addr"] in open_addrs:
                     open_addrs.discard(e["addr"])
                 else:
+                    # Live before the trace began: the free entry carries the allocation's frames.
                     before[e["addr"]] = e["size"]
+                    if needle and hit(needle, e.get("frames", []), e["addr"], e["size"]):
+                        matches += 1
             elif act in ("segment_alloc", "segment_map"):
                 reserved_delta += e["size"]
             elif act in ("segment_free", "segment_unmap"):
@@ -78,7 +102,7 @@ def main():
         for a, b in live_at_end.items():
             if a not in open_addrs and a not in before:
                 before[a] = b["size"]
-                if needle and any(needle in frame_text(f) for f in block_frames(b)):
+                if needle and hit(needle, block_frames(b), a, b["size"]):
                     matches += 1
         # Every allocation counts with the size its alloc entry (or, live before the trace, its
         # block or free entry) gives, from alloc to free_completed.
@@ -108,6 +132,7 @@ def main():
             "liveBeforeTraceBytes": sum(before.values()),
         })
     out["matches"] = matches
+    out["largest"] = largest
     print(json.dumps(out))
 
 

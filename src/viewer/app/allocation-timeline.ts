@@ -23,13 +23,19 @@ function rgba(rgb: number, alpha = 255): number {
   return ((alpha << 24) | ((rgb & 0xff) << 16) | (rgb & 0xff00) | ((rgb >> 16) & 0xff)) >>> 0;
 }
 
+function darker(rgb: number, f: number): number {
+  const ch = (v: number): number => Math.round(v * (1 - f));
+  return (ch((rgb >> 16) & 255) << 16) | (ch((rgb >> 8) & 255) << 8) | ch(rgb & 255);
+}
+
 function towardWhite(rgb: number, f: number): number {
   const ch = (v: number): number => Math.round(v + (255 - v) * f);
   return (ch((rgb >> 16) & 255) << 16) | (ch((rgb >> 8) & 255) << 8) | ch(rgb & 255);
 }
 
+/** Allocations without frames (string 0) are slate; sites take the palette in turn. */
 export function siteColor(site: number): string {
-  return PALETTE[site % PALETTE.length];
+  return site === 0 ? '#8e9aaf' : PALETTE[site % PALETTE.length];
 }
 
 export interface Frame {
@@ -64,6 +70,8 @@ export class DeviceTimeline {
   readonly reservedBase: number;
   private readonly color: Uint32Array;
   private readonly faded: Uint32Array;
+  /** A band's top edge, darker, so neighbouring bands of one site stay apart. */
+  private readonly edge: Uint32Array;
   readonly tMin: number;
   readonly tMax: number;
 
@@ -100,10 +108,12 @@ export class DeviceTimeline {
     }
     this.color = new Uint32Array(count);
     this.faded = new Uint32Array(count);
+    this.edge = new Uint32Array(count);
     for (let a = 0; a < count; a++) {
       const rgb = parseInt(siteColor(sitesOf[a]).slice(1), 16);
       this.color[a] = rgba(rgb);
       this.faded[a] = rgba(towardWhite(rgb, 0.82));
+      this.edge[a] = rgba(darker(rgb, 0.3));
     }
     this.tMin = 0;
     this.tMax = Math.max(n ? this.time[n - 1] * 1.0001 : 1, 1e-3);
@@ -206,8 +216,11 @@ export class DeviceTimeline {
       }
       for (let a = head; a >= 0; a = next[a]) {
         const top = y + this.bytes[a];
-        const color = a === f.pinned ? pinnedColor : matches && !matches[a] ? this.faded[a] : this.color[a];
+        const faded = matches !== null && !matches[a];
+        const color = a === f.pinned ? pinnedColor : faded ? this.faded[a] : this.color[a];
         fill(col, y, top, color);
+        const edgeRow = rowOf(top);
+        if (!faded && a !== f.pinned && rowOf(y) - edgeRow >= 3 && edgeRow >= 0 && edgeRow < rows) pixels[edgeRow * cols + col] = this.edge[a];
         hit.push(a, top);
         y = top;
       }
@@ -289,6 +302,18 @@ export class ColumnHits {
     this.tops[this.size] = top;
     this.size++;
     this.offsets[this.current + 1] = this.size;
+  }
+
+  /** The first column where `id` is drawn, with the bytes at its bottom and top; null if nowhere. */
+  find(id: number, cols: number): { col: number; bottom: number; top: number } | null {
+    for (let col = 0; col < cols; col++) {
+      const from = this.offsets[col];
+      if (from < 0) continue;
+      for (let k = from; k < this.offsets[col + 1]; k++) {
+        if (this.ids[k] === id) return { col, bottom: k > from ? this.tops[k - 1] : 0, top: this.tops[k] };
+      }
+    }
+    return null;
   }
 
   /** The band at `bytes` height in column `col`, or -1 above the stack. */

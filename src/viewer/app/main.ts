@@ -21,6 +21,8 @@ declare global {
       search(text: string): number;
       selectDevice(i: number): void;
       pinned(): number;
+      setBytes(y0: number, y1: number): void;
+      locate(address: number, start: number): { x: number; y: number } | null;
     };
   }
 }
@@ -544,6 +546,8 @@ function main(): void {
     search,
     selectDevice: (i: number) => memoryView?.selectDevice(i),
     pinned: () => memoryView?.pinnedAllocation() ?? -1,
+    setBytes: (y0: number, y1: number) => memoryView?.setBytes(y0, y1),
+    locate: (address: number, start: number) => (memoryView ? memoryView.locate(memoryView.allocationIndex(address, start)) : null),
   } as Window['memscopeViewer'] & object;
   if (data.source.kind === 'capture') {
     leaksSection();

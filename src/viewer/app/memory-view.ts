@@ -321,6 +321,24 @@ export class MemoryView {
     this.schedule();
   }
 
+  /** Page coordinates of the middle of allocation `a`'s band where it is first drawn; null if it is not drawn. */
+  locate(a: number): { x: number; y: number } | null {
+    const lp = this.lastPlot;
+    const hit = this.hits.find(a, lp.w);
+    if (!hit) return null;
+    const rect = this.canvas.getBoundingClientRect();
+    const dpr = window.devicePixelRatio || 1;
+    const mid = (Math.max(hit.bottom, lp.y0) + Math.min(hit.top, lp.yMax)) / 2;
+    return { x: rect.left + (lp.x + hit.col + 0.5) / dpr, y: rect.top + (lp.y + lp.h - ((mid - lp.y0) / (lp.yMax - lp.y0)) * lp.h) / dpr };
+  }
+
+  /** Index of the allocation of the current device at `address` made by trace event `start` (-1: before the trace). */
+  allocationIndex(address: number, start: number): number {
+    const d = this.dev();
+    for (let a = 0; a < d.count; a++) if (d.data.address[a] === address && (start === -2 || d.start[a] === start)) return a;
+    return -1;
+  }
+
   pinnedAllocation(): number {
     return this.pinned;
   }
@@ -370,6 +388,8 @@ export class MemoryView {
     const y0 = this.yView?.y0 ?? 0;
     const yMax = this.yView?.y1 ?? this.fullBytes();
     const yStep = niceBytesStep((yMax - y0) / 4);
+    const yTicks: string[] = [];
+    const xTicks: string[] = [];
     ctx.fillStyle = '#fff';
     ctx.fillRect(0, 0, c.width, c.height);
     if (!this.image || this.image.width !== p.w || this.image.height !== p.h) this.image = ctx.createImageData(p.w, p.h);
@@ -390,6 +410,7 @@ export class MemoryView {
       ctx.fillRect(p.x, Math.round(y), p.w, 1);
       ctx.fillStyle = '#555';
       ctx.fillText(axisBytes(v), p.x - 6 * dpr, y);
+      yTicks.push(axisBytes(v));
     }
     // Time axis: round steps, as many decimals as the step needs.
     ctx.textAlign = 'center';
@@ -398,6 +419,7 @@ export class MemoryView {
     const span = this.view.t1 - this.view.t0;
     if (d.n === 0) {
       ctx.fillText('final state (the snapshot has no allocation history)', p.x + p.w / 2, p.y + p.h + 8 * dpr);
+      xTicks.push('final state');
     } else {
       const tStep = timeStep(span, 6, this.data.timeUnit);
       for (let k = Math.ceil(this.view.t0 / tStep); k * tStep <= this.view.t1; k++) {
@@ -405,8 +427,12 @@ export class MemoryView {
         const x = p.x + ((t - this.view.t0) / span) * p.w;
         ctx.fillRect(Math.round(x), p.y + p.h, 1, 4 * dpr);
         ctx.fillText(formatTick(t, tStep, this.data.timeUnit), x, p.y + p.h + 8 * dpr);
+        xTicks.push(formatTick(t, tStep, this.data.timeUnit));
       }
     }
+    // The axis labels as drawn, for tests and assistive reading.
+    c.dataset.xTicks = xTicks.join('|');
+    c.dataset.yTicks = yTicks.join('|');
     ctx.fillStyle = '#999';
     ctx.fillRect(p.x, p.y + p.h, p.w, 1);
 
