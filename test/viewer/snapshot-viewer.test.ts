@@ -181,4 +181,23 @@ describe('snapshot report in the browser', () => {
     expect(errors).toEqual([]);
     await page.close();
   });
+
+  it('several devices: a selector, one chart per device with that device\u2019s own peaks', async () => {
+    const file = fixture('torch/replay_devices_oom.pickle');
+    const want = truth(file);
+    const { page, errors } = await open(browser, file);
+    const options = await page.locator('#device option').allInnerTexts();
+    expect(options).toEqual(want.devices.map((d) => `cuda:${d.device}`));
+    const canvas = page.locator('#timeline');
+    for (const [i, d] of want.devices.entries()) {
+      await redrawn(page, () => page.locator('#device').selectOption(String(i)));
+      expect(await canvas.getAttribute('data-device')).toBe(`cuda:${d.device}`);
+      expect(Number(await canvas.getAttribute('data-peak-allocated'))).toBe(d.peakAllocated);
+      expect(Number(await canvas.getAttribute('data-peak-reserved'))).toBe(d.peakReserved);
+      expect(await page.locator('#range').innerText()).toContain(`peak ${humanBytes(d.peakAllocated)} allocated, ${humanBytes(d.peakReserved)} reserved`);
+    }
+    await page.screenshot({ path: join(artifacts, 'snapshot-devices.png') });
+    expect(errors).toEqual([]);
+    await page.close();
+  });
 });

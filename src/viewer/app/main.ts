@@ -22,6 +22,7 @@ declare global {
       selectDevice(i: number): void;
       pinned(): number;
       setBytes(y0: number, y1: number): void;
+      lastHoverMs: number;
       locate(address: number, start: number): { x: number; y: number } | null;
     };
   }
@@ -547,6 +548,9 @@ function main(): void {
     selectDevice: (i: number) => memoryView?.selectDevice(i),
     pinned: () => memoryView?.pinnedAllocation() ?? -1,
     setBytes: (y0: number, y1: number) => memoryView?.setBytes(y0, y1),
+    get lastHoverMs() {
+      return memoryView?.lastHoverMs ?? 0;
+    },
     locate: (address: number, start: number) => (memoryView ? memoryView.locate(memoryView.allocationIndex(address, start)) : null),
   } as Window['memscopeViewer'] & object;
   if (data.source.kind === 'capture') {

@@ -77,6 +77,8 @@ export class MemoryView {
   private yView: { y0: number; y1: number } | null = null;
   private lastPlot = { x: 0, y: 0, w: 1, h: 1, y0: 0, yMax: 1, t0: 0, t1: 1 };
   frames = 0;
+  /** Time the last hover took to find the allocation and fill the tooltip (layout excluded). */
+  lastHoverMs = 0;
   firstFrameMs = 0;
   lastFrameMs = 0;
 
@@ -282,6 +284,12 @@ export class MemoryView {
   }
 
   private hover(clientX: number, clientY: number): void {
+    const started = performance.now();
+    this.showTip(clientX, clientY);
+    this.lastHoverMs = performance.now() - started;
+  }
+
+  private showTip(clientX: number, clientY: number): void {
     const a = this.allocationAt(clientX, clientY);
     const tip = this.tooltip;
     if (a === -1) {
