@@ -151,6 +151,11 @@ export interface ReportCaps {
   readonly maxLeaks: number;
   /** Frames kept per stack. */
   readonly maxFrames: number;
+  /**
+   * PyTorch snapshots: file path fragments (e.g. "site-packages/transformers/") whose frames count
+   * as framework when choosing an allocation's site, besides the allocator and torch itself.
+   */
+  readonly frameworkPaths?: readonly string[];
 }
 
 export const DEFAULT_CAPS: ReportCaps = {

@@ -6,7 +6,7 @@
  */
 import { humanBytes } from '../core/units.js';
 import { allocatingFrame, formatFrame, isInformativeFrame } from '../torch/snapshot-analysis.js';
-import { stackFrames, type MemorySnapshot, type TraceTable } from '../torch/snapshot.js';
+import { stackFrames, type Frame, type MemorySnapshot, type TraceTable } from '../torch/snapshot.js';
 import type { ReportDeviceMemory, ReportMemory, StringTable } from './report-data.js';
 
 export function deviceName(d: number): string {
@@ -24,23 +24,48 @@ interface Alloc {
 /**
  * Interns a snapshot stack for the page: its informative frames innermost first, the ones before
  * the allocating site (allocator and framework internals) counted in `folded` so the page can
- * show the user's frames first and fold the rest.
+ * show the user's frames first and fold the rest. The site is `memscope summary`'s
+ * (`allocatingFrame`); frames under any of `frameworkPaths` are skipped as framework too.
  */
 export class SnapshotStacks {
   readonly folded: number[] = [];
+  private readonly infos = new Map<number, { frames: Frame[]; user: number; site: string }>();
   private readonly siteIds = new Map<number, number>();
 
   constructor(
     private readonly snap: MemorySnapshot,
     private readonly table: StringTable,
+    private readonly frameworkPaths: readonly string[] = [],
   ) {}
+
+  private info(stack: number): { frames: Frame[]; user: number; site: string } {
+    let info = this.infos.get(stack);
+    if (!info) {
+      const frames = stackFrames(this.snap, stack).filter(isInformativeFrame);
+      let site = allocatingFrame(this.snap, stack);
+      let user = frames.findIndex((f) => formatFrame(f) === site);
+      if (user < 0) user = 0;
+      else if (this.frameworkPaths.length) {
+        let k = user;
+        while (k < frames.length && this.frameworkPaths.some((p) => frames[k].filename.includes(p))) k++;
+        if (k < frames.length && k !== user) {
+          user = k;
+          site = formatFrame(frames[k]);
+        }
+      }
+      info = { frames, user, site };
+      this.infos.set(stack, info);
+    }
+    return info;
+  }
 
   /** Index into the table's stacks (-1 for the empty stack). */
   stack(stack: number): number {
     if (stack <= 0) return -1;
     const before = this.table.stacks.length;
-    const id = this.table.stack(stack, () => this.frames(stack), Number.MAX_SAFE_INTEGER);
-    if (id === before) this.folded.push(this.pendingFolded);
+    // Every frame is kept: search looks at all of them, and stacks are interned once each.
+    const id = this.table.stack(stack, () => this.info(stack).frames.map((f) => formatFrame(f, true)), Number.MAX_SAFE_INTEGER);
+    if (id === before) this.folded.push(this.info(stack).user);
     return id;
   }
 
@@ -48,22 +73,10 @@ export class SnapshotStacks {
   site(stack: number): number {
     let id = this.siteIds.get(stack);
     if (id === undefined) {
-      id = stack > 0 ? this.table.str(allocatingFrame(this.snap, stack)) : 0;
+      id = stack > 0 ? this.table.str(this.info(stack).site) : 0;
       this.siteIds.set(stack, id);
     }
     return id;
-  }
-
-  private pendingFolded = 0;
-
-  private frames(stack: number): string[] {
-    const frames = stackFrames(this.snap, stack).filter(isInformativeFrame);
-    const site = allocatingFrame(this.snap, stack);
-    let user = frames.findIndex((f) => formatFrame(f) === site);
-    if (user < 0) user = 0;
-    // Every frame is kept: search looks at all of them, and stacks are interned once each.
-    this.pendingFolded = user;
-    return frames.map((f) => formatFrame(f, true));
   }
 }
 
@@ -218,8 +231,8 @@ export function hasHistory(snap: MemorySnapshot, trace: TraceTable): boolean {
 }
 
 /** Per device (each with a trace or with segments), its allocations in stacking order and its peaks. */
-export function snapshotMemory(snap: MemorySnapshot, table: StringTable, notices: string[]): ReportMemory {
-  const stacks = new SnapshotStacks(snap, table);
+export function snapshotMemory(snap: MemorySnapshot, table: StringTable, notices: string[], frameworkPaths: readonly string[] = []): ReportMemory {
+  const stacks = new SnapshotStacks(snap, table, frameworkPaths);
   const devices = [...new Set([...snap.segments.map((s) => s.device), ...snap.traces.filter((t) => t.count > 0).map((t) => t.device)])].sort((a, b) => a - b);
   const out: ReportDeviceMemory[] = [];
   for (const d of devices) {

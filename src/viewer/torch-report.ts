@@ -86,7 +86,7 @@ function oomNotice(o: OomEvent): string {
 export function snapshotToReport(snap: MemorySnapshot, file: string, caps: ReportCaps): ReportData {
   const notices: string[] = [];
   const table = new StringTable();
-  const memory = snapshotMemory(snap, table, notices);
+  const memory = snapshotMemory(snap, table, notices, caps.frameworkPaths);
   const traced = snap.traces.filter((t) => hasHistory(snap, t));
   const timeUnit: ReportData['timeUnit'] = traced.some((t) => t.timeUs.some((x) => !Number.isNaN(x))) ? 'ms' : 'event';
   if (!traced.length) notices.push('This snapshot has no allocation history (device_traces empty): the timeline shows only its final state; the segments view and the largest blocks are exact.');

@@ -89,10 +89,10 @@ describe('snapshot report in the browser', () => {
 
     // Peaks: the label and the exact figures are CPython's.
     const canvas = page.locator('#timeline');
-    expect(Number(await canvas.getAttribute('data-peak-allocated'))).toBe(dev.peakAllocated);
-    expect(Number(await canvas.getAttribute('data-peak-reserved'))).toBe(dev.peakReserved);
     const label = await page.locator('#range').innerText();
     expect(label).toContain(`peak ${humanBytes(dev.peakAllocated)} allocated, ${humanBytes(dev.peakReserved)} reserved`);
+    expect(Number(await canvas.getAttribute('data-peak-allocated'))).toBe(dev.peakAllocated);
+    expect(Number(await canvas.getAttribute('data-peak-reserved'))).toBe(dev.peakReserved);
 
     // Byte ticks are round binary units: "20 GiB", never "18.63 GiB" or "1000.00 KiB".
     const yTicks = (await canvas.getAttribute('data-y-ticks'))!.split('|');

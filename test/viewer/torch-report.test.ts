@@ -50,6 +50,17 @@ describe('PyTorch inputs', () => {
     expect(d.timeUnit).toBe('ms');
   });
 
+  it('the site skips frames under configured framework paths', async () => {
+    const f = await openMemoryFile(fixture('torch/transformer_fullstep_trace.pickle'));
+    if (f.kind !== 'snapshot') throw new Error('expected a snapshot');
+    const d = snapshotToReport(f.snapshot, 'x.pickle', { ...DEFAULT_CAPS, frameworkPaths: ['cs336_basics/'] });
+    const m = d.memory!.devices[0];
+    const largest = m.bytes.indexOf(Math.max(...m.bytes));
+    // training.py lives under cs336_basics/: its caller in benchmark.py becomes the site.
+    expect(d.strings[m.site[largest]]).toBe('benchmark.py:232:run_memory_foward_fullstep');
+    expect(d.stacks[m.stack[largest]].map((i) => d.strings[i])[d.memory!.stackFolded[m.stack[largest]]]).toMatch(/benchmark\.py:232:/);
+  });
+
   it('a snapshot without history: final state, blocks as allocations, and a notice', async () => {
     const d = await load(fixture('torch/older_no_settings_6633blocks.pickle'));
     expect(d.notices.join(' ')).toMatch(/no allocation history/);

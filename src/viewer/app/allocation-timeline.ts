@@ -74,6 +74,9 @@ export class DeviceTimeline {
   private readonly edge: Uint32Array;
   readonly tMin: number;
   readonly tMax: number;
+  /** The linked list of drawn bands, reused by every frame. */
+  private readonly prev: Int32Array;
+  private readonly next: Int32Array;
 
   constructor(
     readonly data: ReportDeviceMemory,
@@ -89,15 +92,22 @@ export class DeviceTimeline {
     }
     const count = data.bytes.length;
     this.count = count;
-    this.start = Int32Array.from(data.start);
-    this.end = Int32Array.from(data.end, (e) => (e < 0 ? n : e));
-    this.bytes = Float64Array.from(data.bytes);
+    this.start = new Int32Array(count);
+    this.end = new Int32Array(count);
+    this.bytes = new Float64Array(count);
     this.allocAt = new Int32Array(n).fill(-1);
     this.freeAt = new Int32Array(n).fill(-1);
     for (let a = 0; a < count; a++) {
-      if (this.start[a] >= 0) this.allocAt[this.start[a]] = a;
-      if (this.end[a] < n) this.freeAt[this.end[a]] = a;
+      const s = data.start[a];
+      const e = data.end[a];
+      this.start[a] = s;
+      this.end[a] = e < 0 ? n : e;
+      this.bytes[a] = data.bytes[a];
+      if (s >= 0) this.allocAt[s] = a;
+      if (e >= 0 && e < n) this.freeAt[e] = a;
     }
+    this.prev = new Int32Array(count);
+    this.next = new Int32Array(count);
     this.reservedBase = data.reservedBase;
     this.reserved = new Float64Array(n);
     let r = data.reservedBase;
@@ -109,11 +119,17 @@ export class DeviceTimeline {
     this.color = new Uint32Array(count);
     this.faded = new Uint32Array(count);
     this.edge = new Uint32Array(count);
+    const bySite = new Map<number, [number, number, number]>();
     for (let a = 0; a < count; a++) {
-      const rgb = parseInt(siteColor(sitesOf[a]).slice(1), 16);
-      this.color[a] = rgba(rgb);
-      this.faded[a] = rgba(towardWhite(rgb, 0.82));
-      this.edge[a] = rgba(darker(rgb, 0.3));
+      let c = bySite.get(sitesOf[a]);
+      if (!c) {
+        const rgb = parseInt(siteColor(sitesOf[a]).slice(1), 16);
+        c = [rgba(rgb), rgba(towardWhite(rgb, 0.82)), rgba(darker(rgb, 0.3))];
+        bySite.set(sitesOf[a], c);
+      }
+      this.color[a] = c[0];
+      this.faded[a] = c[1];
+      this.edge[a] = c[2];
     }
     this.tMin = 0;
     this.tMax = Math.max(n ? this.time[n - 1] * 1.0001 : 1, 1e-3);
@@ -148,10 +164,11 @@ export class DeviceTimeline {
     const span = f.t1 - f.t0;
     const scale = rows / (f.yMax - f.y0);
     const thr = (f.yMax - f.y0) / rows;
-    const big = (a: number): boolean => this.bytes[a] >= thr;
+    const bytes = this.bytes;
+    const big = (a: number): boolean => bytes[a] >= thr;
     // Live bands at least a pixel tall, a linked list in stacking order (new ones go on top).
-    const prev = new Int32Array(this.count).fill(-1);
-    const next = new Int32Array(this.count).fill(-1);
+    const prev = this.prev;
+    const next = this.next;
     let head = -1;
     let tail = -1;
     let small = 0;
@@ -231,7 +248,28 @@ export class DeviceTimeline {
 
     let i = 0;
     const firstIn = this.lowerBound(f.t0);
-    for (; i < firstIn; i++) apply(i);
+    // Events left of the view: only the stacking order and the sums matter.
+    const allocAt = this.allocAt;
+    const freeAt = this.freeAt;
+    for (; i < firstIn; i++) {
+      const a = allocAt[i];
+      if (a >= 0) {
+        const b = bytes[a];
+        total += b;
+        if (b < thr) {
+          small += b;
+          if (matches !== null && matches[a]) smallMatched++;
+        } else {
+          prev[a] = tail;
+          next[a] = -1;
+          if (tail >= 0) next[tail] = a;
+          else head = a;
+          tail = a;
+        }
+      }
+      const d = freeAt[i];
+      if (d >= 0) remove(d);
+    }
     let col = 0;
     while (col < cols) {
       // Events that fall in this column (none for a column between events).
