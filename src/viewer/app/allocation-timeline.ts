@@ -147,6 +147,26 @@ export class DeviceTimeline {
     return lo;
   }
 
+  /** Allocations under `threshold` bytes live after the first `events` events: how many, their bytes, the `k` largest. */
+  smallLiveAfter(events: number, threshold: number, k: number): { count: number; bytes: number; largest: number[] } {
+    let count = 0;
+    let sum = 0;
+    const largest: number[] = [];
+    for (let a = 0; a < this.count; a++) {
+      const b = this.bytes[a];
+      if (b >= threshold || this.start[a] >= events || this.end[a] < events) continue;
+      count++;
+      sum += b;
+      if (largest.length < k || b > this.bytes[largest[largest.length - 1]]) {
+        let p = largest.length < k ? largest.length : k - 1;
+        while (p > 0 && this.bytes[largest[p - 1]] < b) p--;
+        largest.splice(p, 0, a);
+        if (largest.length > k) largest.pop();
+      }
+    }
+    return { count, bytes: sum, largest };
+  }
+
   /** Allocations live after the first `events` events (all of them before any event when 0). */
   liveAfter(events: number): number[] {
     const out: number[] = [];

@@ -101,8 +101,29 @@ export class MemoryView {
       legend.before(el('label', {}, 'device ', select));
     }
     legend.append(el('span', { class: 'legend-item' }, 'one band per allocation, coloured by site; grey: allocations under a pixel, summed; line: reserved; red marks: search matches under a pixel'));
+    this.siteLegend = el('div', { class: 'toolbar', id: 'site-legend' });
+    legend.parentElement!.after(this.siteLegend);
+    this.fillSiteLegend();
     this.bind();
     new ResizeObserver(() => this.schedule()).observe(canvas);
+  }
+
+  private siteLegend: HTMLElement | null = null;
+
+  /** The sites holding the most bytes over the device's allocations, with their colours. */
+  private fillSiteLegend(): void {
+    const box = this.siteLegend;
+    if (!box) return;
+    const d = this.dev().data;
+    const bySite = new Map<number, number>();
+    for (let a = 0; a < d.bytes.length; a++) bySite.set(d.site[a], (bySite.get(d.site[a]) ?? 0) + d.bytes[a]);
+    const top = [...bySite].sort((x, y) => y[1] - x[1]).slice(0, 8);
+    box.replaceChildren(el('span', { class: 'muted' }, 'sites allocating the most:'));
+    for (const [site, bytes] of top) {
+      const sw = el('span', { class: 'swatch' });
+      sw.style.background = siteColor(site);
+      box.append(el('span', { class: 'legend-item' }, sw, ` ${this.str(site) || NO_SITE} (${humanBytes(bytes)})`));
+    }
   }
 
   private dev(): DeviceTimeline {
@@ -112,6 +133,7 @@ export class MemoryView {
   selectDevice(i: number): void {
     if (i < 0 || i >= this.devices.length) return;
     this.device = i;
+    this.fillSiteLegend();
     this.pin(-1);
     this.view = { t0: this.dev().tMin, t1: this.dev().tMax };
     this.schedule();
@@ -300,13 +322,11 @@ export class MemoryView {
     if (a === SUMMARISED) {
       const d = this.dev();
       const t = this.columnTime(clientX);
-      const live = d.liveAfter(d.lowerBound(t + 1e-9));
       const thr = (this.lastPlot.yMax - this.lastPlot.y0) / this.lastPlot.h;
-      const small = live.filter((x) => d.bytes[x] < thr).sort((x, y) => d.bytes[y] - d.bytes[x]);
-      const sum = small.reduce((s, x) => s + d.bytes[x], 0);
-      tip.append(el('div', { class: 'tip-head' }, `${formatTime(t, this.data.timeUnit)} · ${small.length.toLocaleString('en-US')} allocations under a pixel each, ${humanBytes(sum)} in all`));
+      const { count, bytes, largest } = d.smallLiveAfter(d.lowerBound(t + 1e-9), thr, 5);
+      tip.append(el('div', { class: 'tip-head' }, `${formatTime(t, this.data.timeUnit)} · ${count.toLocaleString('en-US')} allocations under a pixel each, ${humanBytes(bytes)} in all`));
       const list = el('ol', { class: 'tip-allocs' });
-      for (const x of small.slice(0, 5)) list.append(el('li', {}, `${humanBytes(d.bytes[x])} · ${hexAddress(d.data.address[x])} · ${this.site(x)}`));
+      for (const x of largest) list.append(el('li', {}, `${humanBytes(d.bytes[x])} · ${hexAddress(d.data.address[x])} · ${this.site(x)}`));
       tip.append(list);
     } else {
       tip.append(this.details(a, false));
@@ -434,8 +454,11 @@ export class MemoryView {
         const t = k * tStep;
         const x = p.x + ((t - this.view.t0) / span) * p.w;
         ctx.fillRect(Math.round(x), p.y + p.h, 1, 4 * dpr);
-        ctx.fillText(formatTick(t, tStep, this.data.timeUnit), x, p.y + p.h + 8 * dpr);
-        xTicks.push(formatTick(t, tStep, this.data.timeUnit));
+        const text = formatTick(t, tStep, this.data.timeUnit);
+        // A label at the right edge ends at the edge instead of being cut off.
+        const half = ctx.measureText(text).width / 2;
+        ctx.fillText(text, Math.min(x, c.width - half - 2), p.y + p.h + 8 * dpr);
+        xTicks.push(text);
       }
     }
     // The axis labels as drawn, for tests and assistive reading.
