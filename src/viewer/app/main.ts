@@ -64,7 +64,10 @@ function location(frame: string | null): string {
   return m ? m[1] : frame;
 }
 
+// Marks for the benchmark: where the time before the first frame goes.
+performance.mark('memscope-start');
 const data: ReportData = JSON.parse(document.getElementById('memscope-data')!.textContent!);
+performance.mark('memscope-parsed');
 const str = (i: number): string => data.strings[i] ?? '';
 const frames = (stack: number): string[] => (stack >= 0 ? (data.stacks[stack] ?? []).map(str) : []);
 
@@ -527,6 +530,7 @@ function main(): void {
     document.getElementById('zoom-out')!.addEventListener('click', () => mv.zoom(2));
     document.getElementById('zoom-reset')!.addEventListener('click', () => mv.reset());
     memoryView = mv;
+    performance.mark('memscope-model');
     view = mv;
     document.getElementById('search')!.setAttribute('placeholder', 'search frames, 0xADDRESS or sizes (1MiB..2GiB, >1GiB)');
   } else {
