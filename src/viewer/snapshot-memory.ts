@@ -105,10 +105,9 @@ function deviceMemory(snap: MemorySnapshot, device: number, trace: TraceTable | 
 
   // Event times: ms from the first timed event, or event numbers when the file has none.
   const eventDt: number[] = new Array(n);
-  let timed = false;
   let t0us = Infinity;
   if (trace) for (let i = 0; i < n; i++) if (!Number.isNaN(trace.timeUs[i])) t0us = Math.min(t0us, trace.timeUs[i]);
-  timed = Number.isFinite(t0us);
+  const timed = Number.isFinite(t0us);
   let lastUs = 0;
   for (let i = 0; i < n; i++) {
     let us: number;
