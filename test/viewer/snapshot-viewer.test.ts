@@ -164,6 +164,12 @@ describe('snapshot report in the browser', () => {
     // An address finds every allocation whose block held it (the allocator reuses addresses).
     const inside = `0x${(largest.addr + 16).toString(16)}`;
     expect(await page.evaluate((q) => window.memscopeViewer!.search(q), inside)).toBe(truth(file, inside).matches);
+    // "show" in the table pins that allocation on the timeline and zooms to its life.
+    await page.evaluate(() => window.memscopeViewer!.search(''));
+    await redrawn(page, () => table.locator('tbody tr:not(.detail)').nth(0).locator('button.show-alloc').click());
+    expect(await page.locator('#pinned').innerText()).toContain(`0x${largest.addr.toString(16)}`);
+    const shown = await page.evaluate(() => window.memscopeViewer!.range());
+    expect(shown.t1 - shown.t0).toBeLessThan(5);
     expect(errors).toEqual([]);
     await page.close();
   });

@@ -478,14 +478,19 @@ function snapshotAllocationsSection(): void {
     const d = devices[di];
     const fr = frames(d.stack[a]);
     const site = str(d.site[a]) || '(no frames recorded)';
+    const show = el('button', { type: 'button', class: 'show-alloc' }, 'show');
+    show.addEventListener('click', (e) => {
+      e.stopPropagation();
+      memoryView?.reveal(di, a);
+    });
     return {
-      cells: [humanBytes(d.bytes[a]), d.device, hexAddress(d.address[a]), when(d, d.start[a], 'before the trace'), when(d, d.end[a], 'alive at end'), site],
+      cells: [humanBytes(d.bytes[a]), d.device, hexAddress(d.address[a]), when(d, d.start[a], 'before the trace'), when(d, d.end[a], 'alive at end'), site, show],
       search: [site, hexAddress(d.address[a]), ...fr].join(' '),
       detail: fr.length ? stackList(fr) : undefined,
     };
   });
-  box.append(el('p', { class: 'muted' }, `The ${top.length} largest of ${data.allocationsTotal.toLocaleString('en-US')} allocations (blocks live before the trace began included). Click a row for its stack.`));
-  box.append(table(['bytes', 'device', 'address', 'allocated', 'freed', 'site'], rows, [0]));
+  box.append(el('p', { class: 'muted' }, `The ${top.length} largest of ${data.allocationsTotal.toLocaleString('en-US')} allocations (blocks live before the trace began included). Click a row for its stack, "show" to pin it on the timeline.`));
+  box.append(table(['bytes', 'device', 'address', 'allocated', 'freed', 'site', ''], rows, [0]));
 }
 
 let memoryView: MemoryView | null = null;

@@ -338,6 +338,18 @@ export class MemoryView {
     tip.style.top = `${clientY - wrap.top + 10}px`;
   }
 
+  /** Shows allocation `a` of device `device`: selects the device, pins it and zooms time to its life. */
+  reveal(device: number, a: number): void {
+    if (device !== this.device) this.selectDevice(device);
+    const d = this.dev();
+    const t0 = d.start[a] >= 0 ? d.time[d.start[a]] : d.tMin;
+    const t1 = d.end[a] < d.n ? d.time[d.end[a]] : d.tMax;
+    const margin = Math.max((t1 - t0) * 0.1, this.data.timeUnit === 'event' ? 2 : 0.002);
+    this.setRange(t0 - margin, t1 + margin);
+    this.pin(a);
+    this.canvas.scrollIntoView({ block: 'nearest' });
+  }
+
   /** Pins an allocation (its details stay below the chart, its band drawn dark); -1 unpins. */
   pin(a: number): void {
     this.pinned = a >= 0 ? a : -1;
@@ -425,6 +437,17 @@ export class MemoryView {
     pixels.fill(0xffffffff);
     d.render({ t0: this.view.t0, t1: this.view.t1, cols: p.w, rows: p.h, y0, yMax, pinned: this.pinned, matches: this.matches ? this.matches[this.device] : null }, pixels, this.hits);
     ctx.putImageData(this.image, p.x, p.y);
+    // The pinned allocation's lifetime as two marks, visible even when its band is under a pixel.
+    if (this.pinned >= 0) {
+      ctx.fillStyle = 'rgba(17,17,17,0.7)';
+      const span0 = this.view.t1 - this.view.t0;
+      for (const ev of [d.start[this.pinned], d.end[this.pinned]]) {
+        if (ev < 0 || ev >= d.n) continue;
+        const x = p.x + Math.round(((d.time[ev] - this.view.t0) / span0) * p.w);
+        if (x < p.x || x > p.x + p.w) continue;
+        for (let y = p.y; y < p.y + p.h; y += 6 * dpr) ctx.fillRect(x, y, Math.max(1, dpr), 3 * dpr);
+      }
+    }
     this.lastPlot = { ...p, y0, yMax, t0: this.view.t0, t1: this.view.t1 };
 
     // Byte axis: round steps in binary units.
