@@ -100,6 +100,10 @@ describe('PyTorch inputs', () => {
         } else {
           expect(await page.locator('#segments').isVisible()).toBe(false);
           expect(await page.locator('#kernels-body').innerText()).toMatch(/aten::mm/);
+          expect(await page.locator('#kernels > h2').innerText()).toBe('Operators by memory added');
+          // Leaks and modules are memscope captures' sections: a trace has none to show.
+          expect(await page.locator('#leaks').isVisible()).toBe(false);
+          expect(await page.locator('#modules').isVisible()).toBe(false);
           await page.screenshot({ path: 'test-artifacts/report-trace.png' });
         }
         expect(errors).toEqual([]);

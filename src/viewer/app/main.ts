@@ -572,6 +572,8 @@ function main(): void {
     document.getElementById('leaks')!.hidden = true;
     document.getElementById('modules')!.hidden = true;
   }
+  // Profiler traces attribute memory to operators, not kernels.
+  if (data.source.kind === 'trace') document.querySelector('#kernels > h2')!.textContent = 'Operators by memory added';
   if (data.kernels.length || data.source.kind !== 'snapshot') kernelsSection();
   else document.getElementById('kernels')!.hidden = true;
   if (data.memory) snapshotAllocationsSection();
