@@ -1,6 +1,9 @@
-// Report scale: a 1,000,000-event capture → `memscope report` → headless
-// Chromium. Prints how long the page takes to draw its first timeline frame
-// (target < 2 s), the report's size, and the time to build it.
+// Report scale, in headless Chromium:
+// 1. a 1,000,000-event capture → `memscope report`: first timeline frame (target < 2 s), size,
+//    build time, redraw times;
+// 2. a ~100 MB PyTorch snapshot (bench/make-big-snapshot.mjs from the transformer fixture,
+//    ~613k trace events) → the Active Memory Timeline: first frame after load (target < 1 s),
+//    hover and zoom times at the 95th percentile (target < 16 ms).
 //
 // The capture is synthetic but goes through the real recorder and writer: 250
 // training steps over a 4-layer model, each step allocating and freeing 2,000
@@ -14,7 +17,10 @@ import { CaptureWriter } from '../dist/capture/writer.js';
 import { CaptureRecorder } from '../dist/capture/recorder.js';
 import { FileCaptureSink } from '../dist/capture/file-sink-node.js';
 import { readCaptureFile } from '../dist/capture/read-node.js';
-import { captureToReport } from '../dist/viewer/report-data.js';
+import { captureToReport, DEFAULT_CAPS } from '../dist/viewer/report-data.js';
+import { torchToReport } from '../dist/viewer/torch-report-node.js';
+import { existsSync } from 'node:fs';
+import { spawnSync } from 'node:child_process';
 import { renderReportHtml } from '../dist/viewer/html.js';
 import { viewerBundle } from '../dist/viewer/bundle-node.js';
 
@@ -143,3 +149,67 @@ console.log(`wall time goto → first frame seen by the driver: ${runs.map((r) =
 console.log(`redraw, all 1M events in view (ms): ${runs.flatMap((r) => r.redraws.full).map((x) => x.toFixed(1)).join(', ')} · median ${median(runs.flatMap((r) => r.redraws.full)).toFixed(1)}`);
 console.log(`redraw, zoomed in (ms): median ${median(runs.flatMap((r) => r.redraws.zoomed)).toFixed(1)}`);
 console.log(`report file size: ${statSync(htmlPath).size.toLocaleString('en-US')} bytes (${(statSync(htmlPath).size / 2 ** 20).toFixed(1)} MiB)`);
+
+// ---------------------------------------------------------------- 100 MB snapshot
+const bigSnapshot = join(out, 'big-100mb.pickle');
+const bigHtml = join(out, 'big-100mb.html');
+if (!existsSync(bigSnapshot)) {
+  const r = spawnSync(process.execPath, [join(here, 'make-big-snapshot.mjs'), join(here, '../test/fixtures/torch/transformer_fullstep_trace.pickle'), bigSnapshot, '100'], { stdio: 'inherit' });
+  if (r.status !== 0) throw new Error('make-big-snapshot failed');
+}
+t = performance.now();
+const snapData = await torchToReport(bigSnapshot, DEFAULT_CAPS);
+const snapHtml = renderReportHtml(snapData, await viewerBundle());
+writeFileSync(bigHtml, snapHtml);
+const dev = snapData.memory.devices[0];
+console.log(`snapshot: ${(statSync(bigSnapshot).size / 2 ** 20).toFixed(1)} MiB pickle, ${dev.eventDt.length.toLocaleString('en-US')} events, ${dev.bytes.length.toLocaleString('en-US')} allocations → ${(Buffer.byteLength(snapHtml) / 2 ** 20).toFixed(1)} MiB HTML in ${((performance.now() - t) / 1000).toFixed(2)} s`);
+
+const p95 = (xs) => [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.floor(xs.length * 0.95))];
+const browser2 = await chromium.launch({
+  executablePath: process.env.MEMSCOPE_CHROMIUM ?? '/usr/bin/chromium',
+  headless: true,
+  args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update', '--disable-sync', '--no-first-run'],
+});
+const snapRuns = [];
+for (let i = 0; i < 3; i++) {
+  const page = await browser2.newPage({ viewport: { width: 1280, height: 900 } });
+  await page.goto(`file://${bigHtml}`, { waitUntil: 'commit' });
+  await page.waitForFunction(() => (window.memscopeViewer?.frames ?? 0) > 0, null, { timeout: 120_000, polling: 20 });
+  const firstFrameMs = await page.evaluate(() => window.memscopeViewer.firstFrameMs);
+  const marks = await page.evaluate(() => Object.fromEntries(performance.getEntriesByType('mark').map((e) => [e.name, e.startTime])));
+  // Zoom: 40 views from the whole trace down to a few events and back, each one frame.
+  const zoom = await page.evaluate(async () => {
+    const v = window.memscopeViewer;
+    const r = v.range();
+    const frame = () => new Promise((res) => requestAnimationFrame(() => requestAnimationFrame(res)));
+    const times = [];
+    for (let k = 0; k < 40; k++) {
+      const f = Math.pow(0.7, k % 20);
+      const mid = r.t0 + (r.t1 - r.t0) * (0.3 + 0.4 * (k / 40));
+      v.setRange(mid - ((r.t1 - r.t0) * f) / 2, mid + ((r.t1 - r.t0) * f) / 2);
+      await frame();
+      times.push(v.lastFrameMs);
+    }
+    v.setRange(r.t0, r.t1);
+    await frame();
+    return times;
+  });
+  // Hover: 100 pointer positions across the full view.
+  const box = await page.locator('#timeline').boundingBox();
+  const hover = [];
+  for (let k = 0; k < 100; k++) {
+    await page.mouse.move(box.x + 80 + ((box.width - 100) * k) / 100, box.y + 20 + ((box.height - 60) * ((k * 37) % 100)) / 100);
+    hover.push(await page.evaluate(() => window.memscopeViewer.lastHoverMs));
+  }
+  snapRuns.push({ firstFrameMs, marks, zoom, hover });
+  await page.close();
+}
+await browser2.close();
+const snapFirst = median(snapRuns.map((r) => r.firstFrameMs));
+console.log(`snapshot first frame (navigation start → first timeline frame), median of ${snapRuns.length}: ${snapFirst.toFixed(0)} ms [${snapRuns.map((r) => r.firstFrameMs.toFixed(0)).join(', ')}] · target < 1000 ms ${snapFirst < 1000 ? 'MET' : 'MISSED'}`);
+const phase = (from, to) => median(snapRuns.map((r) => (r.marks[to] ?? r.firstFrameMs) - (from ? r.marks[from] : 0)));
+console.log(`  of which: page load and script start ${phase(null, 'memscope-start').toFixed(0)} ms, JSON.parse ${phase('memscope-start', 'memscope-parsed').toFixed(0)} ms, timeline model ${phase('memscope-parsed', 'memscope-model').toFixed(0)} ms, first draw ${median(snapRuns.map((r) => r.firstFrameMs - r.marks['memscope-model'])).toFixed(0)} ms`);
+const zoomP95 = p95(snapRuns.flatMap((r) => r.zoom));
+const hoverP95 = p95(snapRuns.flatMap((r) => r.hover));
+console.log(`snapshot zoom frame p95: ${zoomP95.toFixed(1)} ms (median ${median(snapRuns.flatMap((r) => r.zoom)).toFixed(1)}) · target < 16 ms ${zoomP95 < 16 ? 'MET' : 'MISSED'}`);
+console.log(`snapshot hover p95: ${hoverP95.toFixed(2)} ms (median ${median(snapRuns.flatMap((r) => r.hover)).toFixed(2)}) · target < 16 ms ${hoverP95 < 16 ? 'MET' : 'MISSED'}`);

@@ -12,7 +12,7 @@ import { CATEGORIES } from '../capture/types.js';
 import { findLeaks, userFrame } from '../capture/leaks.js';
 import type { Capture } from '../capture/reader.js';
 
-export const REPORT_DATA_VERSION = 1;
+export const REPORT_DATA_VERSION = 2;
 
 export interface ReportSeries {
   readonly device: string;
@@ -78,6 +78,43 @@ export interface ReportSegment {
   readonly blocks: { size: number[]; state: number[]; stack: number[] };
 }
 
+/**
+ * One device's allocations, for the Active Memory Timeline (PyTorch snapshots). Allocations are
+ * listed in stacking order, bottom first: blocks live before the trace began, then the trace's
+ * allocations in the order they were made (as torch/utils/viz/MemoryViz.js stacks them).
+ */
+export interface ReportDeviceMemory {
+  readonly device: string;
+  /**
+   * The device's trace events: event k happens at `sum(eventDt[0..k]) / 1000` (ms, or the event
+   * number for files without `time_us`).
+   */
+  readonly eventDt: number[];
+  /** Per allocation: the event that made it (-1: live before the trace) and that freed it (-1: live at the end). */
+  readonly start: number[];
+  readonly end: number[];
+  readonly bytes: number[];
+  /** Block address (-1: unknown). */
+  readonly address: number[];
+  /** Index into `stacks` (-1 = none). */
+  readonly stack: number[];
+  /** Index into `strings`: the first frame outside the allocator and the framework. */
+  readonly site: number[];
+  /** Reserved bytes before the trace, and each change: at event `reservedAt[i]`, `reservedDelta[i]` bytes. */
+  readonly reservedBase: number;
+  readonly reservedAt: number[];
+  readonly reservedDelta: number[];
+  /** Highest active bytes (alloc … free_completed) and reserved bytes over the trace, live-before included. */
+  readonly peakAllocated: number;
+  readonly peakReserved: number;
+}
+
+export interface ReportMemory {
+  readonly devices: ReportDeviceMemory[];
+  /** Per stack (parallel to `stacks`): how many innermost frames are the allocator's or the framework's (shown folded). */
+  readonly stackFolded: number[];
+}
+
 export interface ReportData {
   readonly version: number;
   readonly title: string;
@@ -101,6 +138,8 @@ export interface ReportData {
   readonly leakNote: string | null;
   readonly segments: ReportSegment[];
   readonly blockStates: string[];
+  /** Per-allocation timelines (PyTorch snapshots); null for other sources. */
+  readonly memory: ReportMemory | null;
 }
 
 export interface ReportCaps {
@@ -112,6 +151,11 @@ export interface ReportCaps {
   readonly maxLeaks: number;
   /** Frames kept per stack. */
   readonly maxFrames: number;
+  /**
+   * PyTorch snapshots: file path fragments (e.g. "site-packages/transformers/") whose frames count
+   * as framework when choosing an allocation's site, besides the allocator and torch itself.
+   */
+  readonly frameworkPaths?: readonly string[];
 }
 
 export const DEFAULT_CAPS: ReportCaps = {
@@ -376,6 +420,7 @@ export function captureToReport(capture: Capture, file: string, caps: ReportCaps
     leakNote: leakReport.note,
     segments: [],
     blockStates: [],
+    memory: null,
   };
 }
 

@@ -6,8 +6,9 @@
  */
 import { humanBytes } from '../core/units.js';
 import { memoryByOperator, type MemoryTrace } from '../torch/memory-trace.js';
-import { formatFrame, isInformativeFrame, outOfMemoryEvents, type OomEvent } from '../torch/snapshot-analysis.js';
-import { stackFrames, type MemorySnapshot } from '../torch/snapshot.js';
+import { outOfMemoryEvents, type OomEvent } from '../torch/snapshot-analysis.js';
+import type { MemorySnapshot } from '../torch/snapshot.js';
+import { deviceName, hasHistory, snapshotMemory } from './snapshot-memory.js';
 import { REPORT_DATA_VERSION, StringTable, TimelineBuilder, type ReportCaps, type ReportData, type ReportKernel, type ReportSegment, type ReportSeries } from './report-data.js';
 
 const ALLOCATED = 'allocated';
@@ -65,6 +66,7 @@ function emptyReport(kind: 'snapshot' | 'trace', file: string, detail: string): 
     leakNote: 'leak detection needs a memscope capture spanning several training steps (memscope run)',
     segments: [],
     blockStates: [],
+    memory: null,
   };
 }
 
@@ -80,125 +82,20 @@ function oomNotice(o: OomEvent): string {
   );
 }
 
-function deviceName(d: number): string {
-  return d >= 0 ? `cuda:${d}` : 'cuda';
-}
 
 export function snapshotToReport(snap: MemorySnapshot, file: string, caps: ReportCaps): ReportData {
   const notices: string[] = [];
   const table = new StringTable();
-  const frameLabels = (stack: number): string[] => stackFrames(snap, stack).filter(isInformativeFrame).map((f) => formatFrame(f, true));
-  const stackId = (stack: number): number => (stack > 0 ? table.stack(stack, () => frameLabels(stack), caps.maxFrames) : -1);
-
-  const devices = [...new Set([...snap.segments.map((s) => s.device), ...snap.traces.filter((t) => t.count > 0).map((t) => t.device)])].sort((a, b) => a - b);
-  const series: ReportSeries[] = [];
-  const seriesOf = new Map<string, number>();
-  for (const d of devices) for (const c of [ALLOCATED, CACHED]) {
-    seriesOf.set(`${d}/${c}`, series.length);
-    series.push({ device: deviceName(d), category: c });
-  }
-  const allocatedState = snap.stateNames.indexOf('active_allocated');
-  const pendingState = snap.stateNames.indexOf('active_pending_free');
-
-  // Final state per device, from the segments: what the trace must end at.
-  const finalAllocated = new Map<number, number>();
-  const finalReserved = new Map<number, number>();
-  for (const seg of snap.segments) {
-    finalReserved.set(seg.device, (finalReserved.get(seg.device) ?? 0) + seg.totalSize);
-    let active = 0;
-    for (let i = seg.firstBlock; i < seg.firstBlock + seg.blockCount; i++) {
-      const st = snap.blocks.state[i];
-      if (st === allocatedState || st === pendingState) active += snap.blocks.size[i];
-    }
-    finalAllocated.set(seg.device, (finalAllocated.get(seg.device) ?? 0) + active);
-  }
-
-  const events = new EventList();
-  const allocs: { t0: number; t1: number; bytes: number; series: number; stack: number }[] = [];
-  const traced = snap.traces.filter((t) => t.count > 0);
-  let timeUnit: ReportData['timeUnit'] = 'event';
-  let t0us = Infinity;
-  for (const tr of traced) for (let i = 0; i < tr.count; i++) if (!Number.isNaN(tr.timeUs[i])) t0us = Math.min(t0us, tr.timeUs[i]);
-  if (traced.length && Number.isFinite(t0us)) timeUnit = 'ms';
-  let endTime = 0;
-  const code = (a: string) => snap.actionNames.indexOf(a);
-  const [ALLOC, FREE_DONE, SEG_ALLOC, SEG_FREE, SEG_MAP, SEG_UNMAP] = ['alloc', 'free_completed', 'segment_alloc', 'segment_free', 'segment_map', 'segment_unmap'].map(code);
-  for (const tr of traced) {
-    const sa = seriesOf.get(`${tr.device}/${ALLOCATED}`)!;
-    const sc = seriesOf.get(`${tr.device}/${CACHED}`)!;
-    let allocatedDelta = 0;
-    let reservedDelta = 0;
-    const open = new Map<number, number>();
-    const times: number[] = [];
-    for (let i = 0; i < tr.count; i++) {
-      const t = timeUnit === 'ms' ? (Number.isNaN(tr.timeUs[i]) ? (times.length ? times[times.length - 1] : 0) : (tr.timeUs[i] - t0us) / 1000) : i + 1;
-      times.push(t);
-      const a = tr.action[i];
-      const size = tr.size[i];
-      if (a === ALLOC) {
-        events.push(t, sa, size);
-        events.push(t, sc, -size);
-        allocatedDelta += size;
-        open.set(tr.addr[i], allocs.length);
-        allocs.push({ t0: t, t1: -1, bytes: size, series: sa, stack: tr.stack[i] });
-      } else if (a === FREE_DONE) {
-        events.push(t, sa, -size);
-        events.push(t, sc, size);
-        allocatedDelta -= size;
-        const k = open.get(tr.addr[i]);
-        if (k !== undefined) {
-          allocs[k].t1 = t;
-          open.delete(tr.addr[i]);
-        }
-      } else if (a === SEG_ALLOC || a === SEG_MAP) {
-        events.push(t, sc, size);
-        reservedDelta += size;
-      } else if (a === SEG_FREE || a === SEG_UNMAP) {
-        events.push(t, sc, -size);
-        reservedDelta -= size;
-      }
-      endTime = Math.max(endTime, t);
-    }
-    // Memory that existed before the trace began: the final state minus what the trace added.
-    const baseAllocated = (finalAllocated.get(tr.device) ?? 0) - allocatedDelta;
-    const baseReserved = (finalReserved.get(tr.device) ?? 0) - reservedDelta;
-    events.push(0, sa, Math.max(0, baseAllocated));
-    events.push(0, sc, Math.max(0, baseReserved - baseAllocated));
-    if (baseAllocated < 0 || baseReserved < baseAllocated) notices.push(`${deviceName(tr.device)}: the trace does not add up to the final segments (a ring buffer that dropped its oldest entries?); its baseline is clamped at 0.`);
-  }
-  // Devices without a trace: show their final state as one step.
-  for (const d of devices) {
-    if (traced.some((t) => t.device === d)) continue;
-    events.push(0, seriesOf.get(`${d}/${ALLOCATED}`)!, finalAllocated.get(d) ?? 0);
-    events.push(0, seriesOf.get(`${d}/${CACHED}`)!, (finalReserved.get(d) ?? 0) - (finalAllocated.get(d) ?? 0));
-  }
-  if (!traced.length) {
-    notices.push('This snapshot has no allocation history (device_traces empty): the timeline shows only its final state; the segments view and the largest blocks are exact.');
-    // Allocations: the live blocks, with their stacks.
-    for (let i = 0; i < snap.blocks.count; i++) {
-      const st = snap.blocks.state[i];
-      if (st !== allocatedState && st !== pendingState) continue;
-      const seg = snap.segments[snap.blocks.segment[i]];
-      allocs.push({ t0: 0, t1: -1, bytes: snap.blocks.size[i], series: seriesOf.get(`${seg.device}/${ALLOCATED}`)!, stack: snap.blocks.stack[i] });
-    }
-  }
+  const memory = snapshotMemory(snap, table, notices, caps.frameworkPaths);
+  const traced = snap.traces.filter((t) => hasHistory(snap, t));
+  const timeUnit: ReportData['timeUnit'] = traced.some((t) => t.timeUs.some((x) => !Number.isNaN(x))) ? 'ms' : 'event';
+  if (!traced.length) notices.push('This snapshot has no allocation history (device_traces empty): the timeline shows only its final state; the segments view and the largest blocks are exact.');
   for (const o of outOfMemoryEvents(snap, 3, 2)) notices.push(oomNotice(o));
   for (const w of snap.warnings) notices.push(`Reading note: ${w}.`);
-  const timeline = events.build(caps.maxTimelineEvents, notices);
-
-  const kept = allocs.map((_, i) => i).sort((x, y) => allocs[y].bytes - allocs[x].bytes).slice(0, caps.maxAllocations).sort((x, y) => x - y);
-  if (kept.length < allocs.length) notices.push(`Allocation details embedded for the ${kept.length.toLocaleString('en-US')} largest of ${allocs.length.toLocaleString('en-US')} allocations.`);
-  const allocations: ReportData['allocations'] = { t0: [], t1: [], bytes: [], series: [], layer: [], kernel: [], stack: [] };
-  for (const i of kept) {
-    const a = allocs[i];
-    allocations.t0.push(a.t0);
-    allocations.t1.push(a.t1);
-    allocations.bytes.push(a.bytes);
-    allocations.series.push(a.series);
-    allocations.layer.push(0);
-    allocations.kernel.push(0);
-    allocations.stack.push(stackId(a.stack));
-  }
+  const finalReserved = snap.segments.reduce((s, seg) => s + seg.totalSize, 0);
+  let finalAllocated = 0;
+  for (const d of memory.devices) for (let i = 0; i < d.bytes.length; i++) if (d.end[i] < 0) finalAllocated += d.bytes[i];
+  const allocationsTotal = memory.devices.reduce((s, d) => s + d.bytes.length, 0);
 
   // Segments, largest first, with their blocks in address order.
   const segOrder = [...snap.segments].sort((a, b) => b.totalSize - a.totalSize);
@@ -220,20 +117,18 @@ export function snapshotToReport(snap: MemorySnapshot, file: string, caps: Repor
     };
   });
 
-  const totalReserved = [...finalReserved.values()].reduce((a, b) => a + b, 0);
-  const totalAllocated = [...finalAllocated.values()].reduce((a, b) => a + b, 0);
   return {
-    ...emptyReport('snapshot', file, `PyTorch memory snapshot · ${snap.segments.length} segments · ${snap.blocks.count} blocks · ${humanBytes(totalAllocated)} allocated of ${humanBytes(totalReserved)} reserved · ${traced.reduce((s, t) => s + t.count, 0)} trace events`),
+    ...emptyReport('snapshot', file, `PyTorch memory snapshot · ${snap.segments.length} segments · ${snap.blocks.count} blocks · ${humanBytes(finalAllocated)} allocated of ${humanBytes(finalReserved)} reserved · ${traced.reduce((s, t) => s + t.count, 0)} trace events`),
     notices,
     timeUnit,
-    series,
-    timeline: { dt: timeline.dt, series: timeline.series, bytes: timeline.bytes },
+    series: [],
+    timeline: { dt: [], series: [], bytes: [] },
     strings: table.strings,
     stacks: table.stacks,
-    allocations,
-    allocationsTotal: allocs.length,
+    allocationsTotal,
     segments,
     blockStates: [...snap.stateNames],
+    memory,
   };
 }
 

@@ -1,5 +1,5 @@
 import { describe, it, expect } from 'vitest';
-import { TimelineModel } from '../../src/viewer/app/timeline.js';
+import { TimelineModel, axisBytes, formatTick, niceBytesStep, timeStep } from '../../src/viewer/app/timeline.js';
 import type { ReportData } from '../../src/viewer/report-data.js';
 
 /** A random alloc/free stream over 3 series; times strictly increasing in whole microseconds. */
@@ -72,5 +72,30 @@ describe('timeline buckets', () => {
     const want = [0, 0, 0];
     for (let i = 0; i <= 3210; i++) want[m.series[i]] += m.bytes[i];
     expect(Array.from(m.liveAt(t))).toEqual(want);
+  });
+});
+
+describe('axis ticks', () => {
+  it('byte steps are 1, 2 or 5 × 1024^k below 1000 of a unit, then the next unit', () => {
+    expect(niceBytesStep(900 * 1024)).toBe(1024 ** 2);
+    expect(niceBytesStep(1000)).toBe(1024);
+    expect(niceBytesStep(3 * 1024 ** 3)).toBe(5 * 1024 ** 3);
+    expect(niceBytesStep(150 * 1024 ** 2)).toBe(200 * 1024 ** 2);
+    expect(axisBytes(1024 ** 2)).toBe('1 MiB');
+    expect(axisBytes(1.5 * 1024 ** 3)).toBe('1.5 GiB');
+    expect(axisBytes(512 * 1024)).toBe('512 KiB');
+    expect(axisBytes(0)).toBe('0 B');
+  });
+
+  it('time ticks differ from their neighbours at every zoom, down to one microsecond or one event', () => {
+    for (const [t0, span] of [[0, 400], [155, 0.01], [155.0012, 0.004], [12_345, 3], [0, 9e6]] as const) {
+      const step = timeStep(span, 6, 'ms');
+      const labels: string[] = [];
+      for (let k = Math.ceil(t0 / step); k * step <= t0 + span; k++) labels.push(formatTick(k * step, step, 'ms'));
+      expect(labels.length).toBeGreaterThan(1);
+      expect(new Set(labels).size).toBe(labels.length);
+    }
+    expect(timeStep(2, 6, 'event')).toBe(1);
+    expect(formatTick(3, 1, 'event')).toBe('3');
   });
 });

@@ -4,8 +4,10 @@
  * reaches the page through `textContent`, never as HTML.
  */
 import type { ReportData } from '../report-data.js';
-import { TimelineModel, formatTime, humanBytes, niceBytesStep, niceStep, seriesColors, type ViewRange } from './timeline.js';
+import { TimelineModel, axisBytes, formatTick, formatTime, humanBytes, niceBytesStep, seriesColors, timeStep, type ViewRange } from './timeline.js';
 import { renderSegments } from './segments.js';
+import { el } from './dom.js';
+import { MemoryView, allocationMatcher, hexAddress } from './memory-view.js';
 
 declare global {
   interface Window {
@@ -17,15 +19,13 @@ declare global {
       frames: number;
       lastFrameMs: number;
       search(text: string): number;
+      selectDevice(i: number): void;
+      pinned(): number;
+      setBytes(y0: number, y1: number): void;
+      lastHoverMs: number;
+      locate(address: number, start: number): { x: number; y: number } | null;
     };
   }
-}
-
-function el<K extends keyof HTMLElementTagNameMap>(tag: K, attrs: Record<string, string> = {}, ...children: (Node | string | null)[]): HTMLElementTagNameMap[K] {
-  const e = document.createElement(tag);
-  for (const [k, v] of Object.entries(attrs)) e.setAttribute(k, v);
-  for (const c of children) if (c !== null) e.append(typeof c === 'string' ? document.createTextNode(c) : c);
-  return e;
 }
 
 /** A table whose rows carry their searchable text. */
@@ -64,7 +64,10 @@ function location(frame: string | null): string {
   return m ? m[1] : frame;
 }
 
+// Marks for the benchmark: where the time before the first frame goes.
+performance.mark('memscope-start');
 const data: ReportData = JSON.parse(document.getElementById('memscope-data')!.textContent!);
+performance.mark('memscope-parsed');
 const str = (i: number): string => data.strings[i] ?? '';
 const frames = (stack: number): string[] => (stack >= 0 ? (data.stacks[stack] ?? []).map(str) : []);
 
@@ -248,7 +251,7 @@ class TimelineView {
       ctx.fillStyle = '#eee';
       ctx.fillRect(p.x, Math.round(y), p.w, 1);
       ctx.fillStyle = '#555';
-      ctx.fillText(humanBytes(v), p.x - 6 * dpr, y);
+      ctx.fillText(axisBytes(v), p.x - 6 * dpr, y);
     }
     // Stacked columns: one 1-pixel rect per series per column.
     for (let col = 0; col < cols; col++) {
@@ -286,11 +289,12 @@ class TimelineView {
     // Time axis.
     ctx.textAlign = 'center';
     ctx.fillStyle = '#555';
-    const tStep = niceStep(span / 6);
-    for (let t = Math.ceil(this.view.t0 / tStep) * tStep; t <= this.view.t1; t += tStep) {
+    const tStep = timeStep(span, 6, data.timeUnit);
+    for (let k = Math.ceil(this.view.t0 / tStep); k * tStep <= this.view.t1; k++) {
+      const t = k * tStep;
       const x = p.x + ((t - this.view.t0) / span) * p.w;
       ctx.fillRect(Math.round(x), p.y + p.h, 1, 4 * dpr);
-      ctx.fillText(formatTime(t, data.timeUnit), x, p.y + p.h + 8 * dpr);
+      ctx.fillText(formatTick(t, tStep, data.timeUnit), x, p.y + p.h + 8 * dpr);
     }
     ctx.fillStyle = '#999';
     ctx.fillRect(p.x, p.y + p.h, p.w, 1);
@@ -452,6 +456,45 @@ function allocationsSection(): void {
   box.append(table(['bytes', 'category', 'layer', 'kernel', 'allocated', 'freed', 'site'], rows, [0]));
 }
 
+/** PyTorch snapshots: the largest allocations of every device, those live before the trace included. */
+function snapshotAllocationsSection(): void {
+  const box = document.getElementById('allocations-body')!;
+  const devices = data.memory!.devices;
+  const all: [number, number][] = [];
+  devices.forEach((d, di) => d.bytes.forEach((_, a) => all.push([di, a])));
+  all.sort((x, y) => devices[y[0]].bytes[y[1]] - devices[x[0]].bytes[x[1]]);
+  const top = all.slice(0, 100);
+  if (!top.length) {
+    box.append(el('p', { class: 'muted' }, 'No allocations in this source.'));
+    return;
+  }
+  const when = (d: (typeof devices)[number], event: number, none: string): string => {
+    if (event < 0) return none;
+    let us = 0;
+    for (let i = 0; i <= event && i < d.eventDt.length; i++) us += d.eventDt[i];
+    return formatTime(us / 1000, data.timeUnit);
+  };
+  const rows = top.map(([di, a]) => {
+    const d = devices[di];
+    const fr = frames(d.stack[a]);
+    const site = str(d.site[a]) || '(no frames recorded)';
+    const show = el('button', { type: 'button', class: 'show-alloc' }, 'show');
+    show.addEventListener('click', (e) => {
+      e.stopPropagation();
+      memoryView?.reveal(di, a);
+    });
+    return {
+      cells: [humanBytes(d.bytes[a]), d.device, hexAddress(d.address[a]), when(d, d.start[a], 'before the trace'), when(d, d.end[a], 'alive at end'), site, show],
+      search: [site, hexAddress(d.address[a]), ...fr].join(' '),
+      detail: fr.length ? stackList(fr) : undefined,
+    };
+  });
+  box.append(el('p', { class: 'muted' }, `The ${top.length} largest of ${data.allocationsTotal.toLocaleString('en-US')} allocations (blocks live before the trace began included). Click a row for its stack, "show" to pin it on the timeline.`));
+  box.append(table(['bytes', 'device', 'address', 'allocated', 'freed', 'site', ''], rows, [0]));
+}
+
+let memoryView: MemoryView | null = null;
+
 function search(text: string): number {
   const q = text.trim().toLowerCase();
   let matches = 0;
@@ -465,6 +508,12 @@ function search(text: string): number {
     if (hit && q && node.tagName === 'TR') matches++;
     if (hit && q && node.classList.contains('leak')) matches++;
   }
+  // Snapshots: the count is over every allocation, not the rows shown.
+  if (memoryView) {
+    matches = memoryView.highlight(allocationMatcher(data, text));
+    document.getElementById('search-count')!.textContent = q ? `${matches.toLocaleString('en-US')} allocation${matches === 1 ? '' : 's'} match` : '';
+    return matches;
+  }
   document.getElementById('search-count')!.textContent = q ? `${matches} match${matches === 1 ? '' : 'es'}` : '';
   return matches;
 }
@@ -472,8 +521,27 @@ function search(text: string): number {
 function main(): void {
   header();
   const canvas = document.getElementById('timeline') as HTMLCanvasElement;
-  const view = new TimelineView(canvas, document.getElementById('tooltip')!, document.getElementById('range')!);
-  legend(seriesColors(data));
+  let view: { range(): ViewRange; setRange(t0: number, t1: number): void; render(): void; firstFrameMs: number; frames: number; lastFrameMs: number };
+  if (data.memory) {
+    document.querySelector('#timeline-section > h2')!.textContent = 'Active Memory Timeline';
+    const help = document.querySelector('#timeline-section > p.muted');
+    if (help) help.textContent = 'One band per allocation, stacked in allocation order over the blocks live before the trace. Wheel to zoom time, shift+wheel to zoom bytes (bands under a pixel are summed in grey), drag to pan, double-click to reset; hover for an allocation, click to pin it.';
+    // Taller than the category chart: a band per allocation needs the pixels.
+    canvas.style.height = '520px';
+    const pinBox = el('div', { id: 'pinned', hidden: '' });
+    canvas.parentElement!.after(pinBox);
+    const mv = new MemoryView(data, canvas, document.getElementById('tooltip')!, document.getElementById('range')!, pinBox, document.getElementById('legend')!);
+    document.getElementById('zoom-in')!.addEventListener('click', () => mv.zoom(0.5));
+    document.getElementById('zoom-out')!.addEventListener('click', () => mv.zoom(2));
+    document.getElementById('zoom-reset')!.addEventListener('click', () => mv.reset());
+    memoryView = mv;
+    performance.mark('memscope-model');
+    view = mv;
+    document.getElementById('search')!.setAttribute('placeholder', 'search frames, 0xADDRESS or sizes (1MiB..2GiB, >1GiB)');
+  } else {
+    view = new TimelineView(canvas, document.getElementById('tooltip')!, document.getElementById('range')!);
+    legend(seriesColors(data));
+  }
   view.render();
   window.memscopeViewer = {
     range: () => view.range(),
@@ -488,11 +556,28 @@ function main(): void {
       return view.lastFrameMs;
     },
     search,
+    selectDevice: (i: number) => memoryView?.selectDevice(i),
+    pinned: () => memoryView?.pinnedAllocation() ?? -1,
+    setBytes: (y0: number, y1: number) => memoryView?.setBytes(y0, y1),
+    get lastHoverMs() {
+      return memoryView?.lastHoverMs ?? 0;
+    },
+    locate: (address: number, start: number) => (memoryView ? memoryView.locate(memoryView.allocationIndex(address, start)) : null),
   } as Window['memscopeViewer'] & object;
-  leaksSection();
-  modulesSection();
-  kernelsSection();
-  allocationsSection();
+  if (data.source.kind === 'capture') {
+    leaksSection();
+    modulesSection();
+  } else {
+    // Leaks and modules come from memscope captures only.
+    document.getElementById('leaks')!.hidden = true;
+    document.getElementById('modules')!.hidden = true;
+  }
+  // Profiler traces attribute memory to operators, not kernels.
+  if (data.source.kind === 'trace') document.querySelector('#kernels > h2')!.textContent = 'Operators by memory added';
+  if (data.kernels.length || data.source.kind !== 'snapshot') kernelsSection();
+  else document.getElementById('kernels')!.hidden = true;
+  if (data.memory) snapshotAllocationsSection();
+  else allocationsSection();
   if (data.segments.length) renderSegments(document.getElementById('segments-body')!, data);
   else document.getElementById('segments')!.hidden = true;
   const input = document.getElementById('search') as HTMLInputElement;

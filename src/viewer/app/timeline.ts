@@ -229,12 +229,43 @@ export function niceStep(x: number): number {
   return 10 * p;
 }
 
-/** Byte axis steps: powers of two times 1, 2 or 5 don't read well; use 1/2/5 × 1024^k. */
+/** Time axis step for a span: round, at least 1 µs (the trace clock) or 1 event. */
+export function timeStep(span: number, ticks: number, unit: ReportData['timeUnit']): number {
+  return Math.max(niceStep(span / ticks), unit === 'event' ? 1 : 0.001);
+}
+
+/** A time axis label with as many decimals as the step needs, so neighbouring ticks differ. */
+export function formatTick(t: number, step: number, unit: ReportData['timeUnit']): string {
+  if (unit === 'event') return Math.round(t).toLocaleString('en-US');
+  const decimals = (s: number): number => Math.min(6, Math.max(0, -Math.floor(Math.log10(s) + 1e-9)));
+  if (step >= 1000 || Math.abs(t) >= 10000) return `${(t / 1000).toFixed(decimals(step / 1000))} s`;
+  return `${t.toFixed(decimals(step))} ms`;
+}
+
+const BYTE_UNITS: [number, string][] = [
+  [1024 ** 4, 'TiB'],
+  [1024 ** 3, 'GiB'],
+  [1024 ** 2, 'MiB'],
+  [1024, 'KiB'],
+  [1, 'B'],
+];
+
+/** Byte axis steps: 1, 2 or 5 × 1024^k up to 500, then the next unit ("1 MiB", never "1000 KiB"). */
 export function niceBytesStep(x: number): number {
-  const units = [1, 1024, 1024 ** 2, 1024 ** 3, 1024 ** 4];
-  let u = 1;
-  for (const v of units) if (x >= v) u = v;
-  return niceStep(x / u) * u;
+  if (!(x > 0)) return 1;
+  for (const [u] of [...BYTE_UNITS].reverse()) {
+    for (const m of [1, 2, 5, 10, 20, 50, 100, 200, 500]) if (m * u >= x && (m < 1000 || u === 1024 ** 4)) return m * u;
+  }
+  return niceStep(x / 1024 ** 4) * 1024 ** 4;
+}
+
+/** A byte axis label: the value in its own unit, trailing zeros dropped ("1.5 GiB", "512 KiB"). */
+export function axisBytes(v: number): string {
+  if (v === 0) return '0 B';
+  for (const [u, name] of BYTE_UNITS) {
+    if (Math.abs(v) >= u) return `${Number((v / u).toFixed(2))} ${name}`;
+  }
+  return `${v} B`;
 }
 
 export { humanBytes };

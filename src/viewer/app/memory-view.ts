@@ -1,0 +1,504 @@
+/**
+ * The Active Memory Timeline on the page: one chart per device (a selector when there are
+ * several), wheel/drag zoom on time, hover for the allocation under the pointer, click to pin it,
+ * search highlighting. The drawing is src/viewer/app/allocation-timeline.ts's.
+ */
+import type { ReportData } from '../report-data.js';
+import { ColumnHits, DeviceTimeline, SUMMARISED, deviceTimelines, siteColor } from './allocation-timeline.js';
+import { el } from './dom.js';
+import { axisBytes, formatTick, formatTime, humanBytes, niceBytesStep, timeStep, type ViewRange } from './timeline.js';
+
+const NO_SITE = '(no frames recorded)';
+
+export function hexAddress(a: number): string {
+  return a < 0 ? 'unknown' : `0x${a.toString(16)}`;
+}
+
+/** Parses "512KiB", "1.5 GiB", "4096" into bytes (NaN if it is not a size). */
+export function parseSize(text: string): number {
+  const m = /^\s*(\d+(?:\.\d+)?)\s*(b|kib|kb|k|mib|mb|m|gib|gb|g|tib|tb|t)?\s*$/i.exec(text);
+  if (!m) return NaN;
+  const unit = (m[2] ?? 'b').toLowerCase()[0];
+  const mult = unit === 'k' ? 1024 : unit === 'm' ? 1024 ** 2 : unit === 'g' ? 1024 ** 3 : unit === 't' ? 1024 ** 4 : 1;
+  return parseFloat(m[1]) * mult;
+}
+
+/**
+ * A search query over allocations: `0x…` an address inside the block, `A..B` / `>A` / `<B` a
+ * size range (units KiB, MiB, GiB), anything else text in the site or any frame of the stack.
+ */
+export function allocationMatcher(data: ReportData, query: string): ((dev: number, a: number) => boolean) | null {
+  const q = query.trim().toLowerCase();
+  if (!q || !data.memory) return null;
+  const devices = data.memory.devices;
+  if (/^0x[0-9a-f]+$/.test(q)) {
+    const addr = parseInt(q.slice(2), 16);
+    return (d, a) => devices[d].address[a] >= 0 && addr >= devices[d].address[a] && addr < devices[d].address[a] + devices[d].bytes[a];
+  }
+  const range = /^(.*?)\s*\.\.\s*(.*)$/.exec(q);
+  const cmp = /^([<>]=?)\s*(.+)$/.exec(q);
+  if (range || cmp) {
+    let lo = 0;
+    let hi = Infinity;
+    if (range) {
+      lo = range[1] ? parseSize(range[1]) : 0;
+      hi = range[2] ? parseSize(range[2]) : Infinity;
+    } else {
+      const v = parseSize(cmp![2]);
+      if (cmp![1].startsWith('>')) lo = cmp![1] === '>' ? v + 1 : v;
+      else hi = cmp![1] === '<' ? v - 1 : v;
+    }
+    if (!Number.isNaN(lo) && !Number.isNaN(hi)) return (d, a) => devices[d].bytes[a] >= lo && devices[d].bytes[a] <= hi;
+  }
+  const stackHit = new Map<number, boolean>();
+  const stackMatches = (s: number): boolean => {
+    let hit = stackHit.get(s);
+    if (hit === undefined) {
+      hit = s >= 0 && (data.stacks[s] ?? []).some((f) => data.strings[f].toLowerCase().includes(q));
+      stackHit.set(s, hit);
+    }
+    return hit;
+  };
+  return (d, a) => stackMatches(devices[d].stack[a]) || data.strings[devices[d].site[a]].toLowerCase().includes(q);
+}
+
+export class MemoryView {
+  private readonly devices: DeviceTimeline[];
+  private device = 0;
+  private readonly ctx: CanvasRenderingContext2D;
+  private view: ViewRange;
+  private pending = false;
+  private drag: { x: number; range: ViewRange; moved: boolean } | null = null;
+  private readonly hits = new ColumnHits();
+  private image: ImageData | null = null;
+  private pinned = -1;
+  private matches: Uint8Array[] | null = null;
+  /** Byte range shown (null: 0 to the device's peak). */
+  private yView: { y0: number; y1: number } | null = null;
+  private lastPlot = { x: 0, y: 0, w: 1, h: 1, y0: 0, yMax: 1, t0: 0, t1: 1 };
+  frames = 0;
+  /** Time the last hover took to find the allocation and fill the tooltip (layout excluded). */
+  lastHoverMs = 0;
+  firstFrameMs = 0;
+  lastFrameMs = 0;
+
+  constructor(
+    private readonly data: ReportData,
+    private readonly canvas: HTMLCanvasElement,
+    private readonly tooltip: HTMLElement,
+    private readonly rangeLabel: HTMLElement,
+    private readonly pinBox: HTMLElement,
+    legend: HTMLElement,
+  ) {
+    this.devices = deviceTimelines(data);
+    this.ctx = canvas.getContext('2d')!;
+    const d = this.dev();
+    this.view = { t0: d.tMin, t1: d.tMax };
+    if (this.devices.length > 1) {
+      const select = el('select', { id: 'device', 'aria-label': 'device' });
+      this.devices.forEach((dv, i) => select.append(el('option', { value: String(i) }, dv.data.device)));
+      select.addEventListener('change', () => this.selectDevice(Number(select.value)));
+      legend.before(el('label', {}, 'device ', select));
+    }
+    legend.append(el('span', { class: 'legend-item' }, 'one band per allocation, coloured by site; grey: allocations under a pixel, summed; line: reserved; red marks: search matches under a pixel'));
+    this.siteLegend = el('div', { class: 'toolbar', id: 'site-legend' });
+    legend.parentElement!.after(this.siteLegend);
+    this.fillSiteLegend();
+    this.bind();
+    new ResizeObserver(() => this.schedule()).observe(canvas);
+  }
+
+  private siteLegend: HTMLElement | null = null;
+
+  /** The sites holding the most bytes over the device's allocations, with their colours. */
+  private fillSiteLegend(): void {
+    const box = this.siteLegend;
+    if (!box) return;
+    const d = this.dev().data;
+    const bySite = new Map<number, number>();
+    for (let a = 0; a < d.bytes.length; a++) bySite.set(d.site[a], (bySite.get(d.site[a]) ?? 0) + d.bytes[a]);
+    const top = [...bySite].sort((x, y) => y[1] - x[1]).slice(0, 8);
+    box.replaceChildren(el('span', { class: 'muted' }, 'sites allocating the most:'));
+    for (const [site, bytes] of top) {
+      const sw = el('span', { class: 'swatch' });
+      sw.style.background = siteColor(site);
+      box.append(el('span', { class: 'legend-item' }, sw, ` ${this.str(site) || NO_SITE} (${humanBytes(bytes)})`));
+    }
+  }
+
+  private dev(): DeviceTimeline {
+    return this.devices[this.device];
+  }
+
+  selectDevice(i: number): void {
+    if (i < 0 || i >= this.devices.length) return;
+    this.device = i;
+    this.fillSiteLegend();
+    this.pin(-1);
+    this.view = { t0: this.dev().tMin, t1: this.dev().tMax };
+    this.schedule();
+  }
+
+  range(): ViewRange {
+    return { ...this.view };
+  }
+
+  setRange(t0: number, t1: number): void {
+    const d = this.dev();
+    const full = d.tMax - d.tMin;
+    // Down to a few microseconds (the trace's clock) or a few events across the plot.
+    const minSpan = this.data.timeUnit === 'event' ? 4 : 0.004;
+    let span = Math.min(full, Math.max(t1 - t0, minSpan));
+    if (!(span > 0)) span = full;
+    const start = Math.max(d.tMin, Math.min(t0, d.tMax - span));
+    this.view = { t0: start, t1: start + span };
+    this.schedule();
+  }
+
+  private plot(): { x: number; y: number; w: number; h: number } {
+    const dpr = window.devicePixelRatio || 1;
+    return { x: Math.round(72 * dpr), y: Math.round(10 * dpr), w: Math.max(1, this.canvas.width - Math.round(84 * dpr)), h: Math.max(1, this.canvas.height - Math.round(34 * dpr)) };
+  }
+
+  private timeAt(clientX: number): number {
+    const rect = this.canvas.getBoundingClientRect();
+    const dpr = window.devicePixelRatio || 1;
+    const p = this.plot();
+    const frac = ((clientX - rect.left) * dpr - p.x) / p.w;
+    return this.view.t0 + Math.max(0, Math.min(1, frac)) * (this.view.t1 - this.view.t0);
+  }
+
+  private bind(): void {
+    const c = this.canvas;
+    c.addEventListener(
+      'wheel',
+      (e) => {
+        e.preventDefault();
+        const factor = Math.exp(Math.max(-5, Math.min(5, e.deltaY * 0.002)));
+        if (e.shiftKey) {
+          // Shift+wheel zooms the byte axis, so allocations thinner than a pixel get their own bands.
+          const rect = this.canvas.getBoundingClientRect();
+          const lp = this.lastPlot;
+          const frac = 1 - Math.max(0, Math.min(1, ((e.clientY - rect.top) * (window.devicePixelRatio || 1) - lp.y) / lp.h));
+          const anchor = lp.y0 + frac * (lp.yMax - lp.y0);
+          this.setBytes(anchor - (anchor - lp.y0) * factor, anchor + (lp.yMax - anchor) * factor);
+          return;
+        }
+        const anchor = this.timeAt(e.clientX);
+        const { t0, t1 } = this.view;
+        this.setRange(anchor - (anchor - t0) * factor, anchor + (t1 - anchor) * factor);
+      },
+      { passive: false },
+    );
+    c.addEventListener('mousedown', (e) => {
+      this.drag = { x: e.clientX, range: this.range(), moved: false };
+      c.classList.add('dragging');
+    });
+    window.addEventListener('mouseup', (e) => {
+      const drag = this.drag;
+      this.drag = null;
+      c.classList.remove('dragging');
+      // A click (no drag) on the chart pins the allocation under the pointer, or unpins.
+      if (drag && !drag.moved && e.target === c) this.pin(this.allocationAt(e.clientX, e.clientY));
+    });
+    window.addEventListener('mousemove', (e) => {
+      if (!this.drag) return;
+      if (Math.abs(e.clientX - this.drag.x) > 2) this.drag.moved = true;
+      if (!this.drag.moved) return;
+      const dpr = window.devicePixelRatio || 1;
+      const dt = (((e.clientX - this.drag.x) * dpr) / this.plot().w) * (this.drag.range.t1 - this.drag.range.t0);
+      this.setRange(this.drag.range.t0 - dt, this.drag.range.t1 - dt);
+    });
+    c.addEventListener('mousemove', (e) => {
+      if (!this.drag?.moved) this.hover(e.clientX, e.clientY);
+    });
+    c.addEventListener('mouseleave', () => (this.tooltip.hidden = true));
+    c.addEventListener('dblclick', () => this.reset());
+  }
+
+  zoom(factor: number): void {
+    const mid = (this.view.t0 + this.view.t1) / 2;
+    const half = ((this.view.t1 - this.view.t0) * factor) / 2;
+    this.setRange(mid - half, mid + half);
+  }
+
+  reset(): void {
+    this.yView = null;
+    this.setRange(this.dev().tMin, this.dev().tMax);
+  }
+
+  /** Shows bytes [y0, y1] (clamped to 0 … the device's peak; at least 1 KiB tall). */
+  setBytes(y0: number, y1: number): void {
+    const full = this.fullBytes();
+    const span = Math.min(full, Math.max(1024, y1 - y0));
+    const start = Math.max(0, Math.min(y0, full - span));
+    this.yView = span >= full ? null : { y0: start, y1: start + span };
+    this.schedule();
+  }
+
+  private fullBytes(): number {
+    const d = this.dev().data;
+    const peak = Math.max(d.peakAllocated, d.peakReserved, 1);
+    const step = niceBytesStep(peak / 4);
+    return Math.ceil(peak / step) * step;
+  }
+
+  /** The allocation under a page point: its index, SUMMARISED, or -1. */
+  allocationAt(clientX: number, clientY: number): number {
+    const rect = this.canvas.getBoundingClientRect();
+    const dpr = window.devicePixelRatio || 1;
+    const lp = this.lastPlot;
+    const col = Math.floor((clientX - rect.left) * dpr - lp.x);
+    const row = (clientY - rect.top) * dpr - lp.y;
+    if (col < 0 || col >= lp.w || row < 0 || row >= lp.h) return -1;
+    const bytes = lp.y0 + ((lp.h - row) / lp.h) * (lp.yMax - lp.y0);
+    return this.hits.at(col, bytes);
+  }
+
+  /** The time at the centre of the pixel column under `clientX`. */
+  private columnTime(clientX: number): number {
+    const rect = this.canvas.getBoundingClientRect();
+    const dpr = window.devicePixelRatio || 1;
+    const lp = this.lastPlot;
+    const col = Math.floor((clientX - rect.left) * dpr - lp.x);
+    return lp.t0 + ((col + 0.5) / lp.w) * (lp.t1 - lp.t0);
+  }
+
+  private str(i: number): string {
+    return this.data.strings[i] ?? '';
+  }
+
+  site(a: number): string {
+    return this.str(this.dev().data.site[a]) || NO_SITE;
+  }
+
+  private when(event: number, none: string): string {
+    const d = this.dev();
+    if (event < 0 || event >= d.n) return none;
+    return `${formatTime(d.time[event], this.data.timeUnit)} (event ${event.toLocaleString('en-US')})`;
+  }
+
+  /** Size, address, times, site and the stack: the user's frames first, the internals folded. */
+  details(a: number, full: boolean): HTMLElement {
+    const d = this.dev();
+    const box = el('div', { class: 'alloc-detail' });
+    const sw = el('span', { class: 'swatch' });
+    sw.style.background = siteColor(d.data.site[a]);
+    box.append(el('div', { class: 'tip-head' }, sw, ` ${humanBytes(d.bytes[a])} at ${hexAddress(d.data.address[a])}`));
+    box.append(el('div', {}, `allocated ${this.when(d.start[a], 'before the trace began')} · freed ${this.when(d.end[a], 'never (live at the end)')}`));
+    box.append(el('div', {}, 'site ', el('code', { class: 'alloc-site' }, this.site(a))));
+    const stack = d.data.stack[a];
+    const frames = stack >= 0 ? (this.data.stacks[stack] ?? []).map((i) => this.str(i)) : [];
+    const folded = stack >= 0 ? (this.data.memory?.stackFolded[stack] ?? 0) : 0;
+    const user = frames.slice(folded);
+    const shown = full ? user : user.slice(0, 8);
+    const ol = el('ol', { class: 'stack' });
+    for (const f of shown) ol.append(el('li', {}, f));
+    if (shown.length) box.append(ol);
+    if (user.length > shown.length) box.append(el('div', { class: 'muted' }, `… ${user.length - shown.length} more callers (click to pin and see all)`));
+    if (folded > 0) {
+      const inner = el('ol', { class: 'stack' });
+      for (const f of frames.slice(0, folded)) inner.append(el('li', {}, f));
+      const det = el('details', { class: 'folded' }, el('summary', {}, `${folded} allocator/framework frame${folded === 1 ? '' : 's'} (innermost)`), inner);
+      box.append(det);
+    }
+    return box;
+  }
+
+  private hover(clientX: number, clientY: number): void {
+    const started = performance.now();
+    this.showTip(clientX, clientY);
+    this.lastHoverMs = performance.now() - started;
+  }
+
+  private showTip(clientX: number, clientY: number): void {
+    const a = this.allocationAt(clientX, clientY);
+    const tip = this.tooltip;
+    if (a === -1) {
+      tip.hidden = true;
+      return;
+    }
+    tip.replaceChildren();
+    if (a === SUMMARISED) {
+      const d = this.dev();
+      const t = this.columnTime(clientX);
+      const thr = (this.lastPlot.yMax - this.lastPlot.y0) / this.lastPlot.h;
+      const { count, bytes, largest } = d.smallLiveAfter(d.lowerBound(t + 1e-9), thr, 5);
+      tip.append(el('div', { class: 'tip-head' }, `${formatTime(t, this.data.timeUnit)} · ${count.toLocaleString('en-US')} allocations under a pixel each, ${humanBytes(bytes)} in all`));
+      const list = el('ol', { class: 'tip-allocs' });
+      for (const x of largest) list.append(el('li', {}, `${humanBytes(d.bytes[x])} · ${hexAddress(d.data.address[x])} · ${this.site(x)}`));
+      tip.append(list);
+    } else {
+      tip.append(this.details(a, false));
+    }
+    const wrap = this.canvas.parentElement!.getBoundingClientRect();
+    tip.hidden = false;
+    const x = clientX - wrap.left + 14;
+    tip.style.left = `${Math.max(0, Math.min(x, wrap.width - tip.offsetWidth - 4))}px`;
+    tip.style.top = `${clientY - wrap.top + 10}px`;
+  }
+
+  /** Shows allocation `a` of device `device`: selects the device, pins it and zooms time to its life. */
+  reveal(device: number, a: number): void {
+    if (device !== this.device) this.selectDevice(device);
+    const d = this.dev();
+    const t0 = d.start[a] >= 0 ? d.time[d.start[a]] : d.tMin;
+    const t1 = d.end[a] < d.n ? d.time[d.end[a]] : d.tMax;
+    const margin = Math.max((t1 - t0) * 0.1, this.data.timeUnit === 'event' ? 2 : 0.002);
+    this.setRange(t0 - margin, t1 + margin);
+    this.pin(a);
+    this.canvas.scrollIntoView({ block: 'nearest' });
+  }
+
+  /** Pins an allocation (its details stay below the chart, its band drawn dark); -1 unpins. */
+  pin(a: number): void {
+    this.pinned = a >= 0 ? a : -1;
+    this.pinBox.replaceChildren();
+    if (this.pinned >= 0) {
+      this.pinBox.append(el('div', { class: 'muted' }, 'Pinned (click the chart elsewhere to unpin):'), this.details(this.pinned, true));
+      this.pinBox.hidden = false;
+    } else this.pinBox.hidden = true;
+    this.schedule();
+  }
+
+  /** Page coordinates of the middle of allocation `a`'s band where it is first drawn; null if it is not drawn. */
+  locate(a: number): { x: number; y: number } | null {
+    const lp = this.lastPlot;
+    const hit = this.hits.find(a, lp.w);
+    if (!hit) return null;
+    const rect = this.canvas.getBoundingClientRect();
+    const dpr = window.devicePixelRatio || 1;
+    const mid = (Math.max(hit.bottom, lp.y0) + Math.min(hit.top, lp.yMax)) / 2;
+    return { x: rect.left + (lp.x + hit.col + 0.5) / dpr, y: rect.top + (lp.y + lp.h - ((mid - lp.y0) / (lp.yMax - lp.y0)) * lp.h) / dpr };
+  }
+
+  /** Index of the allocation of the current device at `address` made by trace event `start` (-1: before the trace). */
+  allocationIndex(address: number, start: number): number {
+    const d = this.dev();
+    for (let a = 0; a < d.count; a++) if (d.data.address[a] === address && (start === -2 || d.start[a] === start)) return a;
+    return -1;
+  }
+
+  pinnedAllocation(): number {
+    return this.pinned;
+  }
+
+  /** Highlights the allocations `match` accepts (null clears); returns how many, over every device. */
+  highlight(match: ((dev: number, a: number) => boolean) | null): number {
+    if (!match) {
+      this.matches = null;
+      this.schedule();
+      return 0;
+    }
+    let count = 0;
+    this.matches = this.devices.map((d, di) => {
+      const m = new Uint8Array(d.count);
+      for (let a = 0; a < d.count; a++) if (match(di, a)) {
+        m[a] = 1;
+        count++;
+      }
+      return m;
+    });
+    this.schedule();
+    return count;
+  }
+
+  schedule(): void {
+    if (this.pending) return;
+    this.pending = true;
+    requestAnimationFrame(() => {
+      this.pending = false;
+      this.render();
+    });
+  }
+
+  render(): void {
+    const start = performance.now();
+    const c = this.canvas;
+    const dpr = window.devicePixelRatio || 1;
+    const cssW = c.clientWidth || 800;
+    const cssH = c.clientHeight || 320;
+    if (c.width !== Math.round(cssW * dpr) || c.height !== Math.round(cssH * dpr)) {
+      c.width = Math.round(cssW * dpr);
+      c.height = Math.round(cssH * dpr);
+    }
+    const ctx = this.ctx;
+    const p = this.plot();
+    const d = this.dev();
+    const y0 = this.yView?.y0 ?? 0;
+    const yMax = this.yView?.y1 ?? this.fullBytes();
+    const yStep = niceBytesStep((yMax - y0) / 4);
+    const yTicks: string[] = [];
+    const xTicks: string[] = [];
+    ctx.fillStyle = '#fff';
+    ctx.fillRect(0, 0, c.width, c.height);
+    if (!this.image || this.image.width !== p.w || this.image.height !== p.h) this.image = ctx.createImageData(p.w, p.h);
+    const pixels = new Uint32Array(this.image.data.buffer);
+    pixels.fill(0xffffffff);
+    d.render({ t0: this.view.t0, t1: this.view.t1, cols: p.w, rows: p.h, y0, yMax, pinned: this.pinned, matches: this.matches ? this.matches[this.device] : null }, pixels, this.hits);
+    ctx.putImageData(this.image, p.x, p.y);
+    // The pinned allocation's lifetime as two marks, visible even when its band is under a pixel.
+    if (this.pinned >= 0) {
+      ctx.fillStyle = 'rgba(17,17,17,0.7)';
+      const span0 = this.view.t1 - this.view.t0;
+      for (const ev of [d.start[this.pinned], d.end[this.pinned]]) {
+        if (ev < 0 || ev >= d.n) continue;
+        const x = p.x + Math.round(((d.time[ev] - this.view.t0) / span0) * p.w);
+        if (x < p.x || x > p.x + p.w) continue;
+        for (let y = p.y; y < p.y + p.h; y += 6 * dpr) ctx.fillRect(x, y, Math.max(1, dpr), 3 * dpr);
+      }
+    }
+    this.lastPlot = { ...p, y0, yMax, t0: this.view.t0, t1: this.view.t1 };
+
+    // Byte axis: round steps in binary units.
+    ctx.font = `${11 * dpr}px system-ui, sans-serif`;
+    ctx.textAlign = 'right';
+    ctx.textBaseline = 'middle';
+    for (let k = Math.ceil(y0 / yStep); k * yStep <= yMax; k++) {
+      const v = k * yStep;
+      const y = p.y + p.h - ((v - y0) / (yMax - y0)) * p.h;
+      ctx.fillStyle = 'rgba(0,0,0,0.08)';
+      ctx.fillRect(p.x, Math.round(y), p.w, 1);
+      ctx.fillStyle = '#555';
+      ctx.fillText(axisBytes(v), p.x - 6 * dpr, y);
+      yTicks.push(axisBytes(v));
+    }
+    // Time axis: round steps, as many decimals as the step needs.
+    ctx.textAlign = 'center';
+    ctx.textBaseline = 'top';
+    ctx.fillStyle = '#555';
+    const span = this.view.t1 - this.view.t0;
+    if (d.n === 0) {
+      ctx.fillText('final state (the snapshot has no allocation history)', p.x + p.w / 2, p.y + p.h + 8 * dpr);
+      xTicks.push('final state');
+    } else {
+      const tStep = timeStep(span, 6, this.data.timeUnit);
+      for (let k = Math.ceil(this.view.t0 / tStep); k * tStep <= this.view.t1; k++) {
+        const t = k * tStep;
+        const x = p.x + ((t - this.view.t0) / span) * p.w;
+        ctx.fillRect(Math.round(x), p.y + p.h, 1, 4 * dpr);
+        const text = formatTick(t, tStep, this.data.timeUnit);
+        // A label at the right edge ends at the edge instead of being cut off.
+        const half = ctx.measureText(text).width / 2;
+        ctx.fillText(text, Math.min(x, c.width - half - 2), p.y + p.h + 8 * dpr);
+        xTicks.push(text);
+      }
+    }
+    // The axis labels as drawn, for tests and assistive reading.
+    c.dataset.xTicks = xTicks.join('|');
+    c.dataset.yTicks = yTicks.join('|');
+    ctx.fillStyle = '#999';
+    ctx.fillRect(p.x, p.y + p.h, p.w, 1);
+
+    c.dataset.t0 = String(this.view.t0);
+    c.dataset.t1 = String(this.view.t1);
+    c.dataset.device = d.data.device;
+    c.dataset.peakAllocated = String(d.data.peakAllocated);
+    c.dataset.peakReserved = String(d.data.peakReserved);
+    const where = d.n === 0 ? 'final state' : `${formatTime(this.view.t0, this.data.timeUnit)} – ${formatTime(this.view.t1, this.data.timeUnit)} · ${d.n.toLocaleString('en-US')} events`;
+    this.rangeLabel.textContent = `${d.data.device} · ${where} · ${d.count.toLocaleString('en-US')} allocations · peak ${humanBytes(d.data.peakAllocated)} allocated, ${humanBytes(d.data.peakReserved)} reserved`;
+    this.frames++;
+    this.lastFrameMs = performance.now() - start;
+    if (this.frames === 1) this.firstFrameMs = performance.now();
+  }
+}

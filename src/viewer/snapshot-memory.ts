@@ -1,0 +1,245 @@
+/**
+ * Every allocation of a PyTorch snapshot, per device, for the Active Memory Timeline: what
+ * torch/utils/viz/MemoryViz.js draws (one band per allocation from its `alloc` to its
+ * `free_completed` entry, with the blocks already live when the trace began at the bottom),
+ * plus the exact peaks of active and reserved bytes. Framework-free.
+ */
+import { humanBytes } from '../core/units.js';
+import { allocatingFrame, formatFrame, isInformativeFrame } from '../torch/snapshot-analysis.js';
+import { stackFrames, type Frame, type MemorySnapshot, type TraceTable } from '../torch/snapshot.js';
+import type { ReportDeviceMemory, ReportMemory, StringTable } from './report-data.js';
+
+export function deviceName(d: number): string {
+  return d >= 0 ? `cuda:${d}` : 'cuda';
+}
+
+interface Alloc {
+  start: number;
+  end: number;
+  bytes: number;
+  address: number;
+  stack: number;
+}
+
+/**
+ * Interns a snapshot stack for the page: its informative frames innermost first, the ones before
+ * the allocating site (allocator and framework internals) counted in `folded` so the page can
+ * show the user's frames first and fold the rest. The site is `memscope summary`'s
+ * (`allocatingFrame`); frames under any of `frameworkPaths` are skipped as framework too.
+ */
+export class SnapshotStacks {
+  readonly folded: number[] = [];
+  private readonly infos = new Map<number, { frames: Frame[]; user: number; site: string }>();
+  private readonly siteIds = new Map<number, number>();
+
+  constructor(
+    private readonly snap: MemorySnapshot,
+    private readonly table: StringTable,
+    private readonly frameworkPaths: readonly string[] = [],
+  ) {}
+
+  private info(stack: number): { frames: Frame[]; user: number; site: string } {
+    let info = this.infos.get(stack);
+    if (!info) {
+      const frames = stackFrames(this.snap, stack).filter(isInformativeFrame);
+      let site = allocatingFrame(this.snap, stack);
+      let user = frames.findIndex((f) => formatFrame(f) === site);
+      if (user < 0) user = 0;
+      else if (this.frameworkPaths.length) {
+        let k = user;
+        while (k < frames.length && this.frameworkPaths.some((p) => frames[k].filename.includes(p))) k++;
+        if (k < frames.length && k !== user) {
+          user = k;
+          site = formatFrame(frames[k]);
+        }
+      }
+      info = { frames, user, site };
+      this.infos.set(stack, info);
+    }
+    return info;
+  }
+
+  /** Index into the table's stacks (-1 for the empty stack). */
+  stack(stack: number): number {
+    if (stack <= 0) return -1;
+    const before = this.table.stacks.length;
+    // Every frame is kept: search looks at all of them, and stacks are interned once each.
+    const id = this.table.stack(stack, () => this.info(stack).frames.map((f) => formatFrame(f, true)), Number.MAX_SAFE_INTEGER);
+    if (id === before) this.folded.push(this.info(stack).user);
+    return id;
+  }
+
+  /** Index into the table's strings of the stack's site ("file:line:function"). */
+  site(stack: number): number {
+    let id = this.siteIds.get(stack);
+    if (id === undefined) {
+      id = stack > 0 ? this.table.str(this.info(stack).site) : 0;
+      this.siteIds.set(stack, id);
+    }
+    return id;
+  }
+}
+
+function deviceMemory(snap: MemorySnapshot, device: number, trace: TraceTable | null, stacks: SnapshotStacks, notices: string[]): ReportDeviceMemory {
+  const code = (a: string): number => snap.actionNames.indexOf(a);
+  const [ALLOC, FREE_DONE, SEG_ALLOC, SEG_FREE, SEG_MAP, SEG_UNMAP] = ['alloc', 'free_completed', 'segment_alloc', 'segment_free', 'segment_map', 'segment_unmap'].map(code);
+  const allocatedState = snap.stateNames.indexOf('active_allocated');
+  const pendingState = snap.stateNames.indexOf('active_pending_free');
+  const n = trace?.count ?? 0;
+
+  // The final state, from the segments: what the trace must end at.
+  let finalActive = 0;
+  let finalReserved = 0;
+  const liveAtEnd: number[] = [];
+  for (const seg of snap.segments) {
+    if (seg.device !== device) continue;
+    finalReserved += seg.totalSize;
+    for (let i = seg.firstBlock; i < seg.firstBlock + seg.blockCount; i++) {
+      const st = snap.blocks.state[i];
+      if (st === allocatedState || st === pendingState) {
+        finalActive += snap.blocks.size[i];
+        liveAtEnd.push(i);
+      }
+    }
+  }
+
+  // Event times: ms from the first timed event, or event numbers when the file has none.
+  const eventDt: number[] = new Array(n);
+  let t0us = Infinity;
+  if (trace) for (let i = 0; i < n; i++) if (!Number.isNaN(trace.timeUs[i])) t0us = Math.min(t0us, trace.timeUs[i]);
+  const timed = Number.isFinite(t0us);
+  let lastUs = 0;
+  for (let i = 0; i < n; i++) {
+    let us: number;
+    if (timed) us = Number.isNaN(trace!.timeUs[i]) ? lastUs : Math.round(trace!.timeUs[i] - t0us);
+    else us = (i + 1) * 1000;
+    // Entries are recorded in order; a clock step backwards keeps the previous time.
+    if (us < lastUs) us = lastUs;
+    eventDt[i] = us - lastUs;
+    lastUs = us;
+  }
+
+  const traced: Alloc[] = [];
+  const before: Alloc[] = [];
+  const open = new Map<number, number>();
+  const freedBefore = new Set<number>();
+  const reservedAt: number[] = [];
+  const reservedDelta: number[] = [];
+  let activeDelta = 0;
+  let reservedTotalDelta = 0;
+  for (let i = 0; i < n; i++) {
+    const a = trace!.action[i];
+    const size = trace!.size[i];
+    const addr = trace!.addr[i];
+    if (a === ALLOC) {
+      activeDelta += size;
+      open.set(addr, traced.length);
+      traced.push({ start: i, end: -1, bytes: size, address: addr, stack: trace!.stack[i] });
+    } else if (a === FREE_DONE) {
+      activeDelta -= size;
+      const k = open.get(addr);
+      if (k !== undefined) {
+        traced[k].end = i;
+        open.delete(addr);
+      } else {
+        // Freed without an alloc in the trace: live when the trace began (its frames are the allocation's).
+        before.push({ start: -1, end: i, bytes: size, address: addr, stack: trace!.stack[i] });
+        freedBefore.add(addr);
+      }
+    } else if (a === SEG_ALLOC || a === SEG_MAP || a === SEG_FREE || a === SEG_UNMAP) {
+      const d = a === SEG_ALLOC || a === SEG_MAP ? size : -size;
+      reservedAt.push(i);
+      reservedDelta.push(d);
+      reservedTotalDelta += d;
+    }
+  }
+  // Blocks live at the end that the trace never allocated were live through all of it.
+  const throughout: Alloc[] = [];
+  for (const b of liveAtEnd) {
+    const addr = snap.blocks.address[b];
+    if (open.has(addr) || freedBefore.has(addr)) continue;
+    throughout.push({ start: -1, end: -1, bytes: snap.blocks.size[b], address: addr, stack: snap.blocks.stack[b] });
+  }
+  // Bottom of the stack: the longest-lived first, so fewer bands move when one below is freed.
+  before.sort((x, y) => y.end - x.end);
+  const all = [...throughout, ...before, ...traced];
+
+  const baseActive = finalActive - activeDelta;
+  const baseReserved = finalReserved - reservedTotalDelta;
+  let beforeBytes = 0;
+  for (const a of throughout) beforeBytes += a.bytes;
+  for (const a of before) beforeBytes += a.bytes;
+  if (n > 0 && (baseActive < 0 || baseReserved < 0)) {
+    notices.push(`${deviceName(device)}: the trace adds more than the final segments hold (a ring buffer that dropped its oldest entries?); the reserved line starts at 0.`);
+  } else if (n > 0 && beforeBytes !== baseActive) {
+    // Trace entries carry the requested size; a block can be larger (an unsplit cached block).
+    notices.push(
+      `${deviceName(device)}: the ${before.length + throughout.length} blocks live before the trace hold ${humanBytes(beforeBytes)}; the final segments less the trace's sizes give ${humanBytes(baseActive)} (trace entries and blocks record different sizes).`,
+    );
+  }
+
+  // Exact peaks of what the bands stack up to: the blocks live before the trace, then every event,
+  // a free removing its allocation's bytes.
+  let active = beforeBytes;
+  let reserved = Math.max(0, baseReserved);
+  let peakAllocated = active;
+  let peakReserved = reserved;
+  const freeBytes = new Map<number, number>();
+  for (const a of traced) if (a.end >= 0) freeBytes.set(a.end, a.bytes);
+  for (const a of before) freeBytes.set(a.end, a.bytes);
+  for (let i = 0; i < n; i++) {
+    const a = trace!.action[i];
+    if (a === ALLOC) active += trace!.size[i];
+    else if (a === FREE_DONE) active -= freeBytes.get(i) ?? 0;
+    else if (a === SEG_ALLOC || a === SEG_MAP) reserved += trace!.size[i];
+    else if (a === SEG_FREE || a === SEG_UNMAP) reserved -= trace!.size[i];
+    if (active > peakAllocated) peakAllocated = active;
+    if (reserved > peakReserved) peakReserved = reserved;
+  }
+
+  const out: ReportDeviceMemory = {
+    device: deviceName(device),
+    eventDt,
+    start: [],
+    end: [],
+    bytes: [],
+    address: [],
+    stack: [],
+    site: [],
+    reservedBase: Math.max(0, baseReserved),
+    reservedAt,
+    reservedDelta,
+    peakAllocated,
+    peakReserved,
+  };
+  for (const a of all) {
+    out.start.push(a.start);
+    out.end.push(a.end);
+    out.bytes.push(a.bytes);
+    out.address.push(a.address);
+    out.stack.push(stacks.stack(a.stack));
+    out.site.push(stacks.site(a.stack));
+  }
+  return out;
+}
+
+export function hasHistory(snap: MemorySnapshot, trace: TraceTable): boolean {
+  const codes = new Set(['alloc', 'free_completed', 'segment_alloc', 'segment_free', 'segment_map', 'segment_unmap'].map((a) => snap.actionNames.indexOf(a)));
+  for (let i = 0; i < trace.count; i++) if (codes.has(trace.action[i])) return true;
+  return false;
+}
+
+/** Per device (each with a trace or with segments), its allocations in stacking order and its peaks. */
+export function snapshotMemory(snap: MemorySnapshot, table: StringTable, notices: string[], frameworkPaths: readonly string[] = []): ReportMemory {
+  const stacks = new SnapshotStacks(snap, table, frameworkPaths);
+  const devices = [...new Set([...snap.segments.map((s) => s.device), ...snap.traces.filter((t) => t.count > 0).map((t) => t.device)])].sort((a, b) => a - b);
+  const out: ReportDeviceMemory[] = [];
+  for (const d of devices) {
+    // A trace without allocation or segment events (a lone `snapshot` entry) is no history.
+    const trace = snap.traces.find((t) => t.device === d && hasHistory(snap, t)) ?? null;
+    out.push(deviceMemory(snap, d, trace, stacks, notices));
+  }
+  // Stacks interned by other parts of the report (none today) still need an entry.
+  while (stacks.folded.length < table.stacks.length) stacks.folded.push(0);
+  return { devices: out, stackFolded: stacks.folded };
+}
