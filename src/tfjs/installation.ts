@@ -7,8 +7,10 @@ import type {
   MemoryEventSink,
   Phase,
   ScopeKind,
+  StorageBatchSink,
   TensorRef,
 } from '../core/events.js';
+import { takesStorageBatches } from '../core/events.js';
 import {
   type DataId,
   type PatchedEngineMethod,
@@ -169,11 +171,11 @@ export class Installation {
   private optEndSinks: MemoryEventSink[] = [];
   private assignSinks: MemoryEventSink[] = [];
   private wantKernels = false;
-  /** Sinks that take frees by id (see onDataIdRemoved). */
-  private idFreeSinks: MemoryEventSink[] = [];
+  /** The sinks of the fast form (StorageBatchSink), whichever form their storage events take now. */
+  private batchSinks: StorageBatchSink[] = [];
   /**
-   * True while every sink listening to storage events takes them by id and none listens to tensor
-   * create or dispose events (MemoryEventSink.onStorageAllocId): then a storage whose id derives
+   * True while every sink listening to storage events takes them in batches and none listens to
+   * tensor create or dispose events (StorageBatchSink): then a storage whose id derives
    * from its dataId (refs.ts, derivedStorageId) gets no object and no entry on its dataId or in
    * the live list. Its events carry the derived id, and an object is built only when asked for
    * (a TensorRef's storage, liveStorages). A storage made so is, to sinks that subscribe later,
@@ -208,8 +210,7 @@ export class Installation {
    */
   private readonly firstNewIds = new Float64Array(MAX_BACKEND_SLOTS).fill(Infinity);
   /**
-   * Storage events by id held back for sinks that take them queued
-   * (MemoryEventSink.acceptsQueuedStorageEvents): (derived id, bytes) pairs, bytes -1 for a free,
+   * Storage events held back for the batch sinks (StorageBatchSink): (derived id, bytes) pairs, bytes -1 for a free,
    * all of storages on `queueBackend`. Why: an allocation and a free happen once per tensor, each
    * between microseconds of TFJS and wasm code that evict memscope's code from the CPU's
    * instruction cache, so handling one there runs cold (docs/MEMTRACKER.md, "Storage events queued").
@@ -229,11 +230,11 @@ export class Installation {
   /** queueBackend's slot for derived ids. */
   private queueSlot = -1;
   private queueDevice: DeviceName = '';
-  /** byId, and every sink listening to storage events takes them queued (recomputeWants). */
+  /** byId with ids derived from dataIds (recomputeWants). */
   private queueAllowed = false;
-  /** The sinks listening to storage events when every one takes queued events in one call (onQueuedStorageEvents), else empty. */
-  private batchSinks: MemoryEventSink[] = [];
   private flushing = false;
+  /** One event's batch, for storage events by id that go out at once. */
+  private readonly single = new Float64Array(2);
 
   private readonly storages = new StorageIndex();
   readonly live = new LiveStorages();
@@ -318,19 +319,20 @@ export class Installation {
     this.createSinks = pick('onTensorCreate');
     this.tensorRefs.everyTensor = this.createSinks.length > 0;
     this.disposeSinks = pick('onTensorDispose');
-    this.idFreeSinks = pick('onStorageFreeId');
-    const takesIds = (sink: MemoryEventSink) => typeof sink.onStorageAllocId === 'function' && typeof sink.onStorageFreeId === 'function';
+    this.batchSinks = this.sinks.filter(takesStorageBatches);
     const byId =
-      this.allocSinks.every(takesIds) && this.freeSinks.every(takesIds) && this.createSinks.length === 0 && this.disposeSinks.length === 0;
+      this.allocSinks.every(takesStorageBatches) &&
+      this.freeSinks.every(takesStorageBatches) &&
+      this.createSinks.length === 0 &&
+      this.disposeSinks.length === 0;
     if (byId && !this.byId) this.dropDerivedStorages();
     this.byId = byId;
     this.storages.onDemand = byId ? this.storageOnDemand : null;
-    const storageSinks = this.sinks.filter((sink) => this.allocSinks.includes(sink) || this.idFreeSinks.includes(sink));
-    this.queueAllowed = byId && this.deriveIds && storageSinks.length > 0 && storageSinks.every((sink) => sink.acceptsQueuedStorageEvents === true);
-    this.batchSinks = storageSinks.every((sink) => typeof sink.onQueuedStorageEvents === 'function') ? storageSinks : [];
+    this.queueAllowed = byId && this.deriveIds && this.batchSinks.length > 0;
     this.queueBackend = null; // set again at the next new storage, if allowed
-    this.stableTensorRefs =
-      this.createSinks.length > 0 || this.disposeSinks.length > 0 || this.sinks.some((sink) => sink.keysTensorRefs !== false);
+    // A batch sink keeps no TensorRef and reads no kernel name (StorageBatchSink); any other sink may.
+    const plainSinks = this.sinks.length - this.batchSinks.length;
+    this.stableTensorRefs = this.createSinks.length > 0 || this.disposeSinks.length > 0 || plainSinks > 0;
     this.kernelStartSinks = pick('onKernelStart');
     this.kernelEndSinks = pick('onKernelEnd');
     this.scopeStartSinks = pick('onScopeStart');
@@ -351,7 +353,7 @@ export class Installation {
     // only once some sink needs what their wrappers provide (ctx.kernel, kernel events, tensor
     // disposals). Once wrapped they stay wrapped until uninstall: re-patching the engine's
     // prototype makes V8 discard optimised TFJS code, which costs more than a pass-through.
-    if (this.wantKernels || this.sinks.some((sink) => sink.readsKernelContext !== false)) this.installDeferred('runKernelFunc');
+    if (this.wantKernels || plainSinks > 0) this.installDeferred('runKernelFunc');
     if (this.disposeSinks.length > 0) this.installDeferred('disposeTensor');
   }
 
@@ -425,29 +427,19 @@ export class Installation {
     }
   }
 
-  private emitStorageAllocId(id: number, bytes: number, device: DeviceName): void {
+  /** One storage event by id (bytes -1: a free) to the batch sinks, at once, as a batch of one. */
+  private emitStorageEventById(id: number, bytes: number, device: DeviceName): void {
     this.flushIfQueued();
-    const list = this.allocSinks;
+    const list = this.batchSinks;
     const ctx = this.ctx;
     ctx.seq++;
+    const single = this.single;
     for (let i = 0; i < list.length; i++) {
       const sink = list[i]!;
+      single[0] = id;
+      single[1] = bytes;
       try {
-        sink.onStorageAllocId!(id, bytes, device, ctx);
-      } catch (err) {
-        this.sinkError(sink, err);
-      }
-    }
-  }
-
-  private emitStorageFreeId(list: MemoryEventSink[], id: number): void {
-    this.flushIfQueued();
-    const ctx = this.ctx;
-    ctx.seq++;
-    for (let i = 0; i < list.length; i++) {
-      const sink = list[i]!;
-      try {
-        sink.onStorageFreeId!(id, ctx);
+        sink.onStorageBatch(single, 2, device, ctx);
       } catch (err) {
         this.sinkError(sink, err);
       }
@@ -521,25 +513,16 @@ export class Installation {
     try {
       const queued = this.queued;
       const device = this.queueDevice;
-      const batch = this.batchSinks;
-      if (batch.length > 0) {
-        const ctx = this.ctx;
-        ctx.seq += end / 2;
-        for (let i = 0; i < batch.length; i++) {
-          const sink = batch[i]!;
-          try {
-            sink.onQueuedStorageEvents!(queued, end, device, ctx);
-          } catch (err) {
-            this.sinkError(sink, err);
-          }
+      const list = this.batchSinks;
+      const ctx = this.ctx;
+      ctx.seq += end / 2;
+      for (let i = 0; i < list.length; i++) {
+        const sink = list[i]!;
+        try {
+          sink.onStorageBatch(queued, end, device, ctx);
+        } catch (err) {
+          this.sinkError(sink, err);
         }
-        return;
-      }
-      for (let at = 0; at < end; at += 2) {
-        const bytes = queued[at + 1]!;
-        if (bytes >= 0) {
-          if (this.allocSinks.length > 0) this.emitStorageAllocId(queued[at]!, bytes, device);
-        } else if (this.idFreeSinks.length > 0) this.emitStorageFreeId(this.idFreeSinks, queued[at]!);
       }
     } finally {
       this.flushing = false;
@@ -675,7 +658,7 @@ export class Installation {
     if (this.byId) {
       const built = this.storageOnDemand(t.dataId);
       if (built !== undefined) {
-        if (announce && this.allocSinks.length > 0 && !this.announcedBefore(built.id)) this.emitStorageAllocId(built.id, built.bytes, built.device);
+        if (announce && this.allocSinks.length > 0 && !this.announcedBefore(built.id)) this.emitStorageEventById(built.id, built.bytes, built.device);
         return built;
       }
     }
@@ -748,7 +731,7 @@ export class Installation {
   }
 
   /**
-   * Whether a tensor's ref must be the same object every time (see `keysTensorRefs`). When no
+   * Whether a tensor's ref must be the same object every time (see StorageBatchSink). When no
    * sink needs it, the refs of short-lived tensors are not remembered: a WeakMap entry per module
    * input, output and gradient makes V8's scavenger promote ~4 KB per training step of the demo
    * model (docs/MEMTRACKER.md, "Tensor refs"). Variables' refs are always remembered.
@@ -778,7 +761,7 @@ export class Installation {
         if (isNew) {
           if (this.firstNewIds[slot] === Infinity) this.firstNewIds[slot] = id;
         } else if (id >= this.firstNewIds[slot]! || this.silentIds.has(id)) return;
-        if (this.allocSinks.length > 0) this.emitStorageAllocId(id, storageBytes(a.dtype, a.size, owner, dataId), this.lastDevice);
+        if (this.allocSinks.length > 0) this.emitStorageEventById(id, storageBytes(a.dtype, a.size, owner, dataId), this.lastDevice);
         if (isNew && this.queueBackend === null && owner !== undefined) this.startQueueing(owner, slot);
         return;
       }
@@ -827,17 +810,17 @@ export class Installation {
     if (this.byId && removed && !this.sawMove) {
       const id = derivedStorageId(dataId, this.slotOf(engine, backend));
       if (id >= 0) {
-        if (this.idFreeSinks.length > 0) this.emitStorageFreeId(this.idFreeSinks, id);
+        if (this.batchSinks.length > 0) this.emitStorageEventById(id, -1, this.lastDevice);
         return;
       }
     }
     const s = this.storages.get(dataId);
     if (s === undefined) {
-      // Not kept: made before memscope saw it, or while it kept no objects (byId), when sinks
-      // taking ids may have been told of it.
-      if (removed && this.idFreeSinks.length > 0) {
+      // Not kept: made before memscope saw it, or while it kept no objects (byId), when the batch
+      // sinks may have been told of it.
+      if (removed && this.batchSinks.length > 0) {
         const id = derivedStorageId(dataId, this.slotOf(engine, backend));
-        if (id >= 0) this.emitStorageFreeId(this.idFreeSinks, id);
+        if (id >= 0) this.emitStorageEventById(id, -1, this.lastDevice);
       }
       return;
     }
@@ -849,9 +832,9 @@ export class Installation {
   onMoved(engine: TfEngine, dataId: DataId, from: TfBackend | undefined): void {
     const old = this.storages.get(dataId);
     if (old !== undefined) this.release(dataId, old);
-    else if (this.idFreeSinks.length > 0) {
+    else if (this.batchSinks.length > 0) {
       const oldId = derivedStorageId(dataId, this.slotOf(engine, from));
-      if (oldId >= 0) this.emitStorageFreeId(this.idFreeSinks, oldId);
+      if (oldId >= 0) this.emitStorageEventById(oldId, -1, this.lastDevice);
     }
     const info = engine.state.tensorInfo.get(dataId);
     if (info === undefined) return;
