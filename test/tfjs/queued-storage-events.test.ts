@@ -96,15 +96,15 @@ class FullEventLog extends EventLog {
 function watch(sink: EventLog, holdBack: boolean): { lines: string[]; queuedAllocs: number } {
   const run = createDemoRun({ inputs: 4, hidden: 8, outputs: 2, batchSize: 2 });
   const session = tfjsAdapter.attach(sink);
-  const inst = activeInstallation()!;
+  const identity = activeInstallation()!.identity;
   let queuedAllocs = 0;
-  const queueAlloc = inst.queueAlloc;
-  inst.queueAlloc = function (this: typeof inst, a) {
+  const queueAlloc = identity.queueAlloc;
+  identity.queueAlloc = function (this: typeof identity, a) {
     const queued = holdBack && queueAlloc.call(this, a);
     if (queued) queuedAllocs++;
     return queued;
   };
-  if (!holdBack) inst.queueFree = () => false;
+  if (!holdBack) identity.queueFree = () => false;
   try {
     session.module(run.model);
     session.optimizer(run.optimizer);

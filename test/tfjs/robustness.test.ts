@@ -150,12 +150,15 @@ describe('isolation', () => {
     const s = tfjsAdapter.attach({ onStorageAlloc() {} });
     const inst = activeInstallation()!;
     const broken = () => { throw new Error('memscope bug'); };
-    const saved = { onTrack: inst.onTrack, onScopeStart: inst.onScopeStart, afterScopeEnd: inst.afterScopeEnd };
-    Object.assign(inst, { onTrack: broken, onScopeStart: broken, afterScopeEnd: broken });
+    const { identity, attribution } = inst;
+    const saved = { onTrack: identity.onTrack, onScopeStart: attribution.onScopeStart, afterScopeEnd: attribution.afterScopeEnd };
+    Object.assign(identity, { onTrack: broken });
+    Object.assign(attribution, { onScopeStart: broken, afterScopeEnd: broken });
     const r = tf.tidy(() => tf.add(tf.ones([3]), tf.ones([3])));
     expect(Array.from(r.dataSync())).toEqual([2, 2, 2]);
     expect(inst.internalErrors).toBeGreaterThan(0);
-    Object.assign(inst, saved);
+    Object.assign(identity, { onTrack: saved.onTrack });
+    Object.assign(attribution, { onScopeStart: saved.onScopeStart, afterScopeEnd: saved.afterScopeEnd });
     s.detach();
     r.dispose();
     warn.mockRestore();
