@@ -11,7 +11,15 @@ import type {
   TensorRef,
 } from '../core/events.js';
 import {
+  Category,
+  type CategoryIndex,
   MEM_REF_TYPES,
+  categoryAfterAssign,
+  categoryOfAllocation,
+  categoryOfGradient,
+  categoryOfReplacedStorage,
+} from '../core/mem-categories.js';
+import {
   MOD_STATES,
   TOTAL_KEY,
   type DeviceSnapshot,
@@ -21,17 +29,9 @@ import {
 } from './mem-types.js';
 import { RecentIdTable } from './id-table.js';
 
-// Category indices into a device's counters; TOTAL is the last slot.
-const PARAM = 0;
-const BUFFER = 1;
-const GRAD = 2;
-const ACT = 3;
-const TEMP = 4;
-const OPT = 5;
-const OTHER = 6;
+// A device's counters: one per category (CategoryIndex), then the total.
+const { PARAM, BUFFER, OPT } = Category;
 const TOTAL = 7;
-export type CategoryIndex = typeof PARAM | typeof BUFFER | typeof GRAD | typeof ACT | typeof TEMP | typeof OPT | typeof OTHER;
-export const Category = { PARAM, BUFFER, GRAD, ACT, TEMP, OPT, OTHER } as const;
 
 /** One device's live bytes per category and its peak (the counters at the highest total). */
 class DeviceTally {
@@ -248,8 +248,7 @@ export class MemRecorder implements StorageBatchSink {
 
   /** The tag of a storage allocated now on `device`: its category follows the phase. */
   private allocationTag(device: DeviceName, ctx: EventContext): number {
-    const phase = ctx.phase;
-    return tagOf(this.device(device).index, phase === 'optimizer' ? OPT : phase === 'backward' ? TEMP : ACT);
+    return tagOf(this.device(device).index, categoryOfAllocation(ctx.phase));
   }
 
   /**
@@ -526,8 +525,8 @@ export class MemRecorder implements StorageBatchSink {
   onGradientEnd(pairs: readonly GradientPair[]): void {
     this.catchUp();
     for (const { x, grad } of pairs) {
-      // Gradients of variables are PyTorch's GRAD; gradients of other tensors stay Temp.
-      if (grad !== null && x.variableName !== undefined) this.classify(grad.storage, GRAD);
+      const category = grad !== null ? categoryOfGradient(x) : null;
+      if (category !== null) this.classify(grad!.storage, category);
     }
     if (this.gradientDepth > 0) this.gradientDepth--;
     if (this.gradientDepth === 0) this.flushPendingPostBackward();
@@ -550,17 +549,13 @@ export class MemRecorder implements StorageBatchSink {
 
   onVariableAssign(variable: TensorRef, previous: StorageRef): void {
     this.catchUp();
-    let category = this.variableCategory.get(variable.id);
     const slot = this.storages.find(previous.id);
-    if (category === undefined && slot >= 0) category = categoryOf(this.storages.tagAt(slot));
+    const category = categoryAfterAssign(this.variableCategory.get(variable.id), slot >= 0 ? categoryOf(this.storages.tagAt(slot)) : undefined);
     if (category !== undefined) this.classify(variable.storage, category);
-    // The old storage outlives the assign only while other tensors still hold it (TFJS leaks the
-    // tape's saved clones of the weights when a layer throws inside `fit`). It is no longer the
-    // variable's: PyTorch updates parameters in place, so a parameter's bytes are its current
-    // storage. What holds it is what forward saved for backward: Activation.
+    // The old storage outlives the assign only while other tensors still hold it.
     if (slot >= 0 && this.storages.find(previous.id) >= 0 && previous.id !== variable.storage.id) {
-      const old = categoryOf(this.storages.tagAt(this.storages.find(previous.id)));
-      if (old === PARAM || old === BUFFER || old === OPT || old === OTHER) this.classify(previous, ACT);
+      const replaced = categoryOfReplacedStorage(categoryOf(this.storages.tagAt(this.storages.find(previous.id))));
+      if (replaced !== null) this.classify(previous, replaced);
     }
   }
 
