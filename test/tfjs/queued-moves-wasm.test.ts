@@ -1,4 +1,4 @@
-// A move stops the queueing of storage events (Installation.queueBackend): a dataId moved onto the
+// A move stops the queueing of storage events (SinkDispatch.queueBackend): a dataId moved onto the
 // backend whose frees are queued keeps the number its first backend gave it, so its free must go
 // by the storage's own (counted) id, never by one derived on the backend it moved to. Its own file:
 // ids derive only when wasm is the one backend initialised at the attach.

@@ -356,7 +356,7 @@ export async function checkInvariantById(
   };
   for (seed = 1; seed <= programs; seed++) {
     if (seed === 2 && options.moveTo !== undefined) {
-      // Initialised after the attach, so ids still derive from dataIds (see Installation.deriveIds).
+      // Initialised after the attach, so ids still derive from dataIds (see StorageIdentity.deriveIds).
       await useBackend(options.moveTo);
       await useBackend(backend as 'cpu' | 'wasm');
     }
