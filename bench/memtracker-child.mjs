@@ -32,7 +32,9 @@ if (mode === 'tracked') {
   tracker.trackExternal(run.model, run.optimizer, run.xs, run.ys);
   tracker.start();
 } else if (mode === 'adapter' || mode === 'subscribed') {
-  const sink = { readsKernelContext: false, keysTensorRefs: false, acceptsQueuedStorageEvents: true }; // as MemTracker's recorder declares
+  // A StorageBatchSink, as MemTracker's recorder is: 'adapter' ignores its storage events and takes
+  // no other; 'subscribed' does nothing on exactly the events MemTracker listens to.
+  const sink = { onStorageAlloc() {}, onStorageFree() {}, onStorageBatch() {} };
   if (mode === 'subscribed') {
     for (const name of Object.getOwnPropertyNames(MemRecorder.prototype)) if (name.startsWith('on')) sink[name] = () => {};
   }

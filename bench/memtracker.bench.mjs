@@ -94,9 +94,12 @@ const median = (xs) => {
 const fmt = (x) => x.toFixed(3);
 const spread = (xs) => `${fmt(Math.min(...xs))}–${fmt(Math.max(...xs))}`;
 
+/** A StorageBatchSink that ignores its storage events and takes no other: the adapter's own cost. */
+const IGNORING_SINK = { onStorageAlloc() {}, onStorageFree() {}, onStorageBatch() {} };
+
 /** A sink that does nothing on exactly the events MemTracker listens to: the adapter's cost of delivering them. */
 function noopSinkLikeMemTracker() {
-  const sink = { readsKernelContext: false, keysTensorRefs: false, acceptsQueuedStorageEvents: true }; // as MemTracker's recorder declares
+  const sink = {}; // with onStorageBatch: a StorageBatchSink, as MemTracker's recorder is
   for (const name of Object.getOwnPropertyNames(MemRecorder.prototype)) if (name.startsWith('on')) sink[name] = () => {};
   return sink;
 }
@@ -107,8 +110,7 @@ function deliver(sink, e) {
   switch (e.name) {
     case 'onStorageAlloc': return sink.onStorageAlloc(a, e.ctx);
     case 'onStorageFree': return sink.onStorageFree(a, e.ctx);
-    case 'onStorageAllocId': return sink.onStorageAllocId(a, b, e.args[2], e.ctx);
-    case 'onStorageFreeId': return sink.onStorageFreeId(a, e.ctx);
+    case 'onStorageBatch': return sink.onStorageBatch(a, b, e.args[2], e.ctx);
     case 'onModuleEnter': return sink.onModuleEnter(a, b, e.ctx);
     case 'onModuleExit': return sink.onModuleExit(a, b, e.ctx);
     case 'onBackwardModuleEnter': return sink.onBackwardModuleEnter(a, e.ctx);
@@ -153,7 +155,7 @@ function timeSteps(run, settle, steps, mode, tracker) {
   let session = null;
   if (mode === 'tracked') tracker.start();
   if (mode === 'adapter' || mode === 'subscribed') {
-    session = tfjsAdapter.attach(mode === 'adapter' ? { readsKernelContext: false } : noopSinkLikeMemTracker());
+    session = tfjsAdapter.attach(mode === 'adapter' ? IGNORING_SINK : noopSinkLikeMemTracker());
     session.module(run.model);
     session.optimizer(run.optimizer);
   }
@@ -189,7 +191,9 @@ function replayedSinkMs(run) {
     recorder[name] = (...args) => {
       const ctx = args.pop();
       const copy = args.map((a) =>
-        Array.isArray(a)
+        a instanceof Float64Array
+          ? a.slice(0, args[1]) // the adapter reuses its batch array
+          : Array.isArray(a)
           ? a.map((x) => (x && 'x' in x ? { x: snapTensor(x.x), grad: x.grad ? snapTensor(x.grad) : null } : snapTensor(x)))
           : a !== null && typeof a === 'object' && 'storage' in a
             ? snapTensor(a)
@@ -204,10 +208,11 @@ function replayedSinkMs(run) {
   run.train(1);
   session.detach();
 
-  // Storages the step allocates, by id: under MemTracker the adapter sends storage events by id
-  // (onStorageAllocId) and builds storage objects only when a TensorRef is asked for one.
+  // Storages the step allocates, by id: under MemTracker the adapter sends storage events in
+  // batches (onStorageBatch) and builds storage objects only when a TensorRef is asked for one.
+  const batchAllocs = (batch) => [...batch].filter((_, i) => i % 2 === 0 && batch[i + 1] >= 0);
   const allocated = new Set(
-    events.flatMap((e) => (e.name === 'onStorageAlloc' ? [e.args[0].id] : e.name === 'onStorageAllocId' ? [e.args[0]] : [])),
+    events.flatMap((e) => (e.name === 'onStorageAlloc' ? [e.args[0].id] : e.name === 'onStorageBatch' ? batchAllocs(e.args[0]) : [])),
   );
   let nextId = 1e9;
   const REPLAYS = 200;
@@ -236,7 +241,8 @@ function replayedSinkMs(run) {
           : a && 'bytes' in a
             ? storage(a)
             : a;
-    const args = (e) => (e.name === 'onStorageAllocId' || e.name === 'onStorageFreeId' ? [idOf(e.args[0]), ...e.args.slice(1)] : e.args.map(arg));
+    const args = (e) =>
+      e.name === 'onStorageBatch' ? [e.args[0].map((x, i) => (i % 2 === 0 ? idOf(x) : x)), ...e.args.slice(1)] : e.args.map(arg);
     prepared.push(events.map((e) => ({ name: e.name, args: args(e), ctx: { phase: e.phase, module: null, kernel: null, step: 0, seq: 0 } })));
   }
   let best = Infinity;

@@ -8,18 +8,17 @@ import type {
   StorageRef,
   TensorRef,
 } from '../core/events.js';
+import {
+  Category,
+  type CategoryIndex,
+  categoryAfterAssign,
+  categoryOfAllocation,
+  categoryOfGradient,
+  categoryOfReplacedStorage,
+} from '../core/mem-categories.js';
 import type { CaptureWriter } from './writer.js';
 import { CATEGORIES, type CaptureEndInfo, type DeviceCategoryBytes, type ModuleStates } from './types.js';
 
-const CAT = {
-  Parameter: 0,
-  Buffer: 1,
-  Gradient: 2,
-  Activation: 3,
-  Temp: 4,
-  Optstate: 5,
-  Other: 6,
-} as const;
 const NCAT = CATEGORIES.length;
 
 export interface RecorderOptions {
@@ -45,7 +44,7 @@ interface PendingStack {
 interface LiveStorage {
   readonly device: string;
   readonly bytes: number;
-  cat: number;
+  cat: CategoryIndex;
   /** False when --max-entries dropped the alloc record: then its free is not written either. */
   readonly written: boolean;
 }
@@ -84,15 +83,17 @@ interface ModuleRecord {
  * With `stacks`, the allocating stack of each storage that outlives the step
  * after its own follows in a `t` record (docs/REPORT.md, "Stacks").
  *
- * Categories follow PyTorch's MemTracker rules, decided from the adapter's
- * context: a storage made in forward (or outside any phase) is Activation, in
- * backward Temp, in an optimizer step Optstate; it is re-categorised when it
- * turns out to be a tracked module's weight (Parameter/Buffer), an
- * optimizer's state (Optstate) or a returned gradient (Gradient); a variable
- * keeps its category when `assign` swaps its storage.
+ * Categories come from the categoriser MemTracker uses (core/mem-categories.ts):
+ * a storage made in forward (or outside any phase) is Activation, in backward
+ * Temp, in an optimizer step Optstate; it is re-categorised when it turns out
+ * to be a tracked module's weight (Parameter/Buffer), an optimizer's state
+ * (Optstate) or a variable's returned gradient (Gradient); a variable keeps its
+ * category when `assign` swaps its storage.
  */
 export class CaptureRecorder implements MemoryEventSink {
   private readonly live = new Map<number, LiveStorage>();
+  /** Category of each categorised variable (by tensor id), so a weight keeps it across `assign`. */
+  private readonly variableCategory = new Map<number, CategoryIndex>();
   /** Live bytes per device, per category index. */
   private readonly totals = new Map<string, Float64Array>();
   private readonly kernels = new Map<string, KernelStats>();
@@ -149,7 +150,7 @@ export class CaptureRecorder implements MemoryEventSink {
 
   onStorageAlloc(storage: StorageRef, ctx: EventContext): void {
     this.seen++;
-    const cat = ctx.phase === 'backward' ? CAT.Temp : ctx.phase === 'optimizer' || this.optimizerDepth > 0 ? CAT.Optstate : CAT.Activation;
+    const cat = categoryOfAllocation(ctx.phase);
     const written = this.written < this.maxEntries;
     this.live.set(storage.id, { device: storage.device, bytes: storage.bytes, cat, written });
     const tot = this.deviceTotals(storage.device);
@@ -172,8 +173,8 @@ export class CaptureRecorder implements MemoryEventSink {
       // Backward's storages share the stack of the gradient computation's call (the program's
       // `fit`/`minimize`/`grads` line): backward makes about as many storages as forward and
       // optimizer together, and its own innermost frames are TFJS's gradient closures.
-      if (cat === CAT.Temp && this.gradientHolder !== null) this.pendingStacks.set(storage.id, { holder: this.gradientHolder, boundary: this.boundaries });
-      else if (cat !== CAT.Optstate) this.captureStack(storage.id);
+      if (cat === Category.TEMP && this.gradientHolder !== null) this.pendingStacks.set(storage.id, { holder: this.gradientHolder, boundary: this.boundaries });
+      else if (cat !== Category.OPT) this.captureStack(storage.id);
     }
     w.alloc(
       this.time(),
@@ -256,7 +257,10 @@ export class CaptureRecorder implements MemoryEventSink {
 
   onGradientEnd(pairs: readonly GradientPair[], _ctx?: EventContext): void {
     if (this.gradientDepth > 0 && --this.gradientDepth === 0) this.gradientHolder = null;
-    for (const p of pairs) if (p.grad) this.recategorise(p.grad.storage.id, CAT.Gradient);
+    for (const p of pairs) {
+      const cat = p.grad ? categoryOfGradient(p.x) : null;
+      if (cat !== null) this.recategorise(p.grad!.storage.id, cat);
+    }
   }
 
   onOptimizerStepStart(_optimizer?: OptimizerRef, _ctx?: EventContext): void {
@@ -265,7 +269,7 @@ export class CaptureRecorder implements MemoryEventSink {
 
   onOptimizerStepEnd(optimizer: OptimizerRef, _ctx?: EventContext): void {
     this.optimizerDepth = Math.max(0, this.optimizerDepth - 1);
-    for (const t of optimizer.stateVariables()) this.recategorise(t.storage.id, CAT.Optstate);
+    for (const t of optimizer.stateVariables()) this.recategoriseVariable(t, Category.OPT);
     if (this.optimizerDepth > 0) return;
     this.steps++;
     this.writer.stepEnd(this.time(), this.steps, this.liveByDevice());
@@ -287,15 +291,13 @@ export class CaptureRecorder implements MemoryEventSink {
 
   onVariableAssign(variable: TensorRef, previous: StorageRef, _ctx?: EventContext): void {
     const prev = this.live.get(previous.id);
-    const next = this.live.get(variable.storage.id);
-    if (!next) return;
-    // The variable keeps its role: a weight stays Parameter/Buffer, a moment stays Optstate.
-    const cat = prev ? prev.cat : variable.trainable ? CAT.Parameter : next.cat;
-    this.recategorise(variable.storage.id, cat);
-    // An old storage still alive is held by other tensors (the clones TFJS's tape leaks when a
-    // layer throws in `fit`), no longer by the variable: a parameter's bytes are its current storage.
-    if (prev && previous.id !== variable.storage.id && prev.cat !== CAT.Activation && prev.cat !== CAT.Temp && prev.cat !== CAT.Gradient) {
-      this.recategorise(previous.id, CAT.Activation);
+    if (!this.live.has(variable.storage.id)) return;
+    const cat = categoryAfterAssign(this.variableCategory.get(variable.id), prev?.cat);
+    if (cat !== undefined) this.recategorise(variable.storage.id, cat);
+    // The old storage outlives the assign only while other tensors still hold it.
+    if (prev && previous.id !== variable.storage.id) {
+      const replaced = categoryOfReplacedStorage(prev.cat);
+      if (replaced !== null) this.recategorise(previous.id, replaced);
     }
   }
 
@@ -316,7 +318,13 @@ export class CaptureRecorder implements MemoryEventSink {
     for (const [name, s] of this.kernels) this.writer.kernel(name, s.calls, s.bytesAllocated, s.bytesRetained, s.peakAdded);
   }
 
-  private recategorise(storageId: number, cat: number): void {
+  /** Categorises a variable's storage and remembers the variable's category for later `assign`s. */
+  private recategoriseVariable(t: TensorRef, cat: CategoryIndex): void {
+    if (t.variableName !== undefined) this.variableCategory.set(t.id, cat);
+    this.recategorise(t.storage.id, cat);
+  }
+
+  private recategorise(storageId: number, cat: CategoryIndex): void {
     const entry = this.live.get(storageId);
     if (!entry || entry.cat === cat) return;
     const tot = this.deviceTotals(entry.device);
@@ -332,11 +340,11 @@ export class CaptureRecorder implements MemoryEventSink {
     let buffers = 0;
     for (const t of module.parameters()) {
       params += t.storage.bytes;
-      this.recategorise(t.storage.id, CAT.Parameter);
+      this.recategoriseVariable(t, Category.PARAM);
     }
     for (const t of module.buffers()) {
       buffers += t.storage.bytes;
-      this.recategorise(t.storage.id, CAT.Buffer);
+      this.recategoriseVariable(t, Category.BUFFER);
     }
     rec.states.parameterBytes = params;
     rec.states.bufferBytes = buffers;

@@ -9,15 +9,17 @@
  * Id 0 is reserved for "none" in both tables.
  */
 
+import { type CategoryIndex, MEM_REF_TYPES, type MemRefType, isOwnedCategory } from '../core/mem-categories.js';
+
 export const CAPTURE_FORMAT = 'memscope-capture';
 export const CAPTURE_VERSION = 1;
 
-/** MemTracker's categories (PyTorch's names), in display order. */
-export const CATEGORIES = ['Parameter', 'Buffer', 'Gradient', 'Activation', 'Temp', 'Optstate', 'Other'] as const;
-export type Category = (typeof CATEGORIES)[number];
+/** MemTracker's categories (PyTorch's names), in display order: see core/mem-categories.ts. */
+export const CATEGORIES = MEM_REF_TYPES;
+export type Category = MemRefType;
 
 /** Categories whose storages are owned by a tracked model, optimizer or external tensor. */
-export const OWNED_CATEGORIES: ReadonlySet<string> = new Set(['Parameter', 'Buffer', 'Optstate', 'Other']);
+export const OWNED_CATEGORIES: ReadonlySet<string> = new Set(MEM_REF_TYPES.filter((_, i) => isOwnedCategory(i as CategoryIndex)));
 
 export interface CaptureHeader {
   format: typeof CAPTURE_FORMAT;

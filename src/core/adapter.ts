@@ -1,4 +1,4 @@
-import type { DeviceName, MemoryEventSink, ModuleRef, OptimizerRef, StorageRef, TensorRef } from './events.js';
+import type { DeviceName, MemoryEventSink, ModuleRef, OptimizerRef, StorageBatchSink, StorageRef, TensorRef } from './events.js';
 
 /**
  * What a tracker needs from a framework, and nothing more. Trackers in
@@ -11,9 +11,10 @@ export interface FrameworkAdapter {
   /**
    * Installs the instrumentation if no session holds it yet (reference
    * counted: nested and overlapping sessions share one installation) and
-   * subscribes `sink`. Events flow until `detach()`.
+   * subscribes `sink`. Events flow until `detach()`. A `StorageBatchSink` may get its storage
+   * events in batches.
    */
-  attach(sink: MemoryEventSink): AdapterSession;
+  attach(sink: MemoryEventSink | StorageBatchSink): AdapterSession;
 }
 
 export interface AdapterSession {
@@ -30,9 +31,9 @@ export interface AdapterSession {
   /** What the device really holds (pools, heaps); null where the framework cannot tell. */
   deviceMemory(device: DeviceName): DeviceMemoryReading | null;
   /**
-   * Delivers every event the adapter holds back (storage events queued for sinks that accept
-   * them, see MemoryEventSink.acceptsQueuedStorageEvents), so that the sink is up to date. Adapters
-   * that never queue may omit it.
+   * Delivers every event the adapter holds back (storage batches not yet delivered to
+   * `StorageBatchSink`s), so that the sink is up to date. Adapters that never hold events back may
+   * omit it.
    */
   flush?(): void;
   /** Unsubscribes; the last session to detach uninstalls and restores every patch. Idempotent. */

@@ -11,7 +11,7 @@
  *   per event.
  * - `StorageRef`/`TensorRef`/`ModuleRef` objects are stable identities: the same
  *   storage is always the same object, so sinks may key Maps/WeakMaps on them
- *   (for TensorRefs, unless every subscribed sink opts out: `keysTensorRefs`).
+ *   (for TensorRefs, unless every subscribed sink is a `StorageBatchSink`).
  * - A sink that throws is isolated by the adapter (logged once, then dropped
  *   from that event); it never reaches the user's program.
  */
@@ -124,57 +124,16 @@ export interface GradientPair {
   readonly grad: TensorRef | null;
 }
 
-/** Implement the events you need; all are optional. */
+/**
+ * The plain contract: implement the events you need; all are optional. Every adapter delivers
+ * these. A sink on the per-tensor hot path may also implement the one fast form,
+ * `StorageBatchSink` (below).
+ */
 export interface MemoryEventSink {
-  /**
-   * `false` declares that this sink never reads `ctx.kernel`. Following the running kernel costs
-   * the adapter a wrapper around every kernel call, so it does so only while some subscribed
-   * sink reads it (absent means it does) or listens to kernel events.
-   */
-  readonly readsKernelContext?: boolean;
-  /**
-   * `false` declares that this sink never keeps a TensorRef or compares one with another seen in
-   * an earlier event. Giving a tensor the same ref every time costs the adapter a WeakMap entry
-   * per tensor it names (module inputs and outputs, gradients), which keeps short-lived refs
-   * alive through V8's young-generation collections; when every subscribed sink opts out and none
-   * listens to tensor create/dispose events, only variables' refs are remembered.
-   */
-  readonly keysTensorRefs?: boolean;
-  /**
-   * `true` declares that this sink's storage events by id (`onStorageAllocId`, `onStorageFreeId`)
-   * may reach it queued: late and in a batch, but in the order they happened, each with the
-   * context it had, before any other event reaches this sink, and before the session's `flush()`
-   * returns. A sink read from outside between events (as MemTracker's recorder is) calls the
-   * session's `flush()` first. While every sink listening to storage events declares it, an
-   * adapter may queue them: a few stores per tensor on the framework's allocation path, and the
-   * sinks' handling runs later in one warm loop instead of once per tensor, cold.
-   */
-  readonly acceptsQueuedStorageEvents?: boolean;
-
   /** A new storage came into existence (first tensor on a new dataId, or moved in from another device). */
   onStorageAlloc?(storage: StorageRef, ctx: EventContext): void;
   /** A storage's last reference was released (or it moved to another device). */
   onStorageFree?(storage: StorageRef, ctx: EventContext): void;
-  /**
-   * The two storage events by id, for a sink that knows storages only by `id`, `bytes` and
-   * `device` and reads them only during the call. A sink defining both (with the two above, which
-   * then mean the same) may be sent these instead: while every sink listening to storage events
-   * defines them and none listens to tensor create or dispose events, an adapter may keep no
-   * object per storage, which is most of what tracking costs per tensor. Then:
-   * - `onStorageAllocId` may come again for an id that is live (a storage made before the adapter
-   *   saw it is announced whenever it is met); an id already known stays as it is;
-   * - `onStorageFreeId` may come for an id never announced (made before tracking): ignore it.
-   */
-  onStorageAllocId?(id: number, bytes: number, device: DeviceName, ctx: EventContext): void;
-  onStorageFreeId?(id: number, ctx: EventContext): void;
-  /**
-   * Queued storage events (see `acceptsQueuedStorageEvents`) in one call instead of one call
-   * each: `events[0 .. length)` holds (id, bytes) pairs, bytes -1 for a free, in the order they
-   * happened, all on `device` and all with the context `ctx` (its `seq` is the last event's: the
-   * first one's is `ctx.seq - length / 2 + 1`). Read them during the call only. An adapter uses
-   * it when every sink listening to storage events defines it.
-   */
-  onQueuedStorageEvents?(events: Float64Array, length: number, device: DeviceName, ctx: EventContext): void;
   /** A tensor handle was created (several can share one storage). */
   onTensorCreate?(tensor: TensorRef, ctx: EventContext): void;
   /** A tensor handle was disposed. */
@@ -207,7 +166,41 @@ export interface MemoryEventSink {
   onVariableAssign?(variable: TensorRef, previous: StorageRef, ctx: EventContext): void;
 }
 
-/** The names of the event methods of `MemoryEventSink` (every member but the declarations). */
-export type MemoryEventName = {
-  [K in keyof MemoryEventSink]-?: NonNullable<MemoryEventSink[K]> extends (...args: never[]) => unknown ? K : never;
-}[keyof MemoryEventSink];
+/**
+ * The one opt-in fast form of the contract, for a sink that counts storages (MemTracker's
+ * recorder): it receives storage events as batches of (id, bytes) numbers instead of one call with
+ * a `StorageRef` each. Per tensor, an adapter then keeps no object, makes no call per event on the
+ * framework's allocation path, and runs the sink's handling later in one warm loop (costs:
+ * docs/MEMTRACKER.md, "Overhead").
+ *
+ * Implementing it promises, beyond the plain contract, that the sink:
+ * - knows storages only by `id`, `bytes` and `device`, and reads the batch during the call only;
+ * - never keeps a TensorRef nor compares one with another seen in an earlier event (an adapter may
+ *   give a short-lived tensor a new ref each time it names it);
+ * - never reads `ctx.kernel` (an adapter may leave it null rather than wrap every kernel call).
+ *
+ * Batches: `batch[0 .. length)` holds (id, bytes) pairs in the order they happened, bytes -1 for a
+ * free, every storage on `device`, all with the context `ctx` (its `seq` is the last event's: the
+ * first one's is `ctx.seq - length / 2 + 1`). A batch may come late, but always before any other
+ * event reaches the sink and before the session's `flush()` returns: a sink read from outside
+ * between events calls `flush()` first. An allocation may come again for an id that is live (a
+ * storage made before the adapter saw it is announced whenever it is met): the id stays as it is.
+ * A free may come for an id never announced (made before tracking): ignore it.
+ *
+ * An adapter uses batches while every sink listening to storage events implements this form and
+ * none listens to tensor create or dispose events; otherwise it calls `onStorageAlloc` and
+ * `onStorageFree`, which mean the same, so an adapter that never batches needs nothing more.
+ */
+export interface StorageBatchSink extends MemoryEventSink {
+  onStorageAlloc(storage: StorageRef, ctx: EventContext): void;
+  onStorageFree(storage: StorageRef, ctx: EventContext): void;
+  onStorageBatch(batch: Float64Array, length: number, device: DeviceName, ctx: EventContext): void;
+}
+
+/** Whether `sink` implements the fast form (`StorageBatchSink`). */
+export function takesStorageBatches(sink: MemoryEventSink): sink is StorageBatchSink {
+  return typeof (sink as Partial<StorageBatchSink>).onStorageBatch === 'function';
+}
+
+/** The names of the event methods of `MemoryEventSink`. */
+export type MemoryEventName = keyof MemoryEventSink;

@@ -46,7 +46,7 @@ export class StorageIndex {
     (dataId as Record<symbol, TfjsStorage | undefined>)[STORAGE_KEY] = undefined;
   }
   /**
-   * Set by the installation while it keeps no object per storage (Installation.byId): builds the
+   * Set by the installation while it keeps no object per storage (StorageIdentity.byId): builds the
    * storage of a live dataId from the engine's entry for it, or answers undefined.
    */
   onDemand: ((dataId: DataId) => TfjsStorage | undefined) | null = null;
@@ -60,7 +60,7 @@ export class StorageIndex {
  * Storage ids. A storage's id is derived from its dataId where the backend numbers its dataIds
  * (`dataId.id`): the same storage then has the same id whether memscope kept an object for it or
  * builds one when asked, and freeing it needs nothing but the dataId and its backend (see
- * Installation.byId). Backends get a slot each, for the whole process (a session started later
+ * StorageIdentity.byId). Backends get a slot each, for the whole process (a session started later
  * must give a live storage the id an earlier one gave it).
  *
  * The backends below number their dataIds from a counter that never goes back (tfjs-backend-cpu,

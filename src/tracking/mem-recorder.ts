@@ -6,11 +6,20 @@ import type {
   MemoryEventSink,
   ModuleRef,
   OptimizerRef,
+  StorageBatchSink,
   StorageRef,
   TensorRef,
 } from '../core/events.js';
 import {
+  Category,
+  type CategoryIndex,
   MEM_REF_TYPES,
+  categoryAfterAssign,
+  categoryOfAllocation,
+  categoryOfGradient,
+  categoryOfReplacedStorage,
+} from '../core/mem-categories.js';
+import {
   MOD_STATES,
   TOTAL_KEY,
   type DeviceSnapshot,
@@ -20,17 +29,9 @@ import {
 } from './mem-types.js';
 import { RecentIdTable } from './id-table.js';
 
-// Category indices into a device's counters; TOTAL is the last slot.
-const PARAM = 0;
-const BUFFER = 1;
-const GRAD = 2;
-const ACT = 3;
-const TEMP = 4;
-const OPT = 5;
-const OTHER = 6;
+// A device's counters: one per category (CategoryIndex), then the total.
+const { PARAM, BUFFER, OPT } = Category;
 const TOTAL = 7;
-export type CategoryIndex = typeof PARAM | typeof BUFFER | typeof GRAD | typeof ACT | typeof TEMP | typeof OPT | typeof OTHER;
-export const Category = { PARAM, BUFFER, GRAD, ACT, TEMP, OPT, OTHER } as const;
 
 /** One device's live bytes per category and its peak (the counters at the highest total). */
 class DeviceTally {
@@ -56,10 +57,6 @@ const DEVICE_SLOTS = 32;
 const tagOf = (device: number, category: number): number => device * CATEGORY_SLOTS + category;
 const categoryOf = (tag: number): CategoryIndex => (tag & (CATEGORY_SLOTS - 1)) as CategoryIndex;
 const deviceOf = (tag: number): number => tag >> 3;
-
-/** Queued allocations and frees (see MemRecorder.applyPending): at most this many, of this many numbers each. */
-const PENDING_EVENTS = 1024;
-const PENDING_STRIDE = 3;
 
 /**
  * Counters of every device with bytes, copied at one moment, by device index
@@ -196,13 +193,11 @@ function toSnapshot(snap: Snap, devices: readonly DeviceTally[]): MemorySnapshot
  * module weights, gradients of variables, optimizer state and external
  * tensors are then re-classified when the tracker learns what they are.
  */
-export class MemRecorder implements MemoryEventSink {
-  /** Categories come from phases, never from kernels (PyTorch's MemTracker ignores operators too). */
-  readonly readsKernelContext = false;
-  /** Storages are kept by id and variables' categories by tensor id: no TensorRef is kept. */
-  readonly keysTensorRefs = false;
-  /** Storage events by id may come queued: the recorder asks its source to flush before it reads or changes anything. */
-  readonly acceptsQueuedStorageEvents = true;
+export class MemRecorder implements StorageBatchSink {
+  // A StorageBatchSink: categories come from phases, never from kernels (PyTorch's MemTracker
+  // ignores operators too); storages are kept by id and variables' categories by tensor id, so no
+  // TensorRef is kept; batches may come late, so the recorder asks its source to flush before it
+  // reads or changes anything (`catchUp`).
   /** The session delivering this recorder's events while tracking (see `setSource`). */
   private source: { flush?(): void } | null = null;
   /** Storage id → (device-rounded bytes, tag); see `tagOf`. */
@@ -227,105 +222,49 @@ export class MemRecorder implements MemoryEventSink {
   private readonly optimizersSeen = new WeakSet<OptimizerRef>();
   /** Roots whose backward ended inside a gradient computation; their Post-Backward waits for its end. */
   private readonly pendingPostBackward: ModuleRecord[] = [];
-  /**
-   * Allocations and frees not applied yet, PENDING_STRIDE numbers each: storage id, bytes as the
-   * storage reports them (-1 for a free), tag. See `applyPending`.
-   */
-  private readonly pending = new Float64Array(PENDING_EVENTS * PENDING_STRIDE);
-  private pendingLength = 0;
 
   // ---- hot path -------------------------------------------------------------
 
-  // Allocations and frees are queued and applied by `applyPending`, which every other method
-  // calls first: events take effect in the order they arrived, so counters, peaks and local peaks
-  // come out as if each were applied when it came. Why: these two run once per tensor allocation
-  // and free, between ~7 µs of TFJS and wasm code that evicts them from the CPU's caches; applied
-  // one at a time, the table and peak code comes in cold every time (docs/MEMTRACKER.md, "Storage
-  // events queued"). Queued, an event is a few stores, and the table code runs as one warm
-  // loop per module, gradient, optimizer or assign event.
-
-  // Storages are known by id only, so the adapter may send these by id and keep no object per
-  // storage (MemoryEventSink.onStorageAllocId). An allocation of a known id and a free of an
-  // unknown one change nothing: `insert` and `take` see to that when the queue is applied.
+  // Storages are known by id only (a StorageBatchSink): an allocation of a known id and a free of
+  // an unknown one change nothing, as `insert` and `take` see to.
 
   onStorageAlloc(storage: StorageRef, ctx: EventContext): void {
-    this.onStorageAllocId(storage.id, storage.bytes, storage.device, ctx);
+    this.insert(storage.id, storage.bytes, this.allocationTag(storage.device, ctx));
   }
 
   onStorageFree(storage: StorageRef): void {
-    this.onStorageFreeId(storage.id);
+    this.remove(storage.id);
   }
 
-  onStorageAllocId(id: number, bytes: number, device: DeviceName, ctx: EventContext): void {
-    const phase = ctx.phase;
-    const tag = tagOf(this.device(device).index, phase === 'optimizer' ? OPT : phase === 'backward' ? TEMP : ACT);
-    const at = this.nextPending();
-    const pending = this.pending;
-    pending[at] = id;
-    pending[at + 1] = bytes;
-    pending[at + 2] = tag;
-  }
-
-  onStorageFreeId(id: number): void {
-    const at = this.nextPending();
-    const pending = this.pending;
-    pending[at] = id;
-    pending[at + 1] = -1;
-  }
-
-  /**
-   * Storage events the adapter queued, all in one phase on one device: applied at once, after
-   * this recorder's own queue (they came after it). Handled in one loop rather than one call
-   * each, which is most of what the events cost once queued.
-   */
-  onQueuedStorageEvents(events: Float64Array, length: number, device: DeviceName, ctx: EventContext): void {
-    this.applyPending();
-    const phase = ctx.phase;
-    const tag = tagOf(this.device(device).index, phase === 'optimizer' ? OPT : phase === 'backward' ? TEMP : ACT);
+  /** A batch of allocations and frees, all in one phase on one device: handled in one loop. */
+  onStorageBatch(batch: Float64Array, length: number, device: DeviceName, ctx: EventContext): void {
+    const tag = this.allocationTag(device, ctx);
     for (let at = 0; at < length; at += 2) {
-      const bytes = events[at + 1]!;
-      // As in applyPending: a known id stays as it is, an unknown one's free changes nothing.
-      if (bytes >= 0) this.insert(events[at]!, bytes, tag);
-      else this.remove(events[at]!);
+      const bytes = batch[at + 1]!;
+      if (bytes >= 0) this.insert(batch[at]!, bytes, tag);
+      else this.remove(batch[at]!);
     }
   }
 
-  /** Where the next queued event goes (applying a full queue first). */
-  private nextPending(): number {
-    let at = this.pendingLength;
-    if (at === PENDING_EVENTS * PENDING_STRIDE) {
-      this.applyPending();
-      at = 0;
-    }
-    this.pendingLength = at + PENDING_STRIDE;
-    return at;
+  /** The tag of a storage allocated now on `device`: its category follows the phase. */
+  private allocationTag(device: DeviceName, ctx: EventContext): number {
+    return tagOf(this.device(device).index, categoryOfAllocation(ctx.phase));
   }
 
   /**
    * The session whose events this recorder takes, or null. Every method but the storage events
-   * begins by asking it to deliver what it holds back, so that nothing is read or changed with
-   * storage events still queued upstream (the session delivers them before any other event, so
-   * from an event handler the ask finds nothing to do).
+   * begins by asking it to deliver what it holds back (`catchUp`), so that nothing is read or
+   * changed with storage batches still held upstream (the session delivers them before any other
+   * event, so from an event handler the ask finds nothing to do).
    */
   setSource(source: { flush?(): void } | null): void {
     this.source = source;
   }
 
-  /** Applies the queued allocations and frees, in order, after those still held upstream. */
-  private applyPending(): void {
+  /** Takes the storage batches the source still holds back. */
+  private catchUp(): void {
     const source = this.source;
     if (source !== null) source.flush?.();
-    const end = this.pendingLength;
-    if (end === 0) return;
-    this.pendingLength = 0;
-    const pending = this.pending;
-    for (let at = 0; at < end; at += PENDING_STRIDE) {
-      const bytes = pending[at + 1]!;
-      // `insert` leaves a storage already known alone: it was classified from a TensorRef
-      // before its allocation event was applied.
-      if (bytes >= 0) this.insert(pending[at]!, bytes, pending[at + 2]!);
-      else this.remove(pending[at]!);
-    }
   }
 
   private remove(id: number): void {
@@ -389,7 +328,7 @@ export class MemRecorder implements MemoryEventSink {
 
   /** Puts `storage` in `category`, tracking it first if it is new (PyTorch's `_update_and_maybe_create_winfos`). */
   classify(storage: StorageRef, category: CategoryIndex): number {
-    this.applyPending();
+    this.catchUp();
     const table = this.storages;
     const slot = table.find(storage.id);
     if (slot < 0) return this.add(storage, category);
@@ -408,19 +347,19 @@ export class MemRecorder implements MemoryEventSink {
 
   /** Classifies a variable's storage and remembers the variable's category for later `assign`s. */
   classifyVariable(tensor: TensorRef, category: CategoryIndex): number {
-    this.applyPending();
+    this.catchUp();
     if (tensor.variableName !== undefined) this.variableCategory.set(tensor.id, category);
     return this.classify(tensor.storage, category);
   }
 
   isTracked(storage: StorageRef): boolean {
-    this.applyPending();
+    this.catchUp();
     return this.storages.has(storage.id);
   }
 
   /** Forgets storages that died while no events arrived (between a stop and the next start). */
   dropStoragesNotIn(live: ReadonlySet<number>): void {
-    this.applyPending();
+    this.catchUp();
     const dead: number[] = [];
     this.storages.forEach((bytes, tag, id) => {
       if (live.has(id)) return;
@@ -432,7 +371,7 @@ export class MemRecorder implements MemoryEventSink {
 
   /** Parameters and buffers of `module` and its descendants; returns their bytes (each storage once). */
   trackModuleWeights(module: ModuleRef): { parameterMem: number; bufferMem: number } {
-    this.applyPending();
+    this.catchUp();
     const seen = new Set<number>();
     let parameterMem = 0;
     let bufferMem = 0;
@@ -458,7 +397,7 @@ export class MemRecorder implements MemoryEventSink {
   }
 
   trackOptimizerState(optimizer: OptimizerRef): void {
-    this.applyPending();
+    this.catchUp();
     for (const v of optimizer.stateVariables()) this.classifyVariable(v, OPT);
   }
 
@@ -520,7 +459,7 @@ export class MemRecorder implements MemoryEventSink {
   }
 
   onModuleEnter(module: ModuleRef, inputs: readonly TensorRef[]): void {
-    this.applyPending();
+    this.catchUp();
     this.flushPendingPostBackward();
     const firstCall = !this.records.has(module);
     const rec = this.record(module);
@@ -533,7 +472,7 @@ export class MemRecorder implements MemoryEventSink {
   }
 
   onModuleExit(module: ModuleRef, outputs: readonly TensorRef[]): void {
-    this.applyPending();
+    this.catchUp();
     const rec = this.record(module);
     // Weights are built lazily by the first call, inside forward: classify them again after it.
     if (rec.logs[POST_FW] === undefined) this.updateWeights(rec);
@@ -543,14 +482,14 @@ export class MemRecorder implements MemoryEventSink {
   }
 
   onBackwardModuleEnter(module: ModuleRef): void {
-    this.applyPending();
+    this.catchUp();
     const rec = this.record(module);
     this.beginCall(rec, PRE_BW, PEAK_BW);
     this.backwardActive.push(rec);
   }
 
   onBackwardModuleExit(module: ModuleRef): void {
-    this.applyPending();
+    this.catchUp();
     const rec = this.record(module);
     this.finishCall(this.backwardActive, rec);
     // TFJS knows a variable's final (accumulated) gradient only when the gradient
@@ -579,27 +518,27 @@ export class MemRecorder implements MemoryEventSink {
   // ---- gradients, optimizer, variables --------------------------------------------
 
   onGradientStart(): void {
-    this.applyPending();
+    this.catchUp();
     this.gradientDepth++;
   }
 
   onGradientEnd(pairs: readonly GradientPair[]): void {
-    this.applyPending();
+    this.catchUp();
     for (const { x, grad } of pairs) {
-      // Gradients of variables are PyTorch's GRAD; gradients of other tensors stay Temp.
-      if (grad !== null && x.variableName !== undefined) this.classify(grad.storage, GRAD);
+      const category = grad !== null ? categoryOfGradient(x) : null;
+      if (category !== null) this.classify(grad!.storage, category);
     }
     if (this.gradientDepth > 0) this.gradientDepth--;
     if (this.gradientDepth === 0) this.flushPendingPostBackward();
   }
 
   onOptimizerStepStart(): void {
-    this.applyPending();
+    this.catchUp();
     this.flushPendingPostBackward();
   }
 
   onOptimizerStepEnd(optimizer: OptimizerRef): void {
-    this.applyPending();
+    this.catchUp();
     // PyTorch re-reads the state after every step. Once an optimizer's state has been
     // read, later state is caught without the walk: what a step allocates is Optstate by
     // phase, and a state variable's new storage after assign keeps its category.
@@ -609,18 +548,14 @@ export class MemRecorder implements MemoryEventSink {
   }
 
   onVariableAssign(variable: TensorRef, previous: StorageRef): void {
-    this.applyPending();
-    let category = this.variableCategory.get(variable.id);
+    this.catchUp();
     const slot = this.storages.find(previous.id);
-    if (category === undefined && slot >= 0) category = categoryOf(this.storages.tagAt(slot));
+    const category = categoryAfterAssign(this.variableCategory.get(variable.id), slot >= 0 ? categoryOf(this.storages.tagAt(slot)) : undefined);
     if (category !== undefined) this.classify(variable.storage, category);
-    // The old storage outlives the assign only while other tensors still hold it (TFJS leaks the
-    // tape's saved clones of the weights when a layer throws inside `fit`). It is no longer the
-    // variable's: PyTorch updates parameters in place, so a parameter's bytes are its current
-    // storage. What holds it is what forward saved for backward: Activation.
+    // The old storage outlives the assign only while other tensors still hold it.
     if (slot >= 0 && this.storages.find(previous.id) >= 0 && previous.id !== variable.storage.id) {
-      const old = categoryOf(this.storages.tagAt(this.storages.find(previous.id)));
-      if (old === PARAM || old === BUFFER || old === OPT || old === OTHER) this.classify(previous, ACT);
+      const replaced = categoryOfReplacedStorage(categoryOf(this.storages.tagAt(this.storages.find(previous.id))));
+      if (replaced !== null) this.classify(previous, replaced);
     }
   }
 
@@ -637,12 +572,12 @@ export class MemRecorder implements MemoryEventSink {
   }
 
   currentSnapshot(): MemorySnapshot {
-    this.applyPending();
+    this.catchUp();
     return toSnapshot(this.takeSnap(), this.deviceList);
   }
 
   peakSnapshot(): MemorySnapshot {
-    this.applyPending();
+    this.catchUp();
     const snap: Snap = [];
     for (const dev of this.deviceList) if (dev.peak !== null && dev.peakTotal > 0) snap[dev.index] = dev.peak;
     return toSnapshot(snap, this.deviceList);
@@ -650,7 +585,7 @@ export class MemRecorder implements MemoryEventSink {
 
   /** PyTorch resets the peak to the current snapshot whenever the tracker is entered. */
   resetPeak(): void {
-    this.applyPending();
+    this.catchUp();
     for (const dev of this.devices.values()) {
       dev.peakTotal = dev.counts[TOTAL]!;
       dev.peak = dev.counts.slice();
@@ -659,7 +594,7 @@ export class MemRecorder implements MemoryEventSink {
 
   /** Ends calls left open (a user exception in forward or backward) so no module keeps collecting peaks. */
   closeOpenCalls(): void {
-    this.applyPending();
+    this.catchUp();
     this.flushPendingPostBackward();
     settleLocalPeaks(this.forwardActive);
     settleLocalPeaks(this.backwardActive);
@@ -669,7 +604,7 @@ export class MemRecorder implements MemoryEventSink {
   }
 
   resetModStats(): void {
-    this.applyPending();
+    this.catchUp();
     this.records.clear();
     this.forwardActive.length = 0;
     this.backwardActive.length = 0;
@@ -677,7 +612,7 @@ export class MemRecorder implements MemoryEventSink {
   }
 
   moduleStats(): ModuleMemStats[] {
-    this.applyPending();
+    this.catchUp();
     // Read in the middle of a call (a display inside a layer), the enclosing calls have not yet
     // learnt the peaks of the calls inside them.
     settleLocalPeaks(this.forwardActive);

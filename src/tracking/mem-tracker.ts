@@ -3,7 +3,8 @@ import { afterSettled } from '../core/settle.js';
 import { MemscopeError } from '../core/errors.js';
 import { parseUnit, type Unit } from '../core/units.js';
 import { formatModulewise, formatSnapshotTable, formatSnapshotText } from './mem-tracker-text.js';
-import { Category, MemRecorder } from './mem-recorder.js';
+import { Category } from '../core/mem-categories.js';
+import { MemRecorder } from './mem-recorder.js';
 import type { MemorySnapshot, ModuleMemStats, SnapshotType } from './mem-types.js';
 
 export interface SnapshotDisplayOptions {

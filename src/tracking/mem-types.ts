@@ -1,21 +1,8 @@
 import type { DeviceName } from '../core/events.js';
+import type { MemRefType } from '../core/mem-categories.js';
 
-/**
- * What a storage is used for, with PyTorch MemTracker's names
- * (`_MemRefType`). The TFJS meaning of each is in docs/MEMTRACKER.md.
- */
-export type MemRefType = 'Parameter' | 'Buffer' | 'Gradient' | 'Activation' | 'Temp' | 'Optstate' | 'Other';
-
-/** In display order (PyTorch's enum order). */
-export const MEM_REF_TYPES: readonly MemRefType[] = [
-  'Parameter',
-  'Buffer',
-  'Gradient',
-  'Activation',
-  'Temp',
-  'Optstate',
-  'Other',
-];
+/** What a storage is used for (PyTorch's `_MemRefType`), in display order: see core/mem-categories.ts. */
+export { MEM_REF_TYPES, type MemRefType } from '../core/mem-categories.js';
 
 /** The key holding a device's sum over all categories (PyTorch's `_TOTAL_KEY`). */
 export const TOTAL_KEY = 'Total';

@@ -26,7 +26,11 @@ function harness(opts: { maxEntries?: number; stacks?: boolean } = {}) {
     clock += 1;
     rec.onStorageFree(s, ctx);
   };
-  const tensor = (s: StorageRef, trainable?: boolean): TensorRef => ({ id: s.id, storage: s, dtype: 'float32', shape: s.shape, trainable });
+  /** A tensor on `s`; with `trainable` given, a variable (a weight when true). */
+  const tensor = (s: StorageRef, trainable?: boolean): TensorRef =>
+    trainable === undefined
+      ? { id: s.id, storage: s, dtype: 'float32', shape: s.shape }
+      : { id: s.id, storage: s, dtype: 'float32', shape: s.shape, trainable, variableName: `v${s.id}` };
   return { rec, writer, ctx, alloc, free, tensor, text: () => text };
 }
 
@@ -131,6 +135,50 @@ describe('capture format', () => {
     const cap = parseCapture(h.text());
     expect(cap.steps[0].live).toEqual({ cpu: { Parameter: 64, Activation: 64 } });
     expect(cap.allocs.map((a) => a.category)).toEqual(['Activation', 'Parameter']);
+  });
+
+  it('a gradient is Gradient when taken with respect to a variable, and stays Temp for any other tensor', () => {
+    const h = harness();
+    const weight = h.alloc(64);
+    const input = h.alloc(32);
+    h.ctx.phase = 'backward';
+    const weightGrad = h.alloc(64);
+    const inputGrad = h.alloc(32);
+    h.rec.onGradientEnd(
+      [
+        { x: h.tensor(weight, true), grad: h.tensor(weightGrad) },
+        { x: h.tensor(input), grad: h.tensor(inputGrad) },
+      ],
+      h.ctx,
+    );
+    h.rec.finish({ exitCode: 0, error: null });
+    const cap = parseCapture(h.text());
+    expect(cap.allocs.map((x) => [x.bytes, x.category])).toEqual([
+      [64, 'Activation'],
+      [32, 'Activation'],
+      [64, 'Gradient'],
+      [32, 'Temp'],
+    ]);
+  });
+
+  it('a variable keeps the category it was given across assign, even when its previous storage was not known', () => {
+    const h = harness();
+    const moment = h.alloc(16);
+    const opt: OptimizerRef = { id: 1, className: 'AdamOptimizer', stateVariables: () => [h.tensor(moment, false)] };
+    h.ctx.phase = 'optimizer';
+    h.rec.onOptimizerStepStart(opt, h.ctx);
+    h.rec.onOptimizerStepEnd(opt, h.ctx);
+    h.ctx.phase = 'none';
+    // The moment's next storage, made outside the step, from a previous storage the recorder never saw.
+    const next = h.alloc(16);
+    const unseen: StorageRef = { id: 999, device: 'cpu', bytes: 16, dtype: 'float32', shape: [4] };
+    h.rec.onVariableAssign({ ...h.tensor(next, false), id: moment.id }, unseen, h.ctx);
+    h.rec.finish({ exitCode: 0, error: null });
+    const cap = parseCapture(h.text());
+    expect(cap.allocs.map((x) => [x.bytes, x.category])).toEqual([
+      [16, 'Optstate'],
+      [16, 'Optstate'],
+    ]);
   });
 
   it('--max-entries keeps frees of written allocations and counts the rest', () => {

@@ -54,7 +54,7 @@ describe('wasm device', () => {
     s.detach();
   });
 
-  it('a move seen by a sink taking storages by id: the old storage freed, the moved one new, and the tensor follows it', async () => {
+  it('a move seen by a sink taking storage batches: the old storage freed, the moved one new, and the tensor follows it', async () => {
     // Two backends were initialised before this attach, so ids do not derive from dataIds here
     // (a move before installation could not have been seen): the events come as objects, and must
     // be consistent with the ids the tensor reports. invariant-byid-wasm.test.ts covers moves
@@ -65,8 +65,12 @@ describe('wasm device', () => {
     const s = tfjsAdapter.attach({
       onStorageAlloc: (st: StorageRef) => events.push(`alloc ${st.device} ${st.bytes} #${seen(st.id)}`),
       onStorageFree: (st: StorageRef) => events.push(`free #${seen(st.id)}`),
-      onStorageAllocId: (id: number, bytes: number, device: string) => events.push(`alloc ${device} ${bytes} #${seen(id)}`),
-      onStorageFreeId: (id: number) => events.push(`free #${seen(id)}`),
+      onStorageBatch: (batch: Float64Array, length: number, device: string) => {
+        for (let at = 0; at < length; at += 2) {
+          if (batch[at + 1]! >= 0) events.push(`alloc ${device} ${batch[at + 1]} #${seen(batch[at]!)}`);
+          else events.push(`free #${seen(batch[at]!)}`);
+        }
+      },
     });
     await useBackend('cpu');
     const a = tf.tensor1d([1, 2, 3]);

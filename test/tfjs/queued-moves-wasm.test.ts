@@ -1,10 +1,10 @@
-// A move stops the queueing of storage events (Installation.queueBackend): a dataId moved onto the
+// A move stops the queueing of storage events (SinkDispatch.queueBackend): a dataId moved onto the
 // backend whose frees are queued keeps the number its first backend gave it, so its free must go
 // by the storage's own (counted) id, never by one derived on the backend it moved to. Its own file:
 // ids derive only when wasm is the one backend initialised at the attach.
 import * as tf from '@tensorflow/tfjs-core';
 import { beforeAll, describe, expect, it } from 'vitest';
-import type { MemoryEventSink, StorageRef } from '../../src/core/events.js';
+import type { StorageBatchSink, StorageRef } from '../../src/core/events.js';
 import { activeInstallation, tfjsAdapter } from '../../src/tfjs/adapter.js';
 import { useBackend } from './support/backends.js';
 
@@ -12,21 +12,23 @@ beforeAll(async () => {
   await useBackend('wasm');
 });
 
-/** Live bytes by storage id, from events by id (queued) or as objects. */
-class QueuedAccount implements MemoryEventSink {
-  readonly acceptsQueuedStorageEvents = true;
+/** Live bytes by storage id, from batches (queued) or as objects. */
+class QueuedAccount implements StorageBatchSink {
   readonly live = new Map<number, number>();
   onStorageAlloc(s: StorageRef): void {
-    this.onStorageAllocId(s.id, s.bytes);
+    this.alloc(s.id, s.bytes);
   }
   onStorageFree(s: StorageRef): void {
     this.live.delete(s.id);
   }
-  onStorageAllocId(id: number, bytes: number): void {
-    if (!this.live.has(id)) this.live.set(id, bytes);
+  onStorageBatch(batch: Float64Array, length: number): void {
+    for (let at = 0; at < length; at += 2) {
+      if (batch[at + 1]! >= 0) this.alloc(batch[at]!, batch[at + 1]!);
+      else this.live.delete(batch[at]!);
+    }
   }
-  onStorageFreeId(id: number): void {
-    this.live.delete(id);
+  private alloc(id: number, bytes: number): void {
+    if (!this.live.has(id)) this.live.set(id, bytes);
   }
   bytes(): number {
     let total = 0;
@@ -57,7 +59,7 @@ describe('queued storage events and moves between backends', () => {
         expect(inst.queuedLength).toBe(0);
         expect(account.bytes()).toBe(28);
         expect(account.live.size).toBe(2);
-        const other = tfjsAdapter.attach({ onStorageAllocId() {}, onStorageFreeId() {} });
+        const other = tfjsAdapter.attach({ onStorageAlloc() {}, onStorageFree() {}, onStorageBatch() {} } satisfies StorageBatchSink);
         other.detach();
         const after = tf.zeros([1]);
         after.dispose();

@@ -1,12 +1,17 @@
 import { describe, it, expect, beforeAll, vi } from 'vitest';
 import * as tf from '@tensorflow/tfjs-core';
 import * as tfl from '@tensorflow/tfjs-layers';
-import type { MemoryEventSink, TensorRef } from '../../src/core/events.js';
+import type { MemoryEventSink, StorageBatchSink, TensorRef } from '../../src/core/events.js';
 import { MemscopeError } from '../../src/core/errors.js';
 import { tfjsAdapter } from '../../src/tfjs/index.js';
 import { activeInstallation } from '../../src/tfjs/adapter.js';
 import { PATCHED_ENGINE_METHODS } from '../../src/tfjs/engine-types.js';
 import { useBackend } from './support/backends.js';
+
+/** A sink of the fast form that ignores its storage events, with `events` beside them. */
+function batchSink(events: MemoryEventSink = {}): StorageBatchSink {
+  return { ...events, onStorageAlloc() {}, onStorageFree() {}, onStorageBatch() {} };
+}
 
 beforeAll(async () => {
   await useBackend('cpu');
@@ -145,12 +150,15 @@ describe('isolation', () => {
     const s = tfjsAdapter.attach({ onStorageAlloc() {} });
     const inst = activeInstallation()!;
     const broken = () => { throw new Error('memscope bug'); };
-    const saved = { onTrack: inst.onTrack, onScopeStart: inst.onScopeStart, afterScopeEnd: inst.afterScopeEnd };
-    Object.assign(inst, { onTrack: broken, onScopeStart: broken, afterScopeEnd: broken });
+    const { identity, attribution } = inst;
+    const saved = { onTrack: identity.onTrack, onScopeStart: attribution.onScopeStart, afterScopeEnd: attribution.afterScopeEnd };
+    Object.assign(identity, { onTrack: broken });
+    Object.assign(attribution, { onScopeStart: broken, afterScopeEnd: broken });
     const r = tf.tidy(() => tf.add(tf.ones([3]), tf.ones([3])));
     expect(Array.from(r.dataSync())).toEqual([2, 2, 2]);
     expect(inst.internalErrors).toBeGreaterThan(0);
-    Object.assign(inst, saved);
+    Object.assign(identity, { onTrack: saved.onTrack });
+    Object.assign(attribution, { onScopeStart: saved.onScopeStart, afterScopeEnd: saved.afterScopeEnd });
     s.detach();
     r.dispose();
     warn.mockRestore();
@@ -193,7 +201,7 @@ describe('another library patching on top of memscope', () => {
   it('made while a wrapper was not needed yet keeps running beneath it once it is, and is what detach puts back', () => {
     const proto = engineProto();
     const original = proto['runKernelFunc'] as (this: unknown, ...a: unknown[]) => unknown;
-    const quiet = tfjsAdapter.attach({ readsKernelContext: false, onStorageAlloc: () => {} });
+    const quiet = tfjsAdapter.attach(batchSink());
     expect(proto['runKernelFunc']).toBe(original); // not needed yet
     let theirs = 0;
     const their = function (this: unknown, ...a: unknown[]) {
@@ -287,12 +295,12 @@ describe('repeated tracking sessions', () => {
 });
 
 describe('TensorRef identity', () => {
-  it('is kept while any subscribed sink may key on refs; when all opt out (keysTensorRefs: false), only variables keep theirs', () => {
+  it('is kept while any subscribed sink may key on refs; when every sink is a StorageBatchSink, only variables keep theirs', () => {
     const model = tfl.sequential({ layers: [tfl.layers.dense({ units: 3, inputShape: [4] })] });
     const x = tf.ones([2, 4]);
     const weight = model.getWeights()[0]!;
     const inputs: TensorRef[] = []; // the dense layer's input, once per call
-    const optOut = tfjsAdapter.attach({ keysTensorRefs: false, onModuleEnter: (m, ins) => void (m.parent !== null && inputs.push(...ins)) });
+    const optOut = tfjsAdapter.attach(batchSink({ onModuleEnter: (m, ins) => void (m.parent !== null && inputs.push(...ins)) }));
     let keyed: { detach(): void } | null = null;
     try {
       optOut.module(model);
@@ -305,7 +313,7 @@ describe('TensorRef identity', () => {
       expect(inputs[0]).not.toBe(inputs[1]);
       expect([inputs[1]!.id, inputs[1]!.storage]).toEqual([inputs[0]!.id, inputs[0]!.storage]);
       expect(optOut.tensor(weight)).toBe(optOut.tensor(weight));
-      // A sink that does not opt out makes refs stable again, for every sink.
+      // A plain sink may key on refs: refs are stable again, for every sink.
       keyed = tfjsAdapter.attach({ onStorageAlloc: () => {} });
       inputs.length = 0;
       run();
@@ -322,23 +330,23 @@ describe('TensorRef identity', () => {
 });
 
 describe('engine methods are wrapped only when a sink needs them', () => {
-  it('a sink that declares it never reads ctx.kernel leaves runKernelFunc and disposeTensor alone until one that does subscribes', () => {
+  it('a StorageBatchSink (it never reads ctx.kernel) leaves runKernelFunc and disposeTensor alone until a plain sink subscribes', () => {
     const orig = captureOriginals();
     const original = (m: string) => orig.engine.find(([name]) => name === m)![1];
     const kernelsSeenByAllocs: (string | null)[] = [];
-    const quiet = tfjsAdapter.attach({ readsKernelContext: false, onStorageAlloc: () => {} });
+    const quiet = tfjsAdapter.attach(batchSink());
     // The per-kernel and per-dispose wrappers are not needed by this sink: TFJS runs its own methods.
     expect(engineProto()['runKernelFunc']).toBe(original('runKernelFunc'));
     expect(engineProto()['disposeTensor']).toBe(original('disposeTensor'));
     expect(engineProto()['trackTensor']).not.toBe(original('trackTensor'));
     tf.tidy(() => tf.add(tf.ones([2]), tf.ones([2])));
 
-    // A sink that reads ctx.kernel (the default) gets it, from the next kernel on.
+    // A plain sink may read ctx.kernel: it gets it, from the next kernel on.
     const reader = tfjsAdapter.attach({ onStorageAlloc: (_s, ctx) => kernelsSeenByAllocs.push(ctx.kernel) });
     expect(engineProto()['runKernelFunc']).not.toBe(original('runKernelFunc'));
     expect(engineProto()['disposeTensor']).toBe(original('disposeTensor'));
     const disposed: number[] = [];
-    const disposals = tfjsAdapter.attach({ readsKernelContext: false, onTensorCreate: () => {}, onTensorDispose: (t) => disposed.push(t.id) });
+    const disposals = tfjsAdapter.attach(batchSink({ onTensorCreate: () => {}, onTensorDispose: (t) => disposed.push(t.id) }));
     expect(engineProto()['disposeTensor']).not.toBe(original('disposeTensor'));
     const y = tf.tidy(() => tf.add(tf.ones([2]), tf.ones([2])));
     expect(kernelsSeenByAllocs).toContain('Add');

@@ -1,6 +1,6 @@
 import { expect } from 'vitest';
 import * as tf from '@tensorflow/tfjs-core';
-import type { MemoryEventSink, StorageRef } from '../../../src/core/events.js';
+import type { MemoryEventSink, StorageBatchSink, StorageRef } from '../../../src/core/events.js';
 import { tfjsAdapter } from '../../../src/tfjs/index.js';
 import { activeInstallation } from '../../../src/tfjs/adapter.js';
 import { PATCHED_ENGINE_METHODS } from '../../../src/tfjs/engine-types.js';
@@ -60,18 +60,18 @@ class LiveAccount extends CheckedAtKernels {
 }
 
 /**
- * The same account kept by storage id, as MemTracker's recorder keeps it: it takes storage events
- * by id (onStorageAllocId / onStorageFreeId), so while it is the only storage sink the adapter keeps
- * no object per storage. An allocation of a known id and a free of an unknown one change nothing
- * (the contract of those events); the check against the engine at every kernel boundary is what
- * would catch a storage counted twice, never freed, or freed early.
+ * The same account kept by storage id, as MemTracker's recorder keeps it: a StorageBatchSink, so
+ * while it is the only storage sink the adapter keeps no object per storage and may hold its events
+ * back (the account is read only after a flush, or at kernel boundaries, where the adapter has
+ * delivered them). An allocation of a known id and a free of an unknown one change nothing (the
+ * contract of batches); the check against the engine at every kernel boundary is what would catch
+ * a storage counted twice, never freed, or freed early.
  */
-class LiveIdAccount extends CheckedAtKernels {
-  /** Set before attaching: storage events may come queued, and the account is read only after a flush (events.ts). */
-  acceptsQueuedStorageEvents = false;
+class LiveIdAccount extends CheckedAtKernels implements StorageBatchSink {
   readonly bytes = new Map<string, number>();
   readonly live = new Map<number, { bytes: number; device: string }>();
   idEvents = 0;
+  batches = 0;
   objectEvents = 0;
   private add(id: number, bytes: number, device: string): void {
     if (this.live.has(id)) return;
@@ -92,13 +92,13 @@ class LiveIdAccount extends CheckedAtKernels {
     this.objectEvents++;
     this.remove(s.id);
   }
-  onStorageAllocId(id: number, bytes: number, device: string): void {
-    this.idEvents++;
-    this.add(id, bytes, device);
-  }
-  onStorageFreeId(id: number): void {
-    this.idEvents++;
-    this.remove(id);
+  onStorageBatch(batch: Float64Array, length: number, device: string): void {
+    this.batches++;
+    for (let at = 0; at < length; at += 2) {
+      this.idEvents++;
+      if (batch[at + 1]! >= 0) this.add(batch[at]!, batch[at + 1]!, device);
+      else this.remove(batch[at]!);
+    }
   }
 }
 
@@ -301,16 +301,15 @@ export async function checkInvariant(backend: 'cpu' | 'wasm', programs: number, 
  * keeping no object per storage and keeping one: storages made in one mode are freed in the other,
  * and each mode's events must still add up to the engine's figure. `numbered`: whether the
  * backend numbers its dataIds, so that in byId mode a new tensor's dataId carries nothing of
- * memscope's (otherwise it carries its storage object, as in the other mode). `queued`: the sink
- * takes storage events queued (MemoryEventSink.acceptsQueuedStorageEvents), and the account is
- * also checked after a `flush()` between steps; `batched`: it takes them in one call per batch.
+ * memscope's (otherwise it carries its storage object, as in the other mode). The adapter may hold
+ * the sink's batches back, so the account is also checked after a `flush()` between steps.
  */
 export async function checkInvariantById(
   backend: string,
   programs: number,
   steps: number,
   numbered: boolean,
-  options: { switchEvery?: number; moveTo?: 'cpu'; queued?: boolean; batched?: boolean } = {},
+  options: { switchEvery?: number; moveTo?: 'cpu' } = {},
 ): Promise<void> {
   const switchEvery = options.switchEvery ?? 40;
   const oracle = installEngineOracle();
@@ -321,18 +320,6 @@ export async function checkInvariantById(
 
   let seed = 0;
   const account: LiveIdAccount = new LiveIdAccount(checkAgainstEngine(oracle, () => account, () => seed));
-  account.acceptsQueuedStorageEvents = options.queued === true;
-  let batches = 0;
-  if (options.batched) {
-    // Queued events in one call per batch (MemoryEventSink.onQueuedStorageEvents), as MemTracker's recorder takes them.
-    (account as MemoryEventSink).onQueuedStorageEvents = (events, length, device) => {
-      batches++;
-      for (let at = 0; at < length; at += 2) {
-        if (events[at + 1]! >= 0) account.onStorageAllocId(events[at]!, events[at + 1]!, device);
-        else account.onStorageFreeId(events[at]!);
-      }
-    };
-  }
   const session = tfjsAdapter.attach(account);
   const objectSink: MemoryEventSink = { onStorageAlloc() {}, onStorageFree() {} };
   let objectSession: ReturnType<typeof tfjsAdapter.attach> | null = null;
@@ -348,7 +335,7 @@ export async function checkInvariantById(
   };
   const toggle = (step: number): void => {
     const inst = activeInstallation()!;
-    if (options.queued && inst.queuedLength > 0) heldBack++;
+    if (inst.queuedLength > 0) heldBack++;
     if (step % switchEvery === switchEvery - 1) {
       probeObjects('before a switch');
       if (objectSession === null) objectSession = tfjsAdapter.attach(objectSink);
@@ -361,23 +348,21 @@ export async function checkInvariantById(
       if (inst.queuedLength !== 0) account.mismatch ??= `seed ${seed}: events still queued after a sink came or went`;
       probeObjects('after a switch');
     }
-    if (options.queued) {
-      // Between two steps, outside any event: what the adapter holds back goes out on flush(),
-      // and then the account equals the engine (kernel events flush too, before the checks there).
-      session.flush!();
-      if (inst.queuedLength !== 0) account.mismatch ??= `seed ${seed}: events still queued after flush()`;
-      account.checkNow(`after flush() before step ${step}`);
-    }
+    // Between two steps, outside any event: what the adapter holds back goes out on flush(), and
+    // then the account equals the engine (kernel events flush too, before the checks there).
+    session.flush!();
+    if (inst.queuedLength !== 0) account.mismatch ??= `seed ${seed}: events still queued after flush()`;
+    account.checkNow(`after flush() before step ${step}`);
   };
   for (seed = 1; seed <= programs; seed++) {
     if (seed === 2 && options.moveTo !== undefined) {
-      // Initialised after the attach, so ids still derive from dataIds (see Installation.deriveIds).
+      // Initialised after the attach, so ids still derive from dataIds (see StorageIdentity.deriveIds).
       await useBackend(options.moveTo);
       await useBackend(backend as 'cpu' | 'wasm');
     }
     const trace = runProgram(prng(seed * 7919), steps, toggle, seed >= 2 ? options.moveTo : undefined);
     moves += trace.filter((op) => op === 'move').length;
-    if (options.queued) session.flush!(); // the program's last frees may still be queued
+    session.flush!(); // the program's last frees may still be queued
     expect(account.mismatch, `${account.mismatch}\nprogram: ${trace.join(' ')}`).toBeNull();
     expect(account.live.size).toBe(oracle.count());
     expect(sameBytes(account.bytes, oracle.bytesByDevice()), fmt(account.bytes)).toBe(true);
@@ -407,10 +392,10 @@ export async function checkInvariantById(
   else expect(account.idEvents).toBe(0);
   // Queued only where ids derive, and then before most steps (not while the object sink is there).
   // With moves, only the first program queues (the first move turns queueing off).
-  if (options.queued && numbered) expect(heldBack).toBeGreaterThan(((options.moveTo !== undefined ? 1 : programs) * steps) / 4);
+  if (numbered) expect(heldBack).toBeGreaterThan(((options.moveTo !== undefined ? 1 : programs) * steps) / 4);
   else expect(heldBack).toBe(0);
-  if (options.batched && numbered) expect(batches).toBeGreaterThan(steps / 4);
-  else expect(batches).toBe(0);
+  if (numbered) expect(account.batches).toBeGreaterThan(steps / 4);
+  else expect(account.batches).toBe(0);
   expect(account.objectEvents).toBeGreaterThan(0);
   expect(activeInstallation()?.internalErrors).toBe(0);
 
