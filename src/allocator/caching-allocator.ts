@@ -134,14 +134,19 @@ function makeBlock(stream: number, size: number, pool: Pool, address: number, ex
   };
 }
 
-const divisionsSet = new WeakMap<AllocatorSettings, boolean>();
-function hasDivisions(settings: AllocatorSettings): boolean {
-  let v = divisionsSet.get(settings);
-  if (v === undefined) {
-    v = settings.roundupPower2Divisions.some((d) => d > 1);
-    divisionsSet.set(settings, v);
+/**
+ * Per settings object: the divisions lookup roundSize takes, or null when no interval has
+ * divisions. Made once per settings rather than once per request (a closure per malloc is garbage
+ * on the allocator's hot path).
+ */
+const divisionsLookups = new WeakMap<AllocatorSettings, ((size: number) => number) | null>();
+function divisionsLookup(settings: AllocatorSettings): ((size: number) => number) | null {
+  let lookup = divisionsLookups.get(settings);
+  if (lookup === undefined) {
+    lookup = settings.roundupPower2Divisions.some((d) => d > 1) ? (size: number) => divisionsFor(settings, size) : null;
+    divisionsLookups.set(settings, lookup);
   }
-  return v;
+  return lookup;
 }
 
 function isSplit(b: Block): boolean {
@@ -301,8 +306,8 @@ export class CachingAllocatorModel {
 
   /** round_size under the current settings (power-of-two divisions only when some are set). */
   private roundRequest(origSize: number): number {
-    const settings = this.settings;
-    return hasDivisions(settings) ? roundSize(origSize, (s) => divisionsFor(settings, s)) : roundSize(origSize);
+    const lookup = divisionsLookup(this.settings);
+    return lookup ? roundSize(origSize, lookup) : roundSize(origSize);
   }
 
   /** The smallest possible block of (stream, size): lower_bound of it finds PyTorch's best fit. */
@@ -533,12 +538,14 @@ export class CachingAllocatorModel {
     let netBlocks = 0;
     let netBytes = 0;
     const prevSubsumed = this.tryMergeBlocks(block, block.prev, pool);
+    if (prevSubsumed > 0) {
+      netBlocks -= 1;
+      netBytes -= prevSubsumed;
+    }
     const nextSubsumed = this.tryMergeBlocks(block, block.next, pool);
-    for (const subsumed of [prevSubsumed, nextSubsumed]) {
-      if (subsumed > 0) {
-        netBlocks -= 1;
-        netBytes -= subsumed;
-      }
+    if (nextSubsumed > 0) {
+      netBlocks -= 1;
+      netBytes -= nextSubsumed;
     }
     this.insertIntoBlocks(pool, block);
     if (isSplit(block)) {
