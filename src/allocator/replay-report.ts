@@ -1,3 +1,4 @@
+import { AddressMap } from './address-map.js';
 import { hexAddress, type CachingAllocatorModel } from './caching-allocator.js';
 import type { ParsedSnapshot, RawBlock } from './replay-input.js';
 import type { StartState } from './replay-start-state.js';
@@ -138,43 +139,48 @@ function blockState(b: { allocated: boolean; pendingFree: boolean }): string {
 
 /** End state against the snapshot: segments by (address, size), blocks by (address, size, state; requested size when live). */
 export function compareEndState(snap: ParsedSnapshot, device: number, model: CachingAllocatorModel): EndStateComparison {
-  const wantSegs = new Map<number, number>();
-  const wantBlocks = new Map<number, RawBlock>();
+  const wantSegs = new AddressMap<number>();
+  /** The snapshot's blocks in order (a later block at the same address replaces an earlier one in its place), by address. */
+  const wantBlocks: RawBlock[] = [];
+  const wantAt = new AddressMap<number>();
   for (const s of snap.segments) {
     if (s.device !== device) continue;
     wantSegs.set(s.address, s.total_size);
-    for (const b of s.blocks) wantBlocks.set(b.address, b);
+    for (const b of s.blocks) {
+      const k = wantAt.get(b.address);
+      if (k === undefined) {
+        wantAt.set(b.address, wantBlocks.length);
+        wantBlocks.push(b);
+      } else wantBlocks[k] = b;
+    }
   }
+  const matched = new Uint8Array(wantBlocks.length);
   let haveSegCount = 0;
   let haveBlockCount = 0;
   let segBoth = 0;
   let blockBoth = 0;
-  const seen = new Set<number>();
   for (const { head, blocks } of model.segments()) {
     haveSegCount++;
     let total = 0;
     for (const b of blocks) {
       total += b.size;
       haveBlockCount++;
-      const w = wantBlocks.get(b.address);
+      const k = wantAt.get(b.address);
+      if (k === undefined) continue;
+      const w = wantBlocks[k];
       const state = blockState(b);
-      if (w && w.size === b.size && w.state === state && (state === 'inactive' || w.requested_size === b.requestedSize)) {
+      if (w.size === b.size && w.state === state && (state === 'inactive' || w.requested_size === b.requestedSize)) {
         blockBoth++;
-        seen.add(b.address);
+        matched[k] = 1;
       }
     }
     if (wantSegs.get(head.address) === total) segBoth++;
   }
-  let firstMissing: string | null = null;
-  for (const [address, b] of wantBlocks) {
-    if (!seen.has(address)) {
-      firstMissing = `${hexAddress(address)} (${b.size} bytes, ${b.state}${b.state === 'inactive' ? '' : `, ${b.requested_size} requested`})`;
-      break;
-    }
-  }
+  const missing = matched.indexOf(0);
+  const b = missing < 0 ? null : wantBlocks[missing];
   return {
     finalSegments: rate(segBoth, wantSegs.size + haveSegCount - segBoth),
-    finalBlocks: rate(blockBoth, wantBlocks.size + haveBlockCount - blockBoth),
-    firstMissing,
+    finalBlocks: rate(blockBoth, wantBlocks.length + haveBlockCount - blockBoth),
+    firstMissing: b && `${hexAddress(b.address)} (${b.size} bytes, ${b.state}${b.state === 'inactive' ? '' : `, ${b.requested_size} requested`})`,
   };
 }
