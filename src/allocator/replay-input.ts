@@ -1,7 +1,7 @@
 import { MemscopeError } from '../core/errors.js';
-import type { TraceEntry } from './caching-allocator.js';
+import type { TraceAction, TraceEntry } from './caching-allocator.js';
 import { settingsFromSnapshot, type AllocatorSettings } from './settings.js';
-import type { MemorySnapshot } from '../torch/snapshot.js';
+import type { MemorySnapshot, TraceTable } from '../torch/snapshot.js';
 
 /**
  * Replay's input: the parts of a PyTorch snapshot that replay and the what-if runs read (end-state
@@ -26,12 +26,99 @@ export interface RawSegment {
   blocks: RawBlock[];
 }
 
+/** Trace actions, in the order of their codes in `TraceColumns.action`. */
+export const TRACE_ACTIONS = [
+  'alloc',
+  'free_requested',
+  'free_completed',
+  'segment_alloc',
+  'segment_free',
+  'segment_map',
+  'segment_unmap',
+  'oom',
+  'snapshot',
+] as const satisfies readonly TraceAction[];
+const TRACE_ACTION_CODES = new Map<string, number>(TRACE_ACTIONS.map((a, k) => [a, k]));
+export const ALLOC = 0;
+export const FREE_REQUESTED = 1;
+export const FREE_COMPLETED = 2;
+export const SEGMENT_ALLOC = 3;
+export const SEGMENT_FREE = 4;
+export const SEGMENT_MAP = 5;
+export const SEGMENT_UNMAP = 6;
+export const OOM = 7;
+export const SNAPSHOT = 8;
+
+/**
+ * One device's trace as columns, entry i at index i: what replay reads on every event, without an
+ * object per event (a pass over hundreds of thousands of scattered entry objects costs cache
+ * misses on each; the columnar reader's arrays are used as they are).
+ */
+export interface TraceColumns {
+  readonly count: number;
+  /** Index into TRACE_ACTIONS. */
+  readonly action: Uint8Array;
+  /** Not meaningful on oom and snapshot entries. */
+  readonly addr: Float64Array;
+  readonly size: Float64Array;
+  readonly stream: Float64Array;
+  /** NaN when absent. */
+  readonly timeUs: Float64Array;
+  /** oom entries' device_free (NaN or absent: 0; see deviceFreeAt). */
+  readonly deviceFree: Float64Array | null;
+}
+
+export function deviceFreeAt(c: TraceColumns, i: number): number {
+  const v = c.deviceFree ? c.deviceFree[i] : 0;
+  return Number.isNaN(v) ? 0 : v;
+}
+
+/** Entry i as an object, as PyTorch's device_traces shape it. */
+function entryAt(c: TraceColumns, i: number): TraceEntry {
+  const action = TRACE_ACTIONS[c.action[i]];
+  const time = c.timeUs[i];
+  const entry: TraceEntry = { action, size: c.size[i], stream: c.stream[i], time_us: Number.isNaN(time) ? 0 : time };
+  if (action === 'oom') entry.device_free = deviceFreeAt(c, i);
+  else if (action !== 'snapshot') entry.addr = c.addr[i];
+  return entry;
+}
+
 export interface ParsedSnapshot {
   segments: RawSegment[];
-  traces: TraceEntry[][];
+  /** Each device's trace as columns (what replay and the what-if runs read). */
+  columns: TraceColumns[];
+  /** Each device's trace as entry objects (made from the columns on first use when the reader gave columns). */
+  readonly traces: TraceEntry[][];
   settings: AllocatorSettings;
   hasSettings: boolean;
 }
+
+/** Columns of trace entries that are already objects (the plain-object path). */
+function columnsOf(entries: TraceEntry[]): TraceColumns {
+  const n = entries.length;
+  const c = {
+    count: n,
+    action: new Uint8Array(n),
+    addr: new Float64Array(n),
+    size: new Float64Array(n),
+    stream: new Float64Array(n),
+    timeUs: new Float64Array(n),
+    deviceFree: new Float64Array(n),
+  };
+  for (let i = 0; i < n; i++) {
+    const e = entries[i];
+    c.action[i] = TRACE_ACTION_CODES.get(e.action)!;
+    c.addr[i] = e.addr ?? 0;
+    c.size[i] = e.size;
+    c.stream[i] = e.stream;
+    c.timeUs[i] = e.time_us;
+    c.deviceFree[i] = e.device_free ?? 0;
+  }
+  return c;
+}
+
+/** A device without a trace. */
+export const EMPTY_COLUMNS: TraceColumns = columnsOf([]);
 
 function fail(where: string, message: string): MemscopeError {
   return new MemscopeError('bad-snapshot', `${where}: ${message}`);
@@ -46,7 +133,6 @@ function int(v: unknown, where: string): number {
   return v;
 }
 
-const ACTIONS = new Set(['alloc', 'free_requested', 'free_completed', 'segment_alloc', 'segment_free', 'segment_map', 'segment_unmap', 'oom', 'snapshot']);
 
 /** Snapshots already validated (by parseSnapshot or parsedFromSnapshot): replaySnapshot and whatIf take them as they are. */
 const parsedSnapshots = new WeakSet<ParsedSnapshot>();
@@ -86,26 +172,47 @@ export function parsedFromSnapshot(snapshot: MemorySnapshot): ParsedSnapshot {
       blocks,
     };
   });
-  const traces: TraceEntry[][] = [];
-  for (const t of snapshot.traces) {
-    const entries: TraceEntry[] = [];
-    for (let i = 0; i < t.count; i++) {
-      const action = snapshot.actionNames[t.action[i]!]!;
-      if (!ACTIONS.has(action)) throw fail(`device_traces[${t.device}][${i}].action`, `unknown action ${JSON.stringify(action)}`);
-      const time = t.timeUs[i]!;
-      const entry: TraceEntry = { action: action as TraceEntry['action'], size: t.size[i]!, stream: t.stream[i]!, time_us: Number.isNaN(time) ? 0 : time };
-      if (action === 'oom') entry.device_free = t.deviceFree && !Number.isNaN(t.deviceFree[i]!) ? t.deviceFree[i]! : 0;
-      else if (action !== 'snapshot') entry.addr = t.addr[i]!;
-      entries.push(entry);
-    }
-    traces[t.device] = entries;
-  }
-  for (let d = 0; d < traces.length; d++) traces[d] ??= [];
-  return parsed({
+  const columns: TraceColumns[] = [];
+  for (const t of snapshot.traces) columns[t.device] = columnsOfTable(snapshot, t);
+  for (let d = 0; d < columns.length; d++) columns[d] ??= EMPTY_COLUMNS;
+  return withTraces({
     segments,
-    traces,
+    columns,
     settings: settingsFromSnapshot(snapshot.allocatorSettings ?? undefined, 'allocator_settings'),
     hasSettings: snapshot.format.hasAllocatorSettings,
+  });
+}
+
+/** A columnar reader's trace table as TraceColumns: its arrays as they are when its action codes are TRACE_ACTIONS'. */
+function columnsOfTable(snapshot: MemorySnapshot, t: TraceTable): TraceColumns {
+  const names = snapshot.actionNames;
+  const codes = names.map((name) => TRACE_ACTION_CODES.get(name) ?? -1);
+  const n = t.count;
+  const raw = t.action.subarray(0, n);
+  for (let i = 0; i < n; i++) {
+    if (codes[raw[i]] < 0) throw fail(`device_traces[${t.device}][${i}].action`, `unknown action ${JSON.stringify(names[raw[i]])}`);
+  }
+  const same = codes.every((code, k) => code === k);
+  return {
+    count: n,
+    action: same ? raw : Uint8Array.from(raw, (k) => codes[k]),
+    addr: t.addr.subarray(0, n),
+    size: t.size.subarray(0, n),
+    stream: t.stream.subarray(0, n),
+    timeUs: t.timeUs.subarray(0, n),
+    deviceFree: t.deviceFree ? t.deviceFree.subarray(0, n) : null,
+  };
+}
+
+/** The snapshot with its traces as objects too: those given, or made from the columns on first use. */
+function withTraces(snap: Omit<ParsedSnapshot, 'traces'>, traces?: TraceEntry[][]): ParsedSnapshot {
+  let entries = traces ?? null;
+  return parsed({
+    ...snap,
+    get traces(): TraceEntry[][] {
+      entries ??= snap.columns.map((c) => Array.from({ length: c.count }, (_, i) => entryAt(c, i)));
+      return entries;
+    },
   });
 }
 
@@ -144,7 +251,7 @@ export function parseSnapshot(raw: unknown): ParsedSnapshot {
     return t.map((e, i): TraceEntry => {
       const where = `device_traces[${d}][${i}]`;
       if (!isObj(e)) throw fail(where, 'expected a dict');
-      if (typeof e.action !== 'string' || !ACTIONS.has(e.action)) throw fail(`${where}.action`, `unknown action ${JSON.stringify(e.action)}`);
+      if (typeof e.action !== 'string' || !TRACE_ACTION_CODES.has(e.action)) throw fail(`${where}.action`, `unknown action ${JSON.stringify(e.action)}`);
       const action = e.action as TraceEntry['action'];
       const entry: TraceEntry = {
         action,
@@ -157,5 +264,8 @@ export function parseSnapshot(raw: unknown): ParsedSnapshot {
       return entry;
     });
   });
-  return parsed({ segments, traces, settings: settingsFromSnapshot(raw.allocator_settings, 'allocator_settings'), hasSettings: raw.allocator_settings !== undefined });
+  return withTraces(
+    { segments, columns: traces.map(columnsOf), settings: settingsFromSnapshot(raw.allocator_settings, 'allocator_settings'), hasSettings: raw.allocator_settings !== undefined },
+    traces,
+  );
 }

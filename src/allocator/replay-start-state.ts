@@ -1,6 +1,16 @@
 import { AddressMap } from './address-map.js';
-import { hexAddress, type ExpandableLayout, type SegmentLayout, type TraceEntry } from './caching-allocator.js';
-import type { ParsedSnapshot } from './replay-input.js';
+import { hexAddress, type ExpandableLayout, type SegmentLayout } from './caching-allocator.js';
+import {
+  ALLOC,
+  FREE_COMPLETED,
+  SEGMENT_ALLOC,
+  SEGMENT_FREE,
+  SEGMENT_MAP,
+  SEGMENT_UNMAP,
+  EMPTY_COLUMNS,
+  type ParsedSnapshot,
+  type TraceColumns,
+} from './replay-input.js';
 import { divisionsFor, type AllocatorSettings } from './settings.js';
 import { LARGE_BUFFER, MIN_BLOCK_SIZE, roundSize, SMALL_BUFFER, SMALL_SIZE } from './sizes.js';
 
@@ -136,7 +146,7 @@ interface Placed {
 
 /** What the backward walk tracks, from the end state back to the start. */
 interface WalkState {
-  trace: TraceEntry[];
+  trace: TraceColumns;
   segs: AddressMap<{ size: number; stream: number; isSmall: boolean }>;
   /** Segments the walk removed (allocated by the trace), to name the event a stray block contradicts. */
   removedSegs: { address: number; size: number; index: number }[];
@@ -158,14 +168,15 @@ function seeExpandable(state: WalkState, stream: number, isSmall: boolean, addre
 }
 
 /** Frees in the walked part of the trace: each may add a live block, so the live table is sized for them at once. */
-function countFrees(trace: TraceEntry[], from: number): number {
+function countFrees(trace: TraceColumns, from: number): number {
+  const action = trace.action;
   let n = 0;
-  for (let i = from; i < trace.length; i++) if (trace[i].action === 'free_completed') n++;
+  for (let i = from; i < trace.count; i++) if (action[i] === FREE_COMPLETED) n++;
   return n;
 }
 
 /** The end state of one device: its segments, mapped expandable ranges and live blocks. */
-function endState(snap: ParsedSnapshot, device: number, trace: TraceEntry[], from: number): WalkState {
+function endState(snap: ParsedSnapshot, device: number, trace: TraceColumns, from: number): WalkState {
   const state: WalkState = {
     trace,
     segs: new AddressMap(),
@@ -193,8 +204,8 @@ function endState(snap: ParsedSnapshot, device: number, trace: TraceEntry[], fro
   }
   // Expandable events before `from` also locate a segment's base (the walk sees those after it).
   for (let i = 0; i < from; i++) {
-    const e = trace[i];
-    if (e.action === 'segment_map' || e.action === 'segment_unmap') seeExpandable(state, e.stream, e.size % LARGE_BUFFER !== 0, e.addr ?? 0);
+    const action = trace.action[i];
+    if (action === SEGMENT_MAP || action === SEGMENT_UNMAP) seeExpandable(state, trace.stream[i], trace.size[i] % LARGE_BUFFER !== 0, trace.addr[i]);
   }
   return state;
 }
@@ -205,37 +216,41 @@ function contradiction(state: WalkState, index: number, message: string): void {
   state.contradictedAt = Math.max(state.contradictedAt, index);
 }
 
+/** Undoes segment event i (segment_alloc / segment_free / segment_map / segment_unmap). */
+function undoSegmentEvent(state: WalkState, i: number): void {
+  const { trace, segs } = state;
+  const addr = trace.addr[i];
+  const size = trace.size[i];
+  const stream = trace.stream[i];
+  switch (trace.action[i]) {
+    case SEGMENT_ALLOC:
+      if (!segs.delete(addr)) contradiction(state, i, `trace[${i}] segment_alloc at ${hexAddress(addr)}: no such segment after it`);
+      else state.removedSegs.push({ address: addr, size, index: i });
+      break;
+    case SEGMENT_FREE:
+      segs.set(addr, { size, stream, isSmall: size === SMALL_BUFFER });
+      break;
+    case SEGMENT_MAP:
+      seeExpandable(state, stream, size % LARGE_BUFFER !== 0, addr);
+      state.mapped = subtractRange(state.mapped, addr, addr + size);
+      break;
+    case SEGMENT_UNMAP:
+      seeExpandable(state, stream, size % LARGE_BUFFER !== 0, addr);
+      state.mapped.push({ start: addr, end: addr + size, stream, isSmall: size % LARGE_BUFFER !== 0 });
+      break;
+  }
+}
+
 /** Undoes the trace's events, last to `from`, on the end state. */
 function walkBackwards(state: WalkState, from: number): void {
   const { trace, live, segs } = state;
-  for (let i = trace.length - 1; i >= from; i--) {
-    const e = trace[i];
-    const addr = e.addr ?? 0;
-    switch (e.action) {
-      case 'alloc':
-        if (!live.delete(addr)) contradiction(state, i, `trace[${i}] alloc at ${hexAddress(addr)}: no such live block after it`);
-        break;
-      case 'free_completed':
-        live.set(addr, i);
-        break;
-      case 'segment_alloc':
-        if (!segs.delete(addr)) contradiction(state, i, `trace[${i}] segment_alloc at ${hexAddress(addr)}: no such segment after it`);
-        else state.removedSegs.push({ address: addr, size: e.size, index: i });
-        break;
-      case 'segment_free':
-        segs.set(addr, { size: e.size, stream: e.stream, isSmall: e.size === SMALL_BUFFER });
-        break;
-      case 'segment_map':
-        seeExpandable(state, e.stream, e.size % LARGE_BUFFER !== 0, addr);
-        state.mapped = subtractRange(state.mapped, addr, addr + e.size);
-        break;
-      case 'segment_unmap':
-        seeExpandable(state, e.stream, e.size % LARGE_BUFFER !== 0, addr);
-        state.mapped.push({ start: addr, end: addr + e.size, stream: e.stream, isSmall: e.size % LARGE_BUFFER !== 0 });
-        break;
-      default:
-        break;
-    }
+  const { action: actions, addr: addrs } = trace;
+  for (let i = trace.count - 1; i >= from; i--) {
+    const action = actions[i];
+    if (action === ALLOC) {
+      if (!live.delete(addrs[i])) contradiction(state, i, `trace[${i}] alloc at ${hexAddress(addrs[i])}: no such live block after it`);
+    } else if (action === FREE_COMPLETED) live.set(addrs[i], i);
+    else if (action >= SEGMENT_ALLOC && action <= SEGMENT_UNMAP) undoSegmentEvent(state, i);
   }
   state.mapped = mergeRanges(state.mapped);
 }
@@ -260,7 +275,7 @@ function sortedLive(state: WalkState): { addresses: Float64Array; blocks: LiveBl
   const blocks = new Array<LiveBlock>(count);
   for (let k = 0; k < count; k++) {
     const v = live.get(addresses[k])!;
-    blocks[k] = v < 0 ? endLive[-v - 1] : { requested: trace[v].size, stream: trace[v].stream, exactSize: null, freedAt: v };
+    blocks[k] = v < 0 ? endLive[-v - 1] : { requested: trace.size[v], stream: trace.stream[v], exactSize: null, freedAt: v };
   }
   return { addresses, blocks };
 }
@@ -340,15 +355,14 @@ function gapBelow(gaps: Placed[], address: number): number {
  * Blocks whose size the rules infer and that leave free room after them: the first allocation that
  * lands in that room, before the block is freed, starts where the block ends. Grows those blocks.
  */
-function impliedSizes(trace: TraceEntry[], from: number, gaps: Placed[]): ImpliedBlock[] {
+function impliedSizes(trace: TraceColumns, from: number, gaps: Placed[]): ImpliedBlock[] {
   const implied: ImpliedBlock[] = [];
   if (gaps.length === 0) return implied;
   gaps.sort((a, b) => a.address - b.address);
   let settled = 0;
-  for (let i = from; i < trace.length && settled < gaps.length; i++) {
-    const e = trace[i];
-    if (e.action !== 'alloc') continue;
-    const a = e.addr ?? 0;
+  for (let i = from; i < trace.count && settled < gaps.length; i++) {
+    if (trace.action[i] !== ALLOC) continue;
+    const a = trace.addr[i];
     const at = gapBelow(gaps, a);
     if (at < 0) continue;
     const g = gaps[at];
@@ -403,7 +417,7 @@ function expandableLayouts(state: WalkState, rangesByKey: Map<string, SegmentLay
  * expandable segments' mapped ranges likewise undo segment_map / segment_unmap.
  */
 export function reconstructStartState(snap: ParsedSnapshot, device: number, from = 0, totalMemory = TRACE_DEVICE_MEMORY): StartState {
-  const trace = snap.traces[device] ?? [];
+  const trace = snap.columns[device] ?? EMPTY_COLUMNS;
   const state = endState(snap, device, trace, from);
   walkBackwards(state, from);
   const holders = startHolders(state);

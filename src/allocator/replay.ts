@@ -1,7 +1,21 @@
 import { MemscopeError } from '../core/errors.js';
 import { AddressMap } from './address-map.js';
-import { CachingAllocatorModel, hexAddress, type TraceEntry } from './caching-allocator.js';
-import { asParsed, type ParsedSnapshot } from './replay-input.js';
+import { CachingAllocatorModel, hexAddress } from './caching-allocator.js';
+import {
+  ALLOC,
+  asParsed,
+  deviceFreeAt,
+  FREE_COMPLETED,
+  FREE_REQUESTED,
+  OOM,
+  SEGMENT_ALLOC,
+  SEGMENT_FREE,
+  SEGMENT_MAP,
+  SEGMENT_UNMAP,
+  TRACE_ACTIONS,
+  type ParsedSnapshot,
+  type TraceColumns,
+} from './replay-input.js';
 import {
   compareEndState,
   describeIncomplete,
@@ -55,13 +69,13 @@ export { capacityAtOom, expandableAlternative, whatIf, type WhatIfResult } from 
 export function replaySnapshot(raw: unknown): ReplayReport {
   const snap = asParsed(raw);
   const devices: DeviceReplayReport[] = [];
-  snap.traces.forEach((trace, device) => {
-    if (trace.length === 0) return;
+  snap.columns.forEach((trace, device) => {
+    if (trace.count === 0) return;
     devices.push(new DeviceReplay(snap, device).run());
   });
   const traced = new Set(devices.map((d) => d.device));
   const untracedDevices = [...new Set(snap.segments.map((s) => s.device))].filter((d) => !traced.has(d)).sort((a, b) => a - b);
-  for (let d = 0; d < snap.traces.length; d++) if (!traced.has(d) && !untracedDevices.includes(d)) untracedDevices.push(d);
+  for (let d = 0; d < snap.columns.length; d++) if (!traced.has(d) && !untracedDevices.includes(d)) untracedDevices.push(d);
   untracedDevices.sort((a, b) => a - b);
   return { settings: snap.settings.conf, hasSettings: snap.hasSettings, devices, untracedDevices };
 }
@@ -71,12 +85,12 @@ export function replaySnapshot(raw: unknown): ReplayReport {
  * variables: such a closure makes the engine allocate a fresh scope for every event.
  */
 class DeviceReplay {
-  private readonly trace: TraceEntry[];
+  private readonly trace: TraceColumns;
   private readonly start: StartState;
   private readonly backend = new TraceDevice();
   private readonly model: CachingAllocatorModel;
-  /** Segment events the model emitted, as parallel columns: action, address, size, trace index being replayed. */
-  private readonly emittedAction: string[] = [];
+  /** Segment events the model emitted, as parallel columns: action (TRACE_ACTIONS code), address, size, trace index being replayed. */
+  private readonly emittedAction: number[] = [];
   private readonly emittedAddr: number[] = [];
   private readonly emittedSize: number[] = [];
   private readonly emittedIndex: number[] = [];
@@ -103,7 +117,7 @@ class DeviceReplay {
     private readonly snap: ParsedSnapshot,
     private readonly device: number,
   ) {
-    this.trace = snap.traces[device];
+    this.trace = snap.columns[device];
     this.start = impliedStartState(snap, device);
     this.model = new CachingAllocatorModel({
       device,
@@ -117,8 +131,8 @@ class DeviceReplay {
     this.backend.preload = [];
   }
 
-  private onSegmentEvent(action: string, addr: number, size: number): void {
-    this.emittedAction.push(action);
+  private onSegmentEvent(action: 'segment_alloc' | 'segment_free' | 'segment_map' | 'segment_unmap', addr: number, size: number): void {
+    this.emittedAction.push(action === 'segment_alloc' ? SEGMENT_ALLOC : action === 'segment_free' ? SEGMENT_FREE : action === 'segment_map' ? SEGMENT_MAP : SEGMENT_UNMAP);
     this.emittedAddr.push(addr);
     this.emittedSize.push(size);
     this.emittedIndex.push(this.currentIndex);
@@ -143,32 +157,20 @@ class DeviceReplay {
   }
 
   run(): DeviceReplayReport {
-    const trace = this.trace;
-    for (let i = this.start.from; i < trace.length; i++) {
-      const e = trace[i];
-      switch (e.action) {
-        case 'segment_free':
-        case 'segment_alloc':
-        case 'segment_map':
-        case 'segment_unmap':
-          if (this.groupCount === 0) this.groupStart = i;
-          this.groupCount++;
-          this.traceSeg.push(i);
-          break;
-        case 'snapshot':
-          break;
-        case 'oom':
-          this.prepareDevice(i, e);
-          this.oom(i, e);
-          break;
-        case 'alloc':
-          this.prepareDevice(i, e);
-          this.alloc(i, e);
-          break;
-        case 'free_requested':
-        case 'free_completed':
-          this.free(i, e);
-          break;
+    const actions = this.trace.action;
+    for (let i = this.start.from; i < this.trace.count; i++) {
+      const action = actions[i];
+      if (action === ALLOC) {
+        this.prepareDevice(i, action);
+        this.alloc(i);
+      } else if (action === FREE_REQUESTED || action === FREE_COMPLETED) this.free(i, action);
+      else if (action >= SEGMENT_ALLOC && action <= SEGMENT_UNMAP) {
+        if (this.groupCount === 0) this.groupStart = i;
+        this.groupCount++;
+        this.traceSeg.push(i);
+      } else if (action === OOM) {
+        this.prepareDevice(i, action);
+        this.oom(i);
       }
     }
     this.flushAsEmptyCache();
@@ -194,10 +196,11 @@ class DeviceReplay {
   }
 
   /** Sets the device up to answer allocation `i` as the segment events before it show. */
-  private prepareDevice(i: number, e: TraceEntry): void {
+  private prepareDevice(i: number, action: number): void {
     this.setIndex(i);
     const backend = this.backend;
-    if (this.groupCount === 0 && e.action === 'alloc') {
+    const trace = this.trace;
+    if (this.groupCount === 0 && action === ALLOC) {
       // Most allocations: no segment event before them, so the device has nothing to give.
       if (backend.expectedAllocs.length > 0 || backend.expectedMapAt !== null || backend.failUntilFrees > 0 || backend.failAll) this.resetDevice();
       backend.modelFrees = 0;
@@ -207,12 +210,12 @@ class DeviceReplay {
     let firstMap: number | null = null;
     const expectedAllocs: { addr: number; size: number }[] = [];
     for (let k = this.groupStart; this.groupCount > 0 && k < i; k++) {
-      const g = this.trace[k];
-      if (g.action === 'segment_free' || g.action === 'segment_unmap') frees++;
-      else if (g.action === 'segment_alloc') expectedAllocs.push({ addr: g.addr ?? 0, size: g.size });
-      else if (g.action === 'segment_map' && firstMap === null) firstMap = g.addr ?? 0;
+      const g = trace.action[k];
+      if (g === SEGMENT_FREE || g === SEGMENT_UNMAP) frees++;
+      else if (g === SEGMENT_ALLOC) expectedAllocs.push({ addr: trace.addr[k], size: trace.size[k] });
+      else if (g === SEGMENT_MAP && firstMap === null) firstMap = trace.addr[k];
     }
-    if (frees > 0 && e.action === 'alloc' && this.model.wouldReuseCachedBlock(e.size, e.stream)) {
+    if (frees > 0 && action === ALLOC && this.model.wouldReuseCachedBlock(trace.size[i], trace.stream[i])) {
       // The program emptied the cache before this allocation (a malloc that finds a cached block never frees segments).
       this.model.emptyCache();
     }
@@ -221,61 +224,65 @@ class DeviceReplay {
     backend.expectedMapAt = firstMap;
     backend.failUntilFrees = frees;
     backend.modelFrees = this.freesAtCurrent;
-    backend.failAll = e.action === 'oom';
+    backend.failAll = action === OOM;
     this.groupCount = 0;
   }
 
-  private oom(i: number, e: TraceEntry): void {
+  private oom(i: number): void {
     const model = this.model;
+    const size = this.trace.size[i];
     let reproduced = false;
     try {
-      model.malloc(e.size, e.stream);
-      if (this.noting()) this.note(i, 'oom', `PyTorch ran out of memory for ${e.size} bytes; the model did not`);
+      model.malloc(size, this.trace.stream[i]);
+      if (this.noting()) this.note(i, 'oom', `PyTorch ran out of memory for ${size} bytes; the model did not`);
     } catch (err) {
       if (!(err instanceof MemscopeError) || err.code !== 'oom') throw err;
       reproduced = true;
     }
     this.ooms.push({
       traceIndex: i,
-      requestedBytes: e.size,
-      deviceFreeBytes: e.device_free ?? 0,
+      requestedBytes: size,
+      deviceFreeBytes: deviceFreeAt(this.trace, i),
       reproduced,
       allocatedBytes: model.allocatedBytes,
       reservedBytes: model.reservedBytes,
     });
   }
 
-  private alloc(i: number, e: TraceEntry): void {
+  private alloc(i: number): void {
     this.allocs++;
+    const size = this.trace.size[i];
+    const want = this.trace.addr[i];
     let got: number;
     try {
-      got = this.model.malloc(e.size, e.stream);
+      got = this.model.malloc(size, this.trace.stream[i]);
     } catch (err) {
       if (!(err instanceof MemscopeError)) throw err;
-      if (this.noting()) this.note(i, 'oom', `model failed to allocate ${e.size} bytes: ${err.message.slice(0, 120)}`);
+      if (this.noting()) this.note(i, 'oom', `model failed to allocate ${size} bytes: ${err.message.slice(0, 120)}`);
       return;
     }
     // Frees name PyTorch's address: map it to the model's only where the two differ.
-    if (got === e.addr) {
+    if (got === want) {
       this.allocMatched++;
       if (this.addrMap.size > 0) this.addrMap.delete(got);
     } else {
-      this.addrMap.set(e.addr!, got);
-      if (this.noting()) this.note(i, 'address', `alloc of ${e.size} bytes: PyTorch gave ${hexAddress(e.addr!)}, the model ${hexAddress(got)}`);
+      this.addrMap.set(want, got);
+      if (this.noting()) this.note(i, 'address', `alloc of ${size} bytes: PyTorch gave ${hexAddress(want)}, the model ${hexAddress(got)}`);
     }
   }
 
-  private free(i: number, e: TraceEntry): void {
+  private free(i: number, action: number): void {
     this.flushAsEmptyCache();
     this.setIndex(i);
     const addrMap = this.addrMap;
-    const addr = addrMap.size > 0 ? (addrMap.get(e.addr!) ?? e.addr!) : e.addr!;
+    const traced = this.trace.addr[i];
+    const addr = addrMap.size > 0 ? (addrMap.get(traced) ?? traced) : traced;
     try {
-      if (e.action === 'free_requested') this.model.requestFree(addr);
+      if (action === FREE_REQUESTED) this.model.requestFree(addr);
       else this.model.completeFreeOrFree(addr);
     } catch (err) {
       if (!(err instanceof MemscopeError)) throw err;
-      if (this.noting()) this.note(i, 'free', `${e.action} of ${hexAddress(e.addr!)}: ${err.message}`);
+      if (this.noting()) this.note(i, 'free', `${TRACE_ACTIONS[action]} of ${hexAddress(traced)}: ${err.message}`);
     }
   }
 
@@ -285,16 +292,13 @@ class DeviceReplay {
     let matched = 0;
     const n = Math.max(traceSeg.length, emittedAction.length);
     for (let k = 0; k < n; k++) {
-      const t = k < traceSeg.length ? trace[traceSeg[k]] : undefined;
+      const t = k < traceSeg.length ? traceSeg[k] : -1;
       const m = k < emittedAction.length;
-      if (t && m && t.action === emittedAction[k] && (t.addr ?? 0) === emittedAddr[k] && t.size === emittedSize[k]) matched++;
+      if (t >= 0 && m && trace.action[t] === emittedAction[k] && trace.addr[t] === emittedAddr[k] && trace.size[t] === emittedSize[k]) matched++;
       else if (this.noting()) {
-        const model = m ? `${emittedAction[k]} ${hexAddress(emittedAddr[k])} ${emittedSize[k]}` : 'none';
-        this.note(
-          k < traceSeg.length ? traceSeg[k] : m ? emittedIndex[k] : -1,
-          'segment-event',
-          `segment event #${k}: PyTorch ${t ? `${t.action} ${hexAddress(t.addr ?? 0)} ${t.size}` : 'none'}, model ${model}`,
-        );
+        const pytorch = t >= 0 ? `${TRACE_ACTIONS[trace.action[t]]} ${hexAddress(trace.addr[t])} ${trace.size[t]}` : 'none';
+        const model = m ? `${TRACE_ACTIONS[emittedAction[k]]} ${hexAddress(emittedAddr[k])} ${emittedSize[k]}` : 'none';
+        this.note(t >= 0 ? t : m ? emittedIndex[k] : -1, 'segment-event', `segment event #${k}: PyTorch ${pytorch}, model ${model}`);
       }
     }
     return { matched, total: traceSeg.length === 0 && emittedAction.length === 0 ? 0 : n };
@@ -304,13 +308,13 @@ class DeviceReplay {
     const { start, trace } = this;
     const segmentEvents = this.compareSegmentEvents();
     const end = compareEndState(this.snap, this.device, this.model);
-    if (end.firstMissing !== null && this.noting()) this.note(trace.length, 'layout', `end state: PyTorch has block ${end.firstMissing}, the model does not`);
+    if (end.firstMissing !== null && this.noting()) this.note(trace.count, 'layout', `end state: PyTorch has block ${end.firstMissing}, the model does not`);
     const incomplete = describeIncomplete(start);
     let startLiveBlocks = 0;
     for (const s of [...start.layout, ...start.expandable.flatMap((es) => es.ranges)]) for (const b of s.blocks) if (b.allocated) startLiveBlocks++;
     return {
       device: this.device,
-      traceEvents: trace.length,
+      traceEvents: trace.count,
       replayedFrom: start.from,
       allocs: this.allocs,
       startSegments: start.layout.length,
