@@ -216,53 +216,56 @@ function withTraces(snap: Omit<ParsedSnapshot, 'traces'>, traces?: TraceEntry[][
   });
 }
 
+function parseSegment(s: unknown, i: number): RawSegment {
+  const where = `segments[${i}]`;
+  if (!isObj(s)) throw fail(where, 'expected a dict');
+  if (!Array.isArray(s.blocks)) throw fail(where, "missing 'blocks' list");
+  return {
+    device: int(s.device ?? 0, `${where}.device`),
+    address: int(s.address, `${where}.address`),
+    total_size: int(s.total_size, `${where}.total_size`),
+    stream: int(s.stream ?? 0, `${where}.stream`),
+    segment_type: typeof s.segment_type === 'string' ? s.segment_type : undefined,
+    is_expandable: s.is_expandable === true,
+    blocks: s.blocks.map((b, j): RawBlock => {
+      const w = `${where}.blocks[${j}]`;
+      if (!isObj(b)) throw fail(w, 'expected a dict');
+      if (typeof b.state !== 'string') throw fail(`${w}.state`, 'expected a string');
+      return {
+        address: int(b.address, `${w}.address`),
+        size: int(b.size, `${w}.size`),
+        requested_size: int(b.requested_size ?? 0, `${w}.requested_size`),
+        state: b.state,
+      };
+    }),
+  };
+}
+
+function parseEntry(e: unknown, where: string): TraceEntry {
+  if (!isObj(e)) throw fail(where, 'expected a dict');
+  if (typeof e.action !== 'string' || !TRACE_ACTION_CODES.has(e.action)) throw fail(`${where}.action`, `unknown action ${JSON.stringify(e.action)}`);
+  const action = e.action as TraceEntry['action'];
+  const entry: TraceEntry = {
+    action,
+    size: int(e.size ?? 0, `${where}.size`),
+    stream: int(e.stream ?? 0, `${where}.stream`),
+    time_us: typeof e.time_us === 'number' ? e.time_us : 0,
+  };
+  if (action === 'oom') entry.device_free = int(e.device_free ?? 0, `${where}.device_free`);
+  else if (action !== 'snapshot') entry.addr = int(e.addr, `${where}.addr`);
+  return entry;
+}
+
 /** Validates the parts of a (plain-object) PyTorch snapshot that replay needs. */
 export function parseSnapshot(raw: unknown): ParsedSnapshot {
   if (!isObj(raw)) throw fail('snapshot', 'expected a dict with segments and device_traces');
   if (!Array.isArray(raw.segments)) throw fail('snapshot', "missing 'segments' list");
-  const segments = raw.segments.map((s, i): RawSegment => {
-    const where = `segments[${i}]`;
-    if (!isObj(s)) throw fail(where, 'expected a dict');
-    if (!Array.isArray(s.blocks)) throw fail(where, "missing 'blocks' list");
-    return {
-      device: int(s.device ?? 0, `${where}.device`),
-      address: int(s.address, `${where}.address`),
-      total_size: int(s.total_size, `${where}.total_size`),
-      stream: int(s.stream ?? 0, `${where}.stream`),
-      segment_type: typeof s.segment_type === 'string' ? s.segment_type : undefined,
-      is_expandable: s.is_expandable === true,
-      blocks: s.blocks.map((b, j): RawBlock => {
-        const w = `${where}.blocks[${j}]`;
-        if (!isObj(b)) throw fail(w, 'expected a dict');
-        if (typeof b.state !== 'string') throw fail(`${w}.state`, 'expected a string');
-        return {
-          address: int(b.address, `${w}.address`),
-          size: int(b.size, `${w}.size`),
-          requested_size: int(b.requested_size ?? 0, `${w}.requested_size`),
-          state: b.state,
-        };
-      }),
-    };
-  });
+  const segments = raw.segments.map(parseSegment);
   const rawTraces = raw.device_traces ?? [];
   if (!Array.isArray(rawTraces)) throw fail('snapshot.device_traces', 'expected a list');
   const traces = rawTraces.map((t, d) => {
     if (!Array.isArray(t)) throw fail(`device_traces[${d}]`, 'expected a list');
-    return t.map((e, i): TraceEntry => {
-      const where = `device_traces[${d}][${i}]`;
-      if (!isObj(e)) throw fail(where, 'expected a dict');
-      if (typeof e.action !== 'string' || !TRACE_ACTION_CODES.has(e.action)) throw fail(`${where}.action`, `unknown action ${JSON.stringify(e.action)}`);
-      const action = e.action as TraceEntry['action'];
-      const entry: TraceEntry = {
-        action,
-        size: int(e.size ?? 0, `${where}.size`),
-        stream: int(e.stream ?? 0, `${where}.stream`),
-        time_us: typeof e.time_us === 'number' ? e.time_us : 0,
-      };
-      if (action === 'oom') entry.device_free = int(e.device_free ?? 0, `${where}.device_free`);
-      else if (action !== 'snapshot') entry.addr = int(e.addr, `${where}.addr`);
-      return entry;
-    });
+    return t.map((e, i) => parseEntry(e, `device_traces[${d}][${i}]`));
   });
   return withTraces(
     { segments, columns: traces.map(columnsOf), settings: settingsFromSnapshot(raw.allocator_settings, 'allocator_settings'), hasSettings: raw.allocator_settings !== undefined },
