@@ -58,15 +58,15 @@ export interface Block {
   size: number;
   /** Size asked for by the allocation this block last served (stale once freed, as in PyTorch). */
   requestedSize: number;
-  readonly stream: number;
-  readonly pool: Pool;
+  stream: number;
+  pool: Pool;
   allocated: boolean;
   /** Freed by the program but still in use by a stream (free_requested seen, free_completed not yet). */
   pendingFree: boolean;
   mapped: boolean;
   prev: Block | null;
   next: Block | null;
-  readonly expandable: ExpandableSegment | null;
+  expandable: ExpandableSegment | null;
   gcCountBase: number;
   frames: Frame[] | null;
   segmentFrames: Frame[] | null;
@@ -134,14 +134,19 @@ function makeBlock(stream: number, size: number, pool: Pool, address: number, ex
   };
 }
 
-const divisionsSet = new WeakMap<AllocatorSettings, boolean>();
-function hasDivisions(settings: AllocatorSettings): boolean {
-  let v = divisionsSet.get(settings);
-  if (v === undefined) {
-    v = settings.roundupPower2Divisions.some((d) => d > 1);
-    divisionsSet.set(settings, v);
+/**
+ * Per settings object: the divisions lookup roundSize takes, or null when no interval has
+ * divisions. Made once per settings rather than once per request (a closure per malloc is garbage
+ * on the allocator's hot path).
+ */
+const divisionsLookups = new WeakMap<AllocatorSettings, ((size: number) => number) | null>();
+function divisionsLookup(settings: AllocatorSettings): ((size: number) => number) | null {
+  let lookup = divisionsLookups.get(settings);
+  if (lookup === undefined) {
+    lookup = settings.roundupPower2Divisions.some((d) => d > 1) ? (size: number) => divisionsFor(settings, size) : null;
+    divisionsLookups.set(settings, lookup);
   }
-  return v;
+  return lookup;
 }
 
 function isSplit(b: Block): boolean {
@@ -219,7 +224,12 @@ export class CachingAllocatorModel {
   private readonly onSegmentEvent: AllocatorOptions['onSegmentEvent'];
   private readonly stackProvider: () => Frame[];
   private readonly now: () => number;
-  /** One reusable lookup key (the comparators read only stream, size and address). */
+  /**
+   * Block objects no segment holds any more (merged into a neighbour, or released with their
+   * segment), reused by newBlock: a split then costs no allocation.
+   */
+  private readonly spareBlocks: Block[] = [];
+    /** One reusable lookup key (the comparators read only stream, size and address). */
   private readonly key = { stream: 0, size: 0, address: 0 } as { stream: number; size: number; address: number };
 
   constructor(options: AllocatorOptions = {}) {
@@ -301,8 +311,8 @@ export class CachingAllocatorModel {
 
   /** round_size under the current settings (power-of-two divisions only when some are set). */
   private roundRequest(origSize: number): number {
-    const settings = this.settings;
-    return hasDivisions(settings) ? roundSize(origSize, (s) => divisionsFor(settings, s)) : roundSize(origSize);
+    const lookup = divisionsLookup(this.settings);
+    return lookup ? roundSize(origSize, lookup) : roundSize(origSize);
   }
 
   /** The smallest possible block of (stream, size): lower_bound of it finds PyTorch's best fit. */
@@ -361,7 +371,7 @@ export class CachingAllocatorModel {
     const address = this.backend.malloc(allocSize);
     if (address === null) return null;
     this.totalAllocatedMemory += allocSize;
-    const block = makeBlock(stream, allocSize, pool, address);
+    const block = this.newBlock(stream, allocSize, pool, address);
     block.segmentFrames = context;
     this.stats.num_device_alloc++;
     for (const i of pool.statIndexes) {
@@ -386,7 +396,7 @@ export class CachingAllocatorModel {
     if (this.shouldSplit(found, size)) {
       // The allocation takes the low-address end; the remainder keeps the old block object.
       const remaining = found;
-      block = makeBlock(found.stream, size, pool, found.address, found.expandable);
+      block = this.newBlock(found.stream, size, pool, found.address, found.expandable);
       block.prev = remaining.prev;
       if (block.prev) block.prev.next = block;
       block.next = remaining;
@@ -424,6 +434,27 @@ export class CachingAllocatorModel {
     }
     if (block.size >= this.settings.maxSplitSize) this.stats.oversize_allocations.increase(1);
     return block;
+  }
+
+  /** A fresh free block: a spare one reset, or a new one. */
+  private newBlock(stream: number, size: number, pool: Pool, address: number, expandable: ExpandableSegment | null = null): Block {
+    const b = this.spareBlocks.pop();
+    if (b === undefined) return makeBlock(stream, size, pool, address, expandable);
+    b.address = address;
+    b.size = size;
+    b.requestedSize = 0;
+    b.stream = stream;
+    b.pool = pool;
+    b.allocated = false;
+    b.pendingFree = false;
+    b.mapped = true;
+    b.prev = null;
+    b.next = null;
+    b.expandable = expandable;
+    b.gcCountBase = 0;
+    b.frames = null;
+    b.segmentFrames = null;
+    return b;
   }
 
   private insertIntoBlocks(pool: Pool, block: Block): void {
@@ -533,12 +564,14 @@ export class CachingAllocatorModel {
     let netBlocks = 0;
     let netBytes = 0;
     const prevSubsumed = this.tryMergeBlocks(block, block.prev, pool);
+    if (prevSubsumed > 0) {
+      netBlocks -= 1;
+      netBytes -= prevSubsumed;
+    }
     const nextSubsumed = this.tryMergeBlocks(block, block.next, pool);
-    for (const subsumed of [prevSubsumed, nextSubsumed]) {
-      if (subsumed > 0) {
-        netBlocks -= 1;
-        netBytes -= subsumed;
-      }
+    if (nextSubsumed > 0) {
+      netBlocks -= 1;
+      netBytes -= nextSubsumed;
     }
     this.insertIntoBlocks(pool, block);
     if (isSplit(block)) {
@@ -574,7 +607,9 @@ export class CachingAllocatorModel {
       if (dst.next) dst.next.prev = dst;
     }
     dst.size += src.size;
-    return src.size;
+    const absorbed = src.size;
+    this.spareBlocks.push(src);
+    return absorbed;
   }
 
   // ---------------------------------------------------------------- release
@@ -654,6 +689,7 @@ export class CachingAllocatorModel {
     }
     if (block.size >= this.settings.maxSplitSize) this.stats.oversize_segments.decrease(1);
     pool.blocks.delete(block);
+    this.spareBlocks.push(block);
   }
 
   /**
@@ -767,7 +803,7 @@ export class CachingAllocatorModel {
     pool.unmapped.delete(toMap);
     toMap.mapped = true;
     if (range.size < toMap.size) {
-      const remaining = makeBlock(toMap.stream, toMap.size - range.size, pool, toMap.address + range.size, segment);
+      const remaining = this.newBlock(toMap.stream, toMap.size - range.size, pool, toMap.address + range.size, segment);
       remaining.mapped = false;
       remaining.prev = toMap;
       remaining.next = toMap.next;
@@ -804,7 +840,7 @@ export class CachingAllocatorModel {
     pool.blocks.delete(block);
     const beforeSize = unmappedAddress - block.address;
     if (beforeSize > 0) {
-      const before = makeBlock(block.stream, beforeSize, pool, block.address, segment);
+      const before = this.newBlock(block.stream, beforeSize, pool, block.address, segment);
       before.prev = block.prev;
       if (before.prev) before.prev.next = before;
       before.next = block;
@@ -813,7 +849,7 @@ export class CachingAllocatorModel {
     }
     const afterSize = block.size - (beforeSize + unmappedSize);
     if (afterSize > 0) {
-      const after = makeBlock(block.stream, afterSize, pool, unmappedAddress + unmappedSize, segment);
+      const after = this.newBlock(block.stream, afterSize, pool, unmappedAddress + unmappedSize, segment);
       after.next = block.next;
       if (after.next) after.next.prev = after;
       after.prev = block;

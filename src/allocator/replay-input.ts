@@ -1,0 +1,274 @@
+import { MemscopeError } from '../core/errors.js';
+import type { TraceAction, TraceEntry } from './caching-allocator.js';
+import { settingsFromSnapshot, type AllocatorSettings } from './settings.js';
+import type { MemorySnapshot, TraceTable } from '../torch/snapshot.js';
+
+/**
+ * Replay's input: the parts of a PyTorch snapshot that replay and the what-if runs read (end-state
+ * segments and blocks, device traces, allocator settings), validated once, from plain objects
+ * (`parseSnapshot`) or from memscope's columnar reader (`parsedFromSnapshot`).
+ */
+
+export interface RawBlock {
+  address: number;
+  size: number;
+  requested_size: number;
+  state: string;
+}
+
+export interface RawSegment {
+  device: number;
+  address: number;
+  total_size: number;
+  stream: number;
+  segment_type?: string;
+  is_expandable?: boolean;
+  blocks: RawBlock[];
+}
+
+/** Trace actions, in the order of their codes in `TraceColumns.action`. */
+export const TRACE_ACTIONS = [
+  'alloc',
+  'free_requested',
+  'free_completed',
+  'segment_alloc',
+  'segment_free',
+  'segment_map',
+  'segment_unmap',
+  'oom',
+  'snapshot',
+] as const satisfies readonly TraceAction[];
+const TRACE_ACTION_CODES = new Map<string, number>(TRACE_ACTIONS.map((a, k) => [a, k]));
+export const ALLOC = 0;
+export const FREE_REQUESTED = 1;
+export const FREE_COMPLETED = 2;
+export const SEGMENT_ALLOC = 3;
+export const SEGMENT_FREE = 4;
+export const SEGMENT_MAP = 5;
+export const SEGMENT_UNMAP = 6;
+export const OOM = 7;
+export const SNAPSHOT = 8;
+
+/**
+ * One device's trace as columns, entry i at index i: what replay reads on every event, without an
+ * object per event (a pass over hundreds of thousands of scattered entry objects costs cache
+ * misses on each; the columnar reader's arrays are used as they are).
+ */
+export interface TraceColumns {
+  readonly count: number;
+  /** Index into TRACE_ACTIONS. */
+  readonly action: Uint8Array;
+  /** Not meaningful on oom and snapshot entries. */
+  readonly addr: Float64Array;
+  readonly size: Float64Array;
+  readonly stream: Float64Array;
+  /** NaN when absent. */
+  readonly timeUs: Float64Array;
+  /** oom entries' device_free (NaN or absent: 0; see deviceFreeAt). */
+  readonly deviceFree: Float64Array | null;
+}
+
+export function deviceFreeAt(c: TraceColumns, i: number): number {
+  const v = c.deviceFree ? c.deviceFree[i] : 0;
+  return Number.isNaN(v) ? 0 : v;
+}
+
+/** Entry i as an object, as PyTorch's device_traces shape it. */
+function entryAt(c: TraceColumns, i: number): TraceEntry {
+  const action = TRACE_ACTIONS[c.action[i]];
+  const time = c.timeUs[i];
+  const entry: TraceEntry = { action, size: c.size[i], stream: c.stream[i], time_us: Number.isNaN(time) ? 0 : time };
+  if (action === 'oom') entry.device_free = deviceFreeAt(c, i);
+  else if (action !== 'snapshot') entry.addr = c.addr[i];
+  return entry;
+}
+
+export interface ParsedSnapshot {
+  segments: RawSegment[];
+  /** Each device's trace as columns (what replay and the what-if runs read). */
+  columns: TraceColumns[];
+  /** Each device's trace as entry objects (made from the columns on first use when the reader gave columns). */
+  readonly traces: TraceEntry[][];
+  settings: AllocatorSettings;
+  hasSettings: boolean;
+}
+
+/** Columns of trace entries that are already objects (the plain-object path). */
+function columnsOf(entries: TraceEntry[]): TraceColumns {
+  const n = entries.length;
+  const c = {
+    count: n,
+    action: new Uint8Array(n),
+    addr: new Float64Array(n),
+    size: new Float64Array(n),
+    stream: new Float64Array(n),
+    timeUs: new Float64Array(n),
+    deviceFree: new Float64Array(n),
+  };
+  for (let i = 0; i < n; i++) {
+    const e = entries[i];
+    c.action[i] = TRACE_ACTION_CODES.get(e.action)!;
+    c.addr[i] = e.addr ?? 0;
+    c.size[i] = e.size;
+    c.stream[i] = e.stream;
+    c.timeUs[i] = e.time_us;
+    c.deviceFree[i] = e.device_free ?? 0;
+  }
+  return c;
+}
+
+/** A device without a trace. */
+export const EMPTY_COLUMNS: TraceColumns = columnsOf([]);
+
+function fail(where: string, message: string): MemscopeError {
+  return new MemscopeError('bad-snapshot', `${where}: ${message}`);
+}
+
+function isObj(v: unknown): v is Record<string, unknown> {
+  return v !== null && typeof v === 'object' && !Array.isArray(v);
+}
+
+function int(v: unknown, where: string): number {
+  if (typeof v !== 'number' || !Number.isSafeInteger(v)) throw fail(where, `expected an integer, got ${JSON.stringify(v)}`);
+  return v;
+}
+
+
+/** Snapshots already validated (by parseSnapshot or parsedFromSnapshot): replaySnapshot and whatIf take them as they are. */
+const parsedSnapshots = new WeakSet<ParsedSnapshot>();
+
+function parsed(snap: ParsedSnapshot): ParsedSnapshot {
+  parsedSnapshots.add(snap);
+  return snap;
+}
+
+/** A plain-object snapshot, or one parseSnapshot / parsedFromSnapshot already returned. */
+export function asParsed(raw: unknown): ParsedSnapshot {
+  return typeof raw === 'object' && raw !== null && parsedSnapshots.has(raw as ParsedSnapshot) ? (raw as ParsedSnapshot) : parseSnapshot(raw);
+}
+
+/**
+ * What replay needs from a snapshot read by memscope's columnar reader (`readSnapshot` /
+ * `readSnapshotFile` in src/torch): the same result as parseSnapshot on the plain objects, without
+ * building a JS object per block and trace event (the generic pickle path costs several times the
+ * time and memory on big files). Differences from parseSnapshot: a block without `requested_size`
+ * gets its size (or PyTorch ≤ 2.0's `history[0].real_size`) rather than 0, and the docstring state
+ * name `active_awaiting_free` arrives as `active_pending_free`.
+ */
+export function parsedFromSnapshot(snapshot: MemorySnapshot): ParsedSnapshot {
+  const b = snapshot.blocks;
+  const segments = snapshot.segments.map((seg): RawSegment => {
+    const blocks: RawBlock[] = [];
+    for (let i = seg.firstBlock; i < seg.firstBlock + seg.blockCount; i++) {
+      blocks.push({ address: b.address[i]!, size: b.size[i]!, requested_size: b.requestedSize[i]!, state: snapshot.stateNames[b.state[i]!]! });
+    }
+    return {
+      device: seg.device < 0 ? 0 : seg.device,
+      address: seg.address,
+      total_size: seg.totalSize,
+      stream: seg.stream,
+      segment_type: seg.segmentType,
+      is_expandable: seg.isExpandable,
+      blocks,
+    };
+  });
+  const columns: TraceColumns[] = [];
+  for (const t of snapshot.traces) columns[t.device] = columnsOfTable(snapshot, t);
+  for (let d = 0; d < columns.length; d++) columns[d] ??= EMPTY_COLUMNS;
+  return withTraces({
+    segments,
+    columns,
+    settings: settingsFromSnapshot(snapshot.allocatorSettings ?? undefined, 'allocator_settings'),
+    hasSettings: snapshot.format.hasAllocatorSettings,
+  });
+}
+
+/** A columnar reader's trace table as TraceColumns: its arrays as they are when its action codes are TRACE_ACTIONS'. */
+function columnsOfTable(snapshot: MemorySnapshot, t: TraceTable): TraceColumns {
+  const names = snapshot.actionNames;
+  const codes = names.map((name) => TRACE_ACTION_CODES.get(name) ?? -1);
+  const n = t.count;
+  const raw = t.action.subarray(0, n);
+  for (let i = 0; i < n; i++) {
+    if (codes[raw[i]] < 0) throw fail(`device_traces[${t.device}][${i}].action`, `unknown action ${JSON.stringify(names[raw[i]])}`);
+  }
+  const same = codes.every((code, k) => code === k);
+  return {
+    count: n,
+    action: same ? raw : Uint8Array.from(raw, (k) => codes[k]),
+    addr: t.addr.subarray(0, n),
+    size: t.size.subarray(0, n),
+    stream: t.stream.subarray(0, n),
+    timeUs: t.timeUs.subarray(0, n),
+    deviceFree: t.deviceFree ? t.deviceFree.subarray(0, n) : null,
+  };
+}
+
+/** The snapshot with its traces as objects too: those given, or made from the columns on first use. */
+function withTraces(snap: Omit<ParsedSnapshot, 'traces'>, traces?: TraceEntry[][]): ParsedSnapshot {
+  let entries = traces ?? null;
+  return parsed({
+    ...snap,
+    get traces(): TraceEntry[][] {
+      entries ??= snap.columns.map((c) => Array.from({ length: c.count }, (_, i) => entryAt(c, i)));
+      return entries;
+    },
+  });
+}
+
+function parseSegment(s: unknown, i: number): RawSegment {
+  const where = `segments[${i}]`;
+  if (!isObj(s)) throw fail(where, 'expected a dict');
+  if (!Array.isArray(s.blocks)) throw fail(where, "missing 'blocks' list");
+  return {
+    device: int(s.device ?? 0, `${where}.device`),
+    address: int(s.address, `${where}.address`),
+    total_size: int(s.total_size, `${where}.total_size`),
+    stream: int(s.stream ?? 0, `${where}.stream`),
+    segment_type: typeof s.segment_type === 'string' ? s.segment_type : undefined,
+    is_expandable: s.is_expandable === true,
+    blocks: s.blocks.map((b, j): RawBlock => {
+      const w = `${where}.blocks[${j}]`;
+      if (!isObj(b)) throw fail(w, 'expected a dict');
+      if (typeof b.state !== 'string') throw fail(`${w}.state`, 'expected a string');
+      return {
+        address: int(b.address, `${w}.address`),
+        size: int(b.size, `${w}.size`),
+        requested_size: int(b.requested_size ?? 0, `${w}.requested_size`),
+        state: b.state,
+      };
+    }),
+  };
+}
+
+function parseEntry(e: unknown, where: string): TraceEntry {
+  if (!isObj(e)) throw fail(where, 'expected a dict');
+  if (typeof e.action !== 'string' || !TRACE_ACTION_CODES.has(e.action)) throw fail(`${where}.action`, `unknown action ${JSON.stringify(e.action)}`);
+  const action = e.action as TraceEntry['action'];
+  const entry: TraceEntry = {
+    action,
+    size: int(e.size ?? 0, `${where}.size`),
+    stream: int(e.stream ?? 0, `${where}.stream`),
+    time_us: typeof e.time_us === 'number' ? e.time_us : 0,
+  };
+  if (action === 'oom') entry.device_free = int(e.device_free ?? 0, `${where}.device_free`);
+  else if (action !== 'snapshot') entry.addr = int(e.addr, `${where}.addr`);
+  return entry;
+}
+
+/** Validates the parts of a (plain-object) PyTorch snapshot that replay needs. */
+export function parseSnapshot(raw: unknown): ParsedSnapshot {
+  if (!isObj(raw)) throw fail('snapshot', 'expected a dict with segments and device_traces');
+  if (!Array.isArray(raw.segments)) throw fail('snapshot', "missing 'segments' list");
+  const segments = raw.segments.map(parseSegment);
+  const rawTraces = raw.device_traces ?? [];
+  if (!Array.isArray(rawTraces)) throw fail('snapshot.device_traces', 'expected a list');
+  const traces = rawTraces.map((t, d) => {
+    if (!Array.isArray(t)) throw fail(`device_traces[${d}]`, 'expected a list');
+    return t.map((e, i) => parseEntry(e, `device_traces[${d}][${i}]`));
+  });
+  return withTraces(
+    { segments, columns: traces.map(columnsOf), settings: settingsFromSnapshot(raw.allocator_settings, 'allocator_settings'), hasSettings: raw.allocator_settings !== undefined },
+    traces,
+  );
+}
