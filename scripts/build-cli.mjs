@@ -45,11 +45,14 @@ if (dynamicImport) {
   throw new Error(`dist/cli/memscope-cli.cjs:${line}: a dynamic import() in the CLI bundle; load it with require (createRequire) instead`);
 }
 
-/** Leaves the full registry to the tsc output in dist/ (paths relative to dist/cli/). */
+/**
+ * Leaves the full registry, and what `memscope run --json` reads the capture with, to the tsc
+ * output in dist/ (paths relative to dist/cli/).
+ */
 const registryOutside = {
   name: 'registry-outside',
   setup(b) {
-    b.onResolve({ filter: /^\.\/commands\/index\.js$/ }, () => ({ path: './commands/index.js', external: true }));
+    b.onResolve({ filter: /^\.\/(commands\/index|commands\/run|cli)\.js$/ }, (args) => ({ path: args.path, external: true }));
   },
 };
 

@@ -71,7 +71,7 @@ function usageHint(verb: string | undefined): string {
 }
 
 /** Prints one line on stderr for `err` and returns the exit code: every failure of every verb ends here. */
-function reportError(err: unknown, verb: string | undefined): number {
+export function reportError(err: unknown, verb: string | undefined): number {
   if (err instanceof CommanderError) {
     // Help and --version arrive here with exit code 0; help shown because no verb was given has
     // already been printed, and is a usage error.
