@@ -77,7 +77,8 @@ export function reportError(err: unknown, verb: string | undefined): number {
     // already been printed, and is a usage error.
     if (err.exitCode === 0) return 0;
     if (err.code === 'commander.help' || err.code === 'commander.helpDisplayed') return EXIT_USAGE;
-    process.stderr.write(`memscope: ${err.message.replace(/^error: /, '')}${usageHint(verb)}\n`);
+    // Commander puts its suggestion ("(Did you mean --stacks?)") on a line of its own.
+    process.stderr.write(`memscope: ${err.message.replace(/^error: /, '').replace(/\s*\n\s*/g, ' ')}${usageHint(verb)}\n`);
     return EXIT_USAGE;
   }
   if (isMemscopeError(err)) {
