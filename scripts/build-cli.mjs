@@ -24,7 +24,7 @@ const common = { bundle: true, platform: 'node', target: 'node20', legalComments
 
 await build({
   ...common,
-  entryPoints: ['src/cli/cli.ts'],
+  entryPoints: ['src/cli/pytorch-file-cli.ts'],
   outfile: 'dist/cli/memscope-cli.cjs',
   format: 'cjs',
   // commander and picocolors go into the bundle too (reached through the ESM loader's CommonJS
@@ -52,7 +52,7 @@ if (dynamicImport) {
 const registryOutside = {
   name: 'registry-outside',
   setup(b) {
-    b.onResolve({ filter: /^\.\/(commands\/index|commands\/run|cli)\.js$/ }, (args) => ({ path: args.path, external: true }));
+    b.onResolve({ filter: /^\.\/(main|commands\/run|cli)\.js$/ }, (args) => ({ path: args.path, external: true }));
   },
 };
 
