@@ -1,16 +1,17 @@
 #!/usr/bin/env node
-// Builds the `memscope` bin: dist/cli/memscope.cjs (src/cli/bin.ts) and the bundle it runs,
-// dist/cli/memscope-cli.cjs (src/cli/cli.ts with the verbs that read PyTorch files, commander and
-// picocolors). Both CommonJS: the bin, because Node starts a CommonJS entry ~10 ms sooner than an
-// ES module one (its ESM loader is not set up); the bundle, because the bin runs it through a V8
-// code cache (src/cli/compile-cache.ts), which Node 20 offers only for scripts.
+// Builds the `memscope` bin: dist/cli/memscope.cjs (src/cli/bin.ts) and the bundle it runs for the
+// verbs that read PyTorch files, dist/cli/memscope-cli.cjs (src/cli/pytorch-file-cli.ts with those
+// verbs, commander and picocolors). Both CommonJS: the bin, because Node starts a CommonJS entry
+// ~10 ms sooner than an ES module one (its ESM loader is not set up); the bundle, because the bin
+// runs it through a V8 code cache (src/cli/compile-cache.ts), which Node 20 offers only for scripts.
 //
-// Why a bundle: `memscope summary big.pickle` is often a one-shot command, and Node's ESM loader
-// resolves, reads and links each module on its own: ~35 files for the snapshot verbs cost ~25 ms
-// of a ~0.2 s run on a small file (docs/PICKLE.md, eleventh session). The rest of the CLI (the
-// TFJS verbs, the report viewer, `run`'s preload) finds files next to its own modules through
-// import.meta.url, so it stays the tsc output in dist/, which the bin imports. The two halves
-// each have their MemscopeError class; the CLI tells them by `isMemscopeError`.
+// Why a bundle: `memscope summary FILE` is often a one-shot command, and Node's ESM loader
+// resolves, reads and links each module on its own (~35 files for these verbs). The bin with the
+// bundle takes 17-24 % less CPU than tsc's ES modules for `summary` on 3 KB to 3.9 MB snapshots
+// (docs/COMMANDS.md, "Start-up", gives the command). The rest of the CLI (the TFJS verbs, the
+// report viewer, `run`'s preload) finds files next to its own modules through import.meta.url, so
+// it stays the tsc output in dist/, which the bin imports instead of the bundle: a process never
+// holds both, so memscope has one MemscopeError class in it.
 import { build } from 'esbuild';
 import { readdirSync, readFileSync, rmSync } from 'node:fs';
 
@@ -24,14 +25,12 @@ const common = { bundle: true, platform: 'node', target: 'node20', legalComments
 
 await build({
   ...common,
-  entryPoints: ['src/cli/cli.ts'],
+  entryPoints: ['src/cli/pytorch-file-cli.ts'],
   outfile: 'dist/cli/memscope-cli.cjs',
   format: 'cjs',
   // commander and picocolors go into the bundle too (reached through the ESM loader's CommonJS
   // translation otherwise: ~10 more files resolved, read and wrapped at every start, ~12 ms of a
-  // ~150 ms run on a small file). The verbs outside the bundle (`run`, `report`) import
-  // commander's package for InvalidArgumentError: a second copy, which is fine, since commander
-  // tells that error by its `code`, not by its class. Everything else stays a package.
+  // ~150 ms run on a small file). Everything else stays a package.
   external: ['@tensorflow/*', 'cli-table3'],
   // Modules that load a built-in lazily do it with createRequire(import.meta.url).
   ...importMetaUrl,
@@ -45,11 +44,14 @@ if (dynamicImport) {
   throw new Error(`dist/cli/memscope-cli.cjs:${line}: a dynamic import() in the CLI bundle; load it with require (createRequire) instead`);
 }
 
-/** Leaves the full registry to the tsc output in dist/ (paths relative to dist/cli/). */
+/**
+ * Leaves the full registry, and what `memscope run --json` reads the capture with, to the tsc
+ * output in dist/ (paths relative to dist/cli/).
+ */
 const registryOutside = {
   name: 'registry-outside',
   setup(b) {
-    b.onResolve({ filter: /^\.\/commands\/index\.js$/ }, () => ({ path: './commands/index.js', external: true }));
+    b.onResolve({ filter: /^\.\/(main|commands\/run|cli)\.js$/ }, (args) => ({ path: args.path, external: true }));
   },
 };
 

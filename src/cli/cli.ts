@@ -1,9 +1,8 @@
 import { Command, CommanderError } from 'commander';
-import { isMemscopeError } from '../core/errors.js';
+import { MemscopeError } from '../core/errors.js';
 import { unreadableFile } from '../core/input-file.js';
-import type { RegisterCommand } from './commands/index.js';
+import type { VerbModule } from './verbs.js';
 import { isUsageError } from './options.js';
-import type { PytorchFileVerb } from './verbs.js';
 
 /**
  * Exit codes every verb shares: 0 ok, 1 an input that cannot be used (the message names the file
@@ -13,37 +12,12 @@ import type { PytorchFileVerb } from './verbs.js';
 const EXIT_ERROR = 1;
 const EXIT_USAGE = 2;
 
-/** Loads every verb's registration: the TFJS verbs, the report viewer, `run`, and the rest. */
-export type LoadAllCommands = () => Promise<{ commands: readonly RegisterCommand[] }>;
-
 /**
- * The PyTorch-file verbs load alone: `memscope summary big.pickle` then sets up its own modules
- * (~30) instead of every verb's (~70, the TFJS demo and report viewer included), which took ~30 ms
- * of a ~0.5 s run. In the bin's bundle they are all one file, and a verb's modules are initialised
- * when it is loaded here. Anything else (help, the other verbs) loads the full registry.
+ * Runs the memscope CLI on `argv` (process.argv's shape) with the verbs of `verbs` and sets
+ * `process.exitCode`. A verb named in argv[2] loads alone; anything else (help, --version, an
+ * unknown verb) loads them all.
  */
-const SINGLE_VERB_MODULES: Readonly<Record<PytorchFileVerb, () => Promise<{ register: RegisterCommand }>>> = {
-  summary: () => import('./commands/summary.js'),
-  stats: () => import('./commands/stats.js'),
-  trace: () => import('./commands/trace.js'),
-  segments: () => import('./commands/segments.js'),
-  memory: () => import('./commands/memory.js'),
-  compare: () => import('./commands/compare.js'),
-  plot: () => import('./commands/plot.js'),
-};
-
-async function commandsFor(verb: string | undefined, loadAll: LoadAllCommands): Promise<readonly RegisterCommand[]> {
-  const load = verb !== undefined && Object.hasOwn(SINGLE_VERB_MODULES, verb) ? SINGLE_VERB_MODULES[verb as PytorchFileVerb] : undefined;
-  if (load) return [(await load()).register];
-  return (await loadAll()).commands;
-}
-
-/**
- * Runs the memscope CLI on `argv` (process.argv's shape) and sets `process.exitCode`. The full
- * registry comes from the caller: src/cli/main.ts imports it beside itself, and the bundled bin
- * from dist/ (the bundle cannot `import()` an ES module itself; see src/cli/bin.ts).
- */
-export async function runCli(argv: readonly string[], loadAll: LoadAllCommands): Promise<void> {
+export async function runCli(argv: readonly string[], verbs: Readonly<Record<string, VerbModule>>): Promise<void> {
   const program = new Command();
   program
     .name('memscope')
@@ -57,7 +31,8 @@ export async function runCli(argv: readonly string[], loadAll: LoadAllCommands):
 
   let verb: string | undefined;
   try {
-    for (const register of await commandsFor(argv[2], loadAll)) register(program);
+    const asked = argv[2] !== undefined && Object.hasOwn(verbs, argv[2]) ? [verbs[argv[2]]!] : Object.values(verbs);
+    for (const { register } of await Promise.all(asked.map((load) => load()))) register(program);
     verb = program.commands.some((c) => c.name() === argv[2]) ? argv[2] : undefined;
     await program.parseAsync([...argv]);
   } catch (err) {
@@ -71,16 +46,17 @@ function usageHint(verb: string | undefined): string {
 }
 
 /** Prints one line on stderr for `err` and returns the exit code: every failure of every verb ends here. */
-function reportError(err: unknown, verb: string | undefined): number {
+export function reportError(err: unknown, verb: string | undefined): number {
   if (err instanceof CommanderError) {
     // Help and --version arrive here with exit code 0; help shown because no verb was given has
     // already been printed, and is a usage error.
     if (err.exitCode === 0) return 0;
     if (err.code === 'commander.help' || err.code === 'commander.helpDisplayed') return EXIT_USAGE;
-    process.stderr.write(`memscope: ${err.message.replace(/^error: /, '')}${usageHint(verb)}\n`);
+    // Commander puts its suggestion ("(Did you mean --stacks?)") on a line of its own.
+    process.stderr.write(`memscope: ${err.message.replace(/^error: /, '').replace(/\s*\n\s*/g, ' ')}${usageHint(verb)}\n`);
     return EXIT_USAGE;
   }
-  if (isMemscopeError(err)) {
+  if (err instanceof MemscopeError) {
     if (isUsageError(err)) {
       process.stderr.write(`memscope: ${err.message}${usageHint(verb)}\n`);
       return EXIT_USAGE;

@@ -307,10 +307,6 @@ export class SnapshotBuilder implements PickleBuilder {
    * holds one list (its bytes in `listBytes`), verified byte for byte before it is used, so a
    * collision only costs a decode. Emptied if the file ever re-PUTs an existing memo index
    * (PyTorch never does), since the same bytes would then name other values.
-   *
-   * `listBytes` starts small so that the primer (snapshot-primer.ts) already grows it: V8 then
-   * compiles the lanes for a field that changes, instead of discarding their code when a big file
-   * first grows it.
    */
   private listBytes = new Uint8Array(256);
   private listWords = new Int32Array(this.listBytes.buffer);

@@ -15,7 +15,6 @@ import { MemscopeError, isMemscopeError } from '../core/errors.js';
 import { DEFAULT_PICKLE_LIMITS, isTuple, makeTuple, PickleMachine, runPickle, type PickleLimits } from './pickle/machine.js';
 import { readPickle, toPlain, type PickleValue, type PlainValue } from './pickle/reader.js';
 import { SnapshotBuilder } from './snapshot-builder.js';
-import { primerSnapshotBytes } from './snapshot-primer.js';
 import {
   BLOCK,
   FRAME,
@@ -683,40 +682,11 @@ export function normaliseSnapshot(value: PickleValue): MemorySnapshot {
 }
 
 /**
- * Files from this size on are read after the primer (snapshot-primer.ts). A 19 MB snapshot still
- * gains (2.5 % fewer instructions); smaller ones were not measured, and read fast either way.
- */
-const PRIME_FROM_BYTES = 16 << 20;
-let primed = false;
-const PRIMER_PIECE_BYTES = 4096;
-const PRIMER_TABLE_CAPACITY = 16;
-
-/** Whether this process has read the primer (for tests). */
-export function snapshotReaderPrimed(): boolean {
-  return primed;
-}
-
-/** Reads the primer once per process before the first large snapshot. */
-function primeFor(totalBytes: number): void {
-  if (primed || totalBytes < PRIME_FROM_BYTES) return;
-  primed = true;
-  try {
-    // In small pieces and into small tables, so that the paths where a piece ends and where a
-    // column grows are met as well.
-    const bytes = primerSnapshotBytes();
-    readPieces(readerOf(bytes), bytes.length, { pieceBytes: PRIMER_PIECE_BYTES }, PRIMER_TABLE_CAPACITY);
-  } catch {
-    // The primer only makes the read faster; it must never be why a read fails (its tests check it reads).
-  }
-}
-
-/**
  * Reads a pickled PyTorch memory snapshot (`_dump_snapshot`) into memscope's model, fast and
  * without building a JavaScript object per block or event. Throws MemscopeError on bad input.
  */
 export function readSnapshot(bytes: Uint8Array, options: ReadSnapshotOptions = {}): MemorySnapshot {
   if (!(bytes instanceof Uint8Array)) throw new MemscopeError('bad-argument', 'readSnapshot: expected a Uint8Array');
-  primeFor(bytes.length);
   const limits: PickleLimits = { ...DEFAULT_PICKLE_LIMITS, ...options.limits };
   const tables = new SnapshotTables(Math.max(1024, Math.min(Math.floor(bytes.length / 100), 1 << 27)));
   try {
@@ -748,7 +718,7 @@ const DEFAULT_PIECE_BYTES = 8 << 20;
 /** Reads up to `into.length` bytes of the file at `fileOffset` into `into`; returns how many. */
 export type ReadAt = (into: Uint8Array, fileOffset: number) => number;
 
-/** A ReadAt over bytes already in memory (the primer; tests that read a buffer in pieces). */
+/** A ReadAt over bytes already in memory (tests that read a buffer in pieces). */
 export function readerOf(bytes: Uint8Array): ReadAt {
   return (into, fileOffset) => {
     const n = Math.min(into.length, bytes.length - fileOffset);
@@ -772,14 +742,8 @@ export interface ReadSnapshotPiecesOptions extends ReadSnapshotOptions {
  * Same result and errors as `readSnapshot`.
  */
 export function readSnapshotPieces(readAt: ReadAt, totalBytes: number, options: ReadSnapshotPiecesOptions = {}): MemorySnapshot {
-  primeFor(totalBytes);
-  return readPieces(readAt, totalBytes, options, Math.max(1024, Math.min(Math.floor(totalBytes / 100), 1 << 27)));
-}
-
-/** `readSnapshotPieces` with the tables' first capacity given (the primer starts them small, so they grow). */
-function readPieces(readAt: ReadAt, totalBytes: number, options: ReadSnapshotPiecesOptions, tableCapacity: number): MemorySnapshot {
   const limits: PickleLimits = { ...DEFAULT_PICKLE_LIMITS, ...options.limits };
-  const tables = new SnapshotTables(tableCapacity);
+  const tables = new SnapshotTables(Math.max(1024, Math.min(Math.floor(totalBytes / 100), 1 << 27)));
   const builder = new SnapshotBuilder(tables, Math.floor(totalBytes / 40), limits.maxContainerItems);
   // Progress is reported here, after each piece, not by the machine inside its loop: a call out to
   // the caller's function there is a site the optimised loop has to be compiled for, and a new

@@ -1,8 +1,8 @@
 // `memscope run` + `memscope leaks` on real TFJS programs: a correct `fit` is
 // not a leak; inference loops (CommonJS, async ES module) and step()-marked
 // loops that keep their outputs are, located at the program's own line.
-import { describe, it, expect, afterAll } from 'vitest';
-import { spawnSync } from 'node:child_process';
+import { describe, it, expect, afterAll, vi } from 'vitest';
+import { spawn } from 'node:child_process';
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -10,16 +10,26 @@ import { repoRoot as root } from '../support/fixtures.js';
 
 const work = mkdtempSync(join(tmpdir(), 'memscope-leaks-'));
 afterAll(() => rmSync(work, { recursive: true, force: true }));
+// Up to four runs of a TFJS program per test, each bounded by its own 180 s.
+vi.setConfig({ testTimeout: 720_000 });
 
-function cli(args: string[]) {
-  const r = spawnSync(process.execPath, ['--import', 'tsx', join(root, 'src/cli/main.ts'), ...args], { cwd: root, encoding: 'utf8', timeout: 180_000 });
-  return { status: r.status, stdout: r.stdout, stderr: r.stderr };
+/** The CLI from source, waited for without blocking the test worker (vitest calls into it meanwhile). */
+function cli(args: string[]): Promise<{ status: number | null; stdout: string; stderr: string }> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, ['--import', 'tsx', join(root, 'src/cli/main.ts'), ...args], { cwd: root, timeout: 180_000 });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.setEncoding('utf8').on('data', (d: string) => (stdout += d));
+    child.stderr.setEncoding('utf8').on('data', (d: string) => (stderr += d));
+    child.on('error', reject);
+    child.on('close', (status) => resolve({ status, stdout, stderr }));
+  });
 }
 
 /** Runs a fixture script under `memscope run --stacks` and returns the capture's path. */
-function capture(name: string, script: string, scriptArgs: string[] = []): string {
+async function capture(name: string, script: string, scriptArgs: string[] = []): Promise<string> {
   const out = join(work, `${name}.ndjson`);
-  const r = cli(['run', '-q', '--stacks', '-o', out, script, ...scriptArgs]);
+  const r = await cli(['run', '-q', '--stacks', '-o', out, script, ...scriptArgs]);
   expect(r.status, r.stderr).toBe(0);
   return out;
 }
@@ -33,17 +43,17 @@ function lineOf(file: string, marker: string): string {
 }
 
 describe('memscope leaks on real programs', () => {
-  it('plain model.fit for 4 epochs: no leak, exit 0 (fit\'s own per-epoch bookkeeping is released by the end)', () => {
-    const cap = capture('fit', join(scripts, 'plain-fit.mjs'));
-    const r = cli(['leaks', cap]);
+  it('plain model.fit for 4 epochs: no leak, exit 0 (fit\'s own per-epoch bookkeeping is released by the end)', async () => {
+    const cap = await capture('fit', join(scripts, 'plain-fit.mjs'));
+    const r = await cli(['leaks', cap]);
     expect(r.stdout).toMatch(/^No leaks: .* 4 steps/);
     expect(r.status).toBe(0);
   });
 
-  it('kept.push(model.predict(xs)) in a loop: one leak whose first line is the script\'s own line', () => {
+  it('kept.push(model.predict(xs)) in a loop: one leak whose first line is the script\'s own line', async () => {
     const script = join(scripts, 'predict-leak.cjs');
-    const cap = capture('predict', script);
-    const r = cli(['leaks', '--frames', '60', cap]);
+    const cap = await capture('predict', script);
+    const r = await cli(['leaks', '--frames', '60', cap]);
     expect(r.status).toBe(3);
     const lines = r.stdout.split('\n');
     expect(lines[0]).toMatch(/^1 leak over 6 inference steps: 640 B still alive when the program ended\.$/);
@@ -55,15 +65,15 @@ describe('memscope leaks on real programs', () => {
     expect(stack[0]).toMatch(/^\s+\[\d+ frames in .*@tensorflow\/tfjs-layers/);
     expect(stack[1]).toContain(lineOf(script, 'model.predict(xs)'));
 
-    const clean = cli(['leaks', capture('predict-clean', script, ['--clean'])]);
+    const clean = await cli(['leaks', await capture('predict-clean', script, ['--clean'])]);
     expect(clean.status).toBe(0);
     expect(clean.stdout).toMatch(/^No leaks: .* 6 inference steps/);
   });
 
-  it('an async inference loop in an ES module: run --json reports the leak at the awaited loop\'s line', () => {
+  it('an async inference loop in an ES module: run --json reports the leak at the awaited loop\'s line', async () => {
     const script = join(scripts, 'predict-leak-async.mjs');
     const out = join(work, 'async.ndjson');
-    const r = cli(['run', '--json', '--stacks', '-o', out, script]);
+    const r = await cli(['run', '--json', '--stacks', '-o', out, script]);
     expect(r.status).toBe(0);
     expect(r.stderr).toContain('answered 6'); // the program's stdout, moved aside for the JSON
     const json = JSON.parse(r.stdout);
@@ -71,24 +81,24 @@ describe('memscope leaks on real programs', () => {
     expect(json.leaks).toHaveLength(1);
     expect(json.leaks[0].site).toMatch(new RegExp(`^${escape(lineOf(script, 'model.predict(x)'))}\\d+$`));
     expect(json.leaks[0].perStep.map((s: { step: number }) => s.step)).toEqual([1, 2, 3, 4, 5]);
-    const clean = JSON.parse(cli(['run', '--json', '--stacks', '-o', join(work, 'async-clean.ndjson'), script, '--clean']).stdout);
+    const clean = JSON.parse((await cli(['run', '--json', '--stacks', '-o', join(work, 'async-clean.ndjson'), script, '--clean'])).stdout);
     expect(clean.leaks).toEqual([]);
   });
 
   // The script imports `step` from 'memscope/tfjs', which resolves to this package's dist/ (npm test builds it first).
-  it('step() marks the steps of a program with no model; leaks --json agrees with the text', () => {
+  it('step() marks the steps of a program with no model; leaks --json agrees with the text', async () => {
     const script = join(scripts, 'step-marks.mjs');
-    const cap = capture('steps', script);
-    const r = cli(['leaks', '--json', cap]);
+    const cap = await capture('steps', script);
+    const r = await cli(['leaks', '--json', cap]);
     expect(r.status).toBe(3);
     const json = JSON.parse(r.stdout);
     expect(json).toMatchObject({ steps: 5, stepKind: 'inference' });
     expect(json.leaks.map((g: { site: string; kernel: string; count: number }) => [g.kernel, g.count])).toEqual([['Square', 4]]);
     expect(json.leaks[0].site).toContain(lineOf(script, 'tf.square(base)'));
-    expect(cli(['leaks', capture('steps-clean', script, ['--clean'])]).status).toBe(0);
+    expect((await cli(['leaks', await capture('steps-clean', script, ['--clean'])])).status).toBe(0);
   });
 
-  it('GraphModel.executeAsync calls are inference steps (a stand-in tfjs-converter package in a temporary app)', () => {
+  it('GraphModel.executeAsync calls are inference steps (a stand-in tfjs-converter package in a temporary app)', async () => {
     // tfjs-converter is not a dependency here: a minimal package with its export's name and
     // methods stands in for it, loaded from the app's node_modules as the real one would be.
     const app = join(work, 'graph-app');
@@ -126,15 +136,15 @@ describe('memscope leaks on real programs', () => {
         'main();',
       ].join('\n'),
     );
-    const json = JSON.parse(cli(['run', '--json', '--stacks', '-o', join(work, 'graph.ndjson'), script]).stdout);
+    const json = JSON.parse((await cli(['run', '--json', '--stacks', '-o', join(work, 'graph.ndjson'), script])).stdout);
     expect(json).toMatchObject({ exitCode: 0, steps: 5, stepKind: 'inference' });
     expect(json.leaks.map((g: { kernel: string; count: number }) => [g.kernel, g.count])).toEqual([['BatchMatMul', 4]]);
     expect(json.leaks[0].site).toContain(lineOf(script, 'kept answers'));
   });
 
-  it('a bad --frames value is one line naming it', () => {
-    const cap = capture('frames', join(scripts, 'step-marks.mjs'), ['--clean']);
-    const r = cli(['leaks', '--frames', 'abc', cap]);
+  it('a bad --frames value is one line naming it', async () => {
+    const cap = await capture('frames', join(scripts, 'step-marks.mjs'), ['--clean']);
+    const r = await cli(['leaks', '--frames', 'abc', cap]);
     expect(r.status).toBe(2); // usage
     expect(r.stderr.trim()).toBe('memscope: --frames must be a non-negative integer, got "abc" (see memscope leaks --help)');
   });

@@ -1,7 +1,7 @@
 // `memscope run` as a process: what the capture holds when the program ends
 // normally, throws, or is killed; --max-entries and --backend.
-import { describe, it, expect, afterAll } from 'vitest';
-import { spawnSync } from 'node:child_process';
+import { describe, it, expect, afterAll, vi } from 'vitest';
+import { spawn } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
@@ -12,20 +12,31 @@ const root = resolve(import.meta.dirname, '../..');
 const script = join(root, 'test/fixtures/scripts/train.mjs');
 const work = mkdtempSync(join(tmpdir(), 'memscope-run-'));
 afterAll(() => rmSync(work, { recursive: true, force: true }));
+// Up to two runs of a TFJS program per test, each bounded by its own 180 s.
+vi.setConfig({ testTimeout: 360_000 });
 
-function run(name: string, runArgs: string[], scriptArgs: string[], program = script) {
-  const out = join(work, `${name}.ndjson`);
-  const r = spawnSync(process.execPath, ['--import', 'tsx', join(root, 'src/cli/main.ts'), 'run', '-q', '-o', out, ...runArgs, program, ...scriptArgs], {
-    cwd: root,
-    encoding: 'utf8',
-    timeout: 180_000,
+/** `memscope run` from source, waited for without blocking the test worker (vitest calls into it meanwhile). */
+function cli(args: string[]): Promise<{ status: number | null; stdout: string; stderr: string }> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, ['--import', 'tsx', join(root, 'src/cli/main.ts'), ...args], { cwd: root, timeout: 180_000 });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.setEncoding('utf8').on('data', (d: string) => (stdout += d));
+    child.stderr.setEncoding('utf8').on('data', (d: string) => (stderr += d));
+    child.on('error', reject);
+    child.on('close', (status) => resolve({ status, stdout, stderr }));
   });
-  return { status: r.status, stdout: r.stdout, stderr: r.stderr, capture: () => parseCapture(readFileSync(out, 'utf8'), out) };
+}
+
+async function run(name: string, runArgs: string[], scriptArgs: string[], program = script) {
+  const out = join(work, `${name}.ndjson`);
+  const r = await cli(['run', '-q', '-o', out, ...runArgs, program, ...scriptArgs]);
+  return { ...r, capture: () => parseCapture(readFileSync(out, 'utf8'), out) };
 }
 
 describe('memscope run', () => {
-  it('a program killed with SIGKILL leaves a capture readable up to its last step', () => {
-    const r = run('killed', [], ['--steps', '10', '--kill-after', '3']);
+  it('a program killed with SIGKILL leaves a capture readable up to its last step', async () => {
+    const r = await run('killed', [], ['--steps', '10', '--kill-after', '3']);
     expect(r.status).toBe(128 + 9);
     const cap = r.capture();
     expect(cap.truncated?.reason).toMatch(/no end record/);
@@ -35,8 +46,8 @@ describe('memscope run', () => {
     expect(cap.modules.map((m) => m.path)).toEqual(['mlp', 'mlp.hidden', 'mlp.norm', 'mlp.out']);
   });
 
-  it('a program that throws: its exit code passes through and the capture records the error', () => {
-    const r = run('throws', [], ['--steps', '10', '--throw-after', '2']);
+  it('a program that throws: its exit code passes through and the capture records the error', async () => {
+    const r = await run('throws', [], ['--steps', '10', '--throw-after', '2']);
     expect(r.status).toBe(1);
     expect(r.stderr).toMatch(/planted failure after step 2/);
     const cap = r.capture();
@@ -45,8 +56,8 @@ describe('memscope run', () => {
     expect(cap.steps).toHaveLength(2);
   });
 
-  it('--max-entries caps individual records; --backend picks the backend; script args pass through', () => {
-    const r = run('capped', ['--max-entries', '50', '--backend', 'wasm'], ['--steps', '3']);
+  it('--max-entries caps individual records; --backend picks the backend; script args pass through', async () => {
+    const r = await run('capped', ['--max-entries', '50', '--backend', 'wasm'], ['--steps', '3']);
     expect(r.status).toBe(0);
     expect(r.stdout).toMatch(/final loss [\d.]+ on wasm/);
     const cap = r.capture();
@@ -60,10 +71,10 @@ describe('memscope run', () => {
     expect(cap.steps[2].live.wasm.Parameter).toBe((16 * 32 + 32 + (32 + 32) + (32 + 1)) * 4);
   });
 
-  it('model.fit with callbacks on a functional model with a nested Sequential: modules found, leak located, clean run clean', () => {
+  it('model.fit with callbacks on a functional model with a nested Sequential: modules found, leak located, clean run clean', async () => {
     const fit = join(root, 'test/fixtures/scripts/fit.mjs');
     const leakLine = readFileSync(fit, 'utf8').split('\n').findIndex((l) => l.includes('planted leak: kept forever')) + 1;
-    const leaky = run('fit-leak', ['--stacks'], ['--leak'], fit).capture();
+    const leaky = (await run('fit-leak', ['--stacks'], ['--leak'], fit)).capture();
     expect(leaky.modules.map((m) => m.path)).toEqual(['net', 'net.encode', 'net.block', 'net.block.inner', 'net.head']);
     expect(leaky.steps).toHaveLength(12); // 96 samples / batch 16 × 2 epochs
     const groups = findLeaks(leaky).groups;
@@ -72,13 +83,13 @@ describe('memscope run', () => {
     expect(groups[0].userFrame).toContain(`${fit}:${leakLine}:`);
     // Each of steps 2..11 left one 96×12 float32 tensor (4,608 B) alive.
     expect(groups[0].perStep.map((r) => [r.step, r.count, r.bytes])).toEqual(Array.from({ length: 10 }, (_, k) => [k + 2, 1, 96 * 12 * 4]));
-    expect(findLeaks(run('fit-clean', ['--stacks'], [], fit).capture()).groups).toEqual([]);
+    expect(findLeaks((await run('fit-clean', ['--stacks'], [], fit)).capture()).groups).toEqual([]);
   });
 
-  it('a custom loop (optimizer.minimize around model.apply) is found too', () => {
+  it('a custom loop (optimizer.minimize around model.apply) is found too', async () => {
     const fit = join(root, 'test/fixtures/scripts/fit.mjs');
     const leakLine = readFileSync(fit, 'utf8').split('\n').findIndex((l) => l.includes('planted leak in the custom loop')) + 1;
-    const cap = run('custom', ['--stacks'], ['--leak', '--custom-loop'], fit).capture();
+    const cap = (await run('custom', ['--stacks'], ['--leak', '--custom-loop'], fit)).capture();
     expect(cap.modules.map((m) => m.path)).toEqual(['net', 'net.encode', 'net.block', 'net.block.inner', 'net.head']);
     expect(cap.steps).toHaveLength(12);
     // encode 12×24+24, inner 24×24+24, head 24+1 float32 weights, all Parameter.
@@ -87,12 +98,12 @@ describe('memscope run', () => {
     expect(groups.map((g) => g.userFrame)).toEqual([expect.stringContaining(`${fit}:${leakLine}:`)]);
   });
 
-  it('SIGTERM: finishes the capture and dies of it; a program that handles it keeps its own behaviour', () => {
+  it('SIGTERM: finishes the capture and dies of it; a program that handles it keeps its own behaviour', async () => {
     const signal = join(root, 'test/fixtures/scripts/signal.mjs');
-    const killed = run('sigterm', [], [], signal);
+    const killed = await run('sigterm', [], [], signal);
     expect(killed.status).toBe(128 + 15);
     expect(killed.capture().end).toMatchObject({ events: 1, error: 'killed by SIGTERM' });
-    const handled = run('sigterm-own', [], ['own'], signal);
+    const handled = await run('sigterm-own', [], ['own'], signal);
     expect(handled.status).toBe(3);
     expect(handled.stdout).toContain('graceful');
     const cap = handled.capture();
@@ -100,14 +111,14 @@ describe('memscope run', () => {
     expect(cap.allocs.map((a) => a.bytes)).toEqual([40, 20]);
   });
 
-  it('bad arguments are one clear line', () => {
-    const missing = spawnSync(process.execPath, ['--import', 'tsx', join(root, 'src/cli/main.ts'), 'run', join(work, 'nope.js')], { cwd: root, encoding: 'utf8' });
+  it('bad arguments are one clear line', async () => {
+    const missing = await cli(['run', join(work, 'nope.js')]);
     expect(missing.status).toBe(1); // bad input
     expect(missing.stderr.trim()).toBe(`memscope: ${join(work, 'nope.js')}: no such file`);
-    const r = run('bad', ['--max-entries', 'lots'], []);
+    const r = await run('bad', ['--max-entries', 'lots'], []);
     expect(r.status).toBe(2); // usage
     expect(r.stderr).toMatch(/--max-entries must be a non-negative integer, got "lots"/);
-    const backend = run('bad-backend', ['--backend', 'nosuch'], []);
+    const backend = await run('bad-backend', ['--backend', 'nosuch'], []);
     expect(backend.status).toBe(2);
     expect(backend.stderr.trim()).toBe('memscope: --backend nosuch: the program cannot load @tensorflow/tfjs-backend-nosuch');
   });

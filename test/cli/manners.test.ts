@@ -1,7 +1,7 @@
 // The CLI's manners, through the built bin (dist/cli/memscope.cjs) as users run it: usage errors
 // exit 2, unusable input exits 1, and either way stderr holds one line naming the option or the
 // file and the problem, never a stack trace.
-import { spawnSync } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -19,16 +19,22 @@ interface Outcome {
   stderr: string;
 }
 
-/** Runs the built bin in `work` (relative file names stay as typed in the messages). */
-function memscope(...args: string[]): Outcome {
+/**
+ * Runs the built bin in `work` (relative file names stay as typed in the messages). A child
+ * process of its own, waited for without blocking: a test worker blocked for long misses vitest's
+ * calls to it.
+ */
+function memscope(...args: string[]): Promise<Outcome> {
   if (!existsSync(bin)) throw new Error(`${bin} is missing: run \`npm run build\` first (npm test does)`);
-  const r = spawnSync(process.execPath, [bin, ...args], {
-    cwd: work,
-    encoding: 'utf8',
-    maxBuffer: 1 << 26,
-    env: { ...process.env, MEMSCOPE_COMPILE_CACHE: 'off', NO_COLOR: '1' },
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, [bin, ...args], { cwd: work, env: { ...process.env, MEMSCOPE_COMPILE_CACHE: 'off', NO_COLOR: '1' } });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.setEncoding('utf8').on('data', (d: string) => (stdout += d));
+    child.stderr.setEncoding('utf8').on('data', (d: string) => (stderr += d));
+    child.on('error', reject);
+    child.on('close', (status) => resolve({ status, stdout, stderr }));
   });
-  return { status: r.status, stdout: r.stdout, stderr: r.stderr };
 }
 
 /** The exit code and the stderr lines, for one comparison that shows both when it fails. */
@@ -65,14 +71,14 @@ describe('usage errors exit 2 with one line naming the option and the value', ()
     [['summary'], /^memscope: missing required argument 'file' \(see memscope summary --help\)$/],
     [['summary', snapshot, '--no-such-option'], /^memscope: unknown option '--no-such-option' \(see memscope summary --help\)$/],
     [['no-such-verb'], /^memscope: unknown command 'no-such-verb' \(see memscope --help\)$/],
-  ])('memscope %j', (args, message) => {
-    const r = memscope(...args);
+  ])('memscope %j', async (args, message) => {
+    const r = await memscope(...args);
     expect(failure(r)).toEqual({ status: 2, lines: [expect.stringMatching(message)] });
     expect(r.stdout).toBe('');
   });
 
-  it('memscope with no verb prints the help on stderr and exits 2', () => {
-    const r = memscope();
+  it('memscope with no verb prints the help on stderr and exits 2', async () => {
+    const r = await memscope();
     expect(r.status).toBe(2);
     expect(r.stderr).toMatch(/^Usage: memscope /);
   });
@@ -81,91 +87,91 @@ describe('usage errors exit 2 with one line naming the option and the value', ()
 describe('every verb names an unusable input file and the problem in the same words, exit 1', () => {
   const verbs: string[][] = [['summary'], ['stats'], ['trace'], ['segments'], ['memory'], ['plot'], ['report'], ['replay'], ['leaks']];
 
-  it.each(verbs)('memscope %s some/dir: is a directory', (verb) => {
-    expect(failure(memscope(verb, 'some/dir'))).toEqual({ status: 1, lines: ['memscope: some/dir: is a directory'] });
+  it.each(verbs)('memscope %s some/dir: is a directory', async (verb) => {
+    expect(failure(await memscope(verb, 'some/dir'))).toEqual({ status: 1, lines: ['memscope: some/dir: is a directory'] });
   });
 
-  it.each(verbs)('memscope %s missing.pickle: no such file', (verb) => {
-    expect(failure(memscope(verb, 'missing.pickle'))).toEqual({ status: 1, lines: ['memscope: missing.pickle: no such file'] });
+  it.each(verbs)('memscope %s missing.pickle: no such file', async (verb) => {
+    expect(failure(await memscope(verb, 'missing.pickle'))).toEqual({ status: 1, lines: ['memscope: missing.pickle: no such file'] });
   });
 
-  it('compare names whichever of its two files is unusable', () => {
-    expect(failure(memscope('compare', 'some/dir', snapshot))).toEqual({ status: 1, lines: ['memscope: some/dir: is a directory'] });
-    expect(failure(memscope('compare', snapshot, 'missing.pickle'))).toEqual({ status: 1, lines: ['memscope: missing.pickle: no such file'] });
+  it('compare names whichever of its two files is unusable', async () => {
+    expect(failure(await memscope('compare', 'some/dir', snapshot))).toEqual({ status: 1, lines: ['memscope: some/dir: is a directory'] });
+    expect(failure(await memscope('compare', snapshot, 'missing.pickle'))).toEqual({ status: 1, lines: ['memscope: missing.pickle: no such file'] });
   });
 
-  it('a verb that needs a snapshot says so, and what the file looks like instead', () => {
+  it('a verb that needs a snapshot says so, and what the file looks like instead', async () => {
     const needs = (verb: string) => `\`memscope ${verb}\` needs a torch.cuda.memory._dump_snapshot pickle`;
-    expect(failure(memscope('stats', 'notes.txt'))).toEqual({
+    expect(failure(await memscope('stats', 'notes.txt'))).toEqual({
       status: 1,
       lines: [`memscope: notes.txt: not a PyTorch memory snapshot: looks like text ("hello, these are my notes"); ${needs('stats')}`],
     });
-    expect(failure(memscope('segments', trace))).toEqual({
+    expect(failure(await memscope('segments', trace))).toEqual({
       status: 1,
       lines: [`memscope: ${trace}: not a PyTorch memory snapshot: looks like a Kineto trace (JSON); ${needs('segments')}`],
     });
-    expect(failure(memscope('memory', 'config.json'))).toEqual({ status: 1, lines: [`memscope: config.json: not a PyTorch memory snapshot: looks like JSON; ${needs('memory')}`] });
-    expect(failure(memscope('compare', snapshot, 'capture.ndjson'))).toEqual({
+    expect(failure(await memscope('memory', 'config.json'))).toEqual({ status: 1, lines: [`memscope: config.json: not a PyTorch memory snapshot: looks like JSON; ${needs('memory')}`] });
+    expect(failure(await memscope('compare', snapshot, 'capture.ndjson'))).toEqual({
       status: 1,
       lines: [expect.stringMatching(/^memscope: capture\.ndjson: not a PyTorch memory snapshot: a memscope capture \(written by memscope run\); read it with `memscope leaks` or `memscope report`/)],
     });
-    expect(failure(memscope('replay', 'notes.txt'))).toEqual({ status: 1, lines: ['memscope: notes.txt: not a PyTorch memory snapshot: looks like text ("hello, these are my notes")'] });
-    expect(failure(memscope('replay', 'config.json'))).toEqual({
+    expect(failure(await memscope('replay', 'notes.txt'))).toEqual({ status: 1, lines: ['memscope: notes.txt: not a PyTorch memory snapshot: looks like text ("hello, these are my notes")'] });
+    expect(failure(await memscope('replay', 'config.json'))).toEqual({
       status: 1,
       lines: ['memscope: config.json: not a PyTorch memory snapshot: JSON without "segments" (top-level keys: "name", "version")'],
     });
   });
 
-  it('verbs that take other files too name everything they read', () => {
-    expect(failure(memscope('summary', 'notes.txt'))).toEqual({
+  it('verbs that take other files too name everything they read', async () => {
+    expect(failure(await memscope('summary', 'notes.txt'))).toEqual({
       status: 1,
       lines: ['memscope: notes.txt: not a PyTorch memory snapshot or Kineto trace: looks like text ("hello, these are my notes")'],
     });
-    expect(failure(memscope('trace', 'capture.ndjson'))).toEqual({
+    expect(failure(await memscope('trace', 'capture.ndjson'))).toEqual({
       status: 1,
       lines: ['memscope: capture.ndjson: not a PyTorch memory snapshot or Kineto trace: a memscope capture (written by memscope run); read it with `memscope leaks` or `memscope report`'],
     });
-    expect(failure(memscope('report', 'notes.txt'))).toEqual({
+    expect(failure(await memscope('report', 'notes.txt'))).toEqual({
       status: 1,
       lines: ['memscope: notes.txt: not a memscope capture, PyTorch memory snapshot or Kineto trace: looks like text ("hello, these are my notes")'],
     });
-    expect(failure(memscope('leaks', snapshot))).toEqual({ status: 1, lines: [`memscope: ${snapshot}: not a memscope capture (\`memscope run\` writes them): looks like a pickle`] });
+    expect(failure(await memscope('leaks', snapshot))).toEqual({ status: 1, lines: [`memscope: ${snapshot}: not a memscope capture (\`memscope run\` writes them): looks like a pickle`] });
   });
 
-  it('an error found while parsing starts with the file name, then where inside and what', () => {
+  it('an error found while parsing starts with the file name, then where inside and what', async () => {
     for (const verb of ['summary', 'stats', 'replay']) {
-      const r = memscope(verb, 'truncated.pickle');
+      const r = await memscope(verb, 'truncated.pickle');
       expect({ verb, ...failure(r) }).toEqual({ verb, status: 1, lines: [expect.stringMatching(/^memscope: truncated\.pickle: pickle offset \d+: .+/)] });
     }
   });
 
-  it('an output that cannot be written is one line naming it', () => {
-    expect(failure(memscope('segments', snapshot, '-o', 'some/dir'))).toEqual({ status: 1, lines: ['memscope: some/dir: cannot write it: is a directory'] });
+  it('an output that cannot be written is one line naming it', async () => {
+    expect(failure(await memscope('segments', snapshot, '-o', 'some/dir'))).toEqual({ status: 1, lines: ['memscope: some/dir: cannot write it: is a directory'] });
   });
 });
 
 describe('one spelling per idea: ops --capacity takes sizes with units, --alloc-conf as replay spells it', () => {
-  const ops = (...args: string[]) => {
+  const ops = async (...args: string[]) => {
     const out = path.join(work, `ops-${args.join('-').replace(/[^\w-]/g, '_')}`);
-    const r = memscope('ops', '--steps', '1', '--top', '3', '-o', out, '--json', ...args);
+    const r = await memscope('ops', '--steps', '1', '--top', '3', '-o', out, '--json', ...args);
     expect(failure(r)).toEqual({ status: 0, lines: [] });
     return JSON.parse(r.stdout) as { summary: { reservedSource: string; numOoms: number | null; numAllocRetries: number | null; top: unknown[] }; stats: string };
   };
 
-  it('--capacity 24GiB holds the demo; --capacity 1MiB cannot hold one 2 MiB segment', () => {
-    const roomy = ops('--capacity', '24GiB');
+  it('--capacity 24GiB holds the demo; --capacity 1MiB cannot hold one 2 MiB segment', async () => {
+    const roomy = await ops('--capacity', '24GiB');
     expect(roomy.summary.reservedSource).toMatch(/caching allocator model/);
     expect(roomy.summary.numOoms).toBe(0);
     expect(roomy.summary.top).toHaveLength(3);
     expect(existsSync(roomy.stats)).toBe(true);
-    const tight = ops('--capacity', '1MiB');
+    const tight = await ops('--capacity', '1MiB');
     expect(tight.summary.numOoms).toBeGreaterThan(0);
   });
 
-  it('--alloc-conf is the documented spelling; --allocator-conf still works, hidden from help', () => {
-    expect(ops('--alloc-conf', 'expandable_segments:True').summary.reservedSource).toMatch(/caching allocator model/);
-    expect(ops('--allocator-conf', 'expandable_segments:True').summary.reservedSource).toMatch(/caching allocator model/);
-    const help = memscope('ops', '--help').stdout;
+  it('--alloc-conf is the documented spelling; --allocator-conf still works, hidden from help', async () => {
+    expect((await ops('--alloc-conf', 'expandable_segments:True')).summary.reservedSource).toMatch(/caching allocator model/);
+    expect((await ops('--allocator-conf', 'expandable_segments:True')).summary.reservedSource).toMatch(/caching allocator model/);
+    const help = (await memscope('ops', '--help')).stdout;
     expect(help).toContain('--alloc-conf <conf>');
     expect(help).not.toContain('--allocator-conf');
     expect(help).toContain('--capacity <bytes>');
@@ -173,8 +179,8 @@ describe('one spelling per idea: ops --capacity takes sizes with units, --alloc-
 });
 
 describe('--json on the verbs that report', () => {
-  it('demo --json: the MemTracker tables as bytes', () => {
-    const r = memscope('demo', '--steps', '2', '--batch-size', '4', '--json');
+  it('demo --json: the MemTracker tables as bytes', async () => {
+    const r = await memscope('demo', '--steps', '2', '--batch-size', '4', '--json');
     expect(failure(r)).toEqual({ status: 0, lines: [] });
     const js = JSON.parse(r.stdout) as {
       backend: string;
@@ -195,8 +201,8 @@ describe('--json on the verbs that report', () => {
     expect(js.modules[0]!.parameterMem).toBe(current['Parameter']);
   });
 
-  it('report --json: where the report went and what it holds', () => {
-    const r = memscope('report', snapshot, '-o', 'r.html', '--json');
+  it('report --json: where the report went and what it holds', async () => {
+    const r = await memscope('report', snapshot, '-o', 'r.html', '--json');
     expect(failure(r)).toEqual({ status: 0, lines: [] });
     const js = JSON.parse(r.stdout) as { input: string; output: string; bytes: number; timelineEvents: number; leakGroups: number; truncated: string | null };
     expect(js).toMatchObject({ input: snapshot, output: 'r.html', leakGroups: 0, truncated: null });

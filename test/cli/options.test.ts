@@ -88,7 +88,7 @@ describe('runCli: one place maps every failure to an exit code and one line', ()
     const register = (program: Command): void => {
       program.command('probe').action(action);
     };
-    await runCli(['node', 'memscope', 'probe'], async () => ({ commands: [register] }));
+    await runCli(['node', 'memscope', 'probe'], { probe: async () => ({ register }) });
     return { code: process.exitCode, stderr: stderr.join('') };
   }
 

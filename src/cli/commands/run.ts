@@ -1,69 +1,20 @@
-import { spawn } from 'node:child_process';
-import { basename, resolve } from 'node:path';
 import type { Command } from 'commander';
 import { findLeaks } from '../../capture/leaks.js';
 import { readCaptureFile } from '../../capture/read-node.js';
-import { leaksJson } from './leaks.js';
-import { nonNegativeInt } from '../options.js';
 import { requireReadableFile } from '../../core/input-file.js';
-
-export interface RunOptions {
-  output?: string;
-  stacks?: boolean;
-  maxEntries?: number;
-  backend?: string;
-  quiet?: boolean;
-  json?: boolean;
-}
-
-/** The preload module next to this file (dist/cli/run-preload.js, or the .ts source under tsx). */
-function preloadUrl(): { url: string; fromSource: boolean } {
-  const fromSource = import.meta.url.endsWith('.ts');
-  return { url: new URL(`../run-preload.${fromSource ? 'ts' : 'js'}`, import.meta.url).href, fromSource };
-}
+import { nonNegativeInt } from '../options.js';
+import { finishPlainRun, runWithCapture, type RunOptions } from '../run-child.js';
+import { leaksJson } from './leaks.js';
 
 /**
- * Runs `script` in a child Node process with the capture preload installed
- * and returns its exit code. The child inherits stdio; the capture goes to `output`.
+ * What `memscope run` prints once the program has ended, and its exit code: the program's. The
+ * bin's fast path (src/cli/bin.ts) ends here too, after running the child itself.
  */
-export async function runWithCapture(script: string, args: string[], opts: RunOptions): Promise<{ exitCode: number; output: string }> {
-  const scriptPath = resolve(script);
-  requireReadableFile(script);
-  const maxEntries = opts.maxEntries ?? null;
-  const output = resolve(opts.output ?? `memscope-${basename(scriptPath).replace(/\.[cm]?[jt]s$/, '')}.${process.pid}.capture.ndjson`);
-  const { url, fromSource } = preloadUrl();
-  const nodeArgs: string[] = [];
-  // Developing from source: the preload is TypeScript, so the child needs tsx's loader too.
-  if (fromSource) nodeArgs.push('--import', import.meta.resolve('tsx'));
-  nodeArgs.push('--import', url, scriptPath, ...args);
-  const env: NodeJS.ProcessEnv = {
-    ...process.env,
-    MEMSCOPE_RUN_OUTPUT: output,
-    MEMSCOPE_RUN_ARGV: JSON.stringify([scriptPath, ...args]),
-    MEMSCOPE_RUN_STACKS: opts.stacks ? '1' : '0',
-    MEMSCOPE_RUN_MAX_ENTRIES: maxEntries === null ? '' : String(maxEntries),
-    MEMSCOPE_RUN_BACKEND: opts.backend ?? '',
-  };
-  // With --json, memscope's stdout carries only the JSON: the program's own output goes to stderr.
-  const child = spawn(process.execPath, nodeArgs, { stdio: ['inherit', opts.json ? 'pipe' : 'inherit', 'inherit'], env });
-  child.stdout?.pipe(process.stderr);
-  // Ctrl-C reaches the child through the terminal's process group; the parent just waits for it.
-  const ignore = (): void => {};
-  process.on('SIGINT', ignore);
-  try {
-    const exitCode = await new Promise<number>((res, rej) => {
-      child.on('error', rej);
-      child.on('exit', (code, signal) => res(code ?? (signal ? 128 + (signalNumber(signal) ?? 0) : 1)));
-    });
-    return { exitCode, output };
-  } finally {
-    process.removeListener('SIGINT', ignore);
-  }
-}
-
-
-function signalNumber(signal: NodeJS.Signals): number | undefined {
-  return { SIGINT: 2, SIGKILL: 9, SIGTERM: 15 }[signal as string];
+export function finishRun(exitCode: number, output: string, opts: RunOptions): void {
+  if (!opts.json) return finishPlainRun(exitCode, output, opts);
+  const report = findLeaks(readCaptureFile(output));
+  process.stdout.write(JSON.stringify({ exitCode, ...leaksJson(report, output) }, null, 2) + '\n');
+  process.exitCode = exitCode;
 }
 
 export function register(program: Command): void {
@@ -82,13 +33,8 @@ export function register(program: Command): void {
     .option('--json', "when the program ends, print its exit code, the capture's path and the leaks found as JSON (the program's stdout goes to stderr)")
     .passThroughOptions()
     .action(async (script: string, args: string[], opts: RunOptions) => {
+      requireReadableFile(script);
       const { exitCode, output } = await runWithCapture(script, args, opts);
-      if (opts.json) {
-        const report = findLeaks(readCaptureFile(output));
-        process.stdout.write(JSON.stringify({ exitCode, ...leaksJson(report, output) }, null, 2) + '\n');
-      } else if (!opts.quiet) {
-        process.stderr.write(`memscope: capture written to ${output}\n  next: memscope report ${output} -o report.html · memscope leaks ${output}\n`);
-      }
-      process.exitCode = exitCode;
+      finishRun(exitCode, output, opts);
     });
 }
