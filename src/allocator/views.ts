@@ -1,7 +1,7 @@
 import { humanBytes } from '../core/units.js';
 import { renderFlameGraph, type FlameStack } from '../report/flamegraph-svg.js';
-import type { Frame } from './caching-allocator.js';
-import type { MemorySnapshot, SnapshotBlock } from './snapshot.js';
+import type { Frame } from '../torch/pytorch-vocabulary.js';
+import type { SnapshotDict, SnapshotBlock } from './snapshot.js';
 
 /**
  * The two SVG views of torch.cuda.memory._save_segment_usage /
@@ -32,7 +32,7 @@ function blockStacks(prefix: readonly string[], blocks: readonly SnapshotBlock[]
 }
 
 /** Segments with their blocks (`_save_segment_usage`). */
-export function renderSegmentUsage(snapshot: MemorySnapshot): string {
+export function renderSegmentUsage(snapshot: SnapshotDict): string {
   const stacks: FlameStack[] = [];
   let total = 0;
   for (const seg of snapshot.segments) {
@@ -48,7 +48,7 @@ export function renderSegmentUsage(snapshot: MemorySnapshot): string {
 }
 
 /** Memory by allocating stack (`_save_memory_usage`). */
-export function renderMemoryUsage(snapshot: MemorySnapshot): string {
+export function renderMemoryUsage(snapshot: SnapshotDict): string {
   const stacks: FlameStack[] = [];
   let allocated = 0;
   for (const seg of snapshot.segments) {

@@ -10,7 +10,8 @@ import { humanBytes, humanBytes as formatHumanBytes } from '../core/units.js';
 import type { FlameStack } from '../report/flamegraph-svg.js';
 import type { DeviceMemoryTimeline, MemoryTrace } from './memory-trace.js';
 import { EMPTY_OPERATORS } from './memory-trace.js';
-import { stackFrameIds, type BlockTable, type Frame, type MemorySnapshot, type Segment, type TraceTable } from './snapshot.js';
+import { SMALL_BUFFER, SMALL_SIZE, type Frame } from './pytorch-vocabulary.js';
+import { stackFrameIds, type BlockTable, type MemorySnapshot, type Segment, type TraceTable } from './snapshot.js';
 
 // ---------------------------------------------------------------- frames
 
@@ -329,10 +330,6 @@ export interface SnapshotStatsResult {
   readonly notes: string[];
 }
 
-/** PyTorch's kSmallSize: blocks up to 1 MiB come from the small pool, whose segments are 2 MiB. */
-const SMALL_SIZE = 1 << 20;
-const SMALL_SEGMENT = 2 << 20;
-
 const POOL_ALL = 0;
 const POOL_LARGE = 1;
 const POOL_SMALL = 2;
@@ -443,7 +440,7 @@ function replayEvents(trace: TraceTable, kindOf: Uint8Array, r: TraceReplay, eve
       continue;
     }
     // Blocks up to 1 MiB come from the small pool, whose segments are 2 MiB.
-    const pool = kind <= FREE_COMPLETED ? (size <= SMALL_SIZE ? POOL_SMALL : POOL_LARGE) : kind <= SEGMENT_FREE && size === SMALL_SEGMENT ? POOL_SMALL : POOL_LARGE;
+    const pool = kind <= FREE_COMPLETED ? (size <= SMALL_SIZE ? POOL_SMALL : POOL_LARGE) : kind <= SEGMENT_FREE && size === SMALL_BUFFER ? POOL_SMALL : POOL_LARGE;
     events[kind * 3 + pool]++;
     bytes[kind * 3 + pool] += size;
     if (kind === ALLOC) {
@@ -520,7 +517,7 @@ function addReplayTotals(r: TraceReplay, events: Float64Array, bytes: Float64Arr
 function replayEvent(r: TraceReplay, kind: number, size: number): void {
   const { sum, highest, allocatedTotal, freedTotal } = r;
   const blockPool = size <= SMALL_SIZE ? POOL_SMALL : POOL_LARGE;
-  const segmentPool = size === SMALL_SEGMENT ? POOL_SMALL : POOL_LARGE;
+  const segmentPool = size === SMALL_BUFFER ? POOL_SMALL : POOL_LARGE;
   const move = (family: number, pool: number, v: number): void => {
     for (const slot of [family + POOL_ALL, family + pool]) {
       const s = (sum[slot]! += v);

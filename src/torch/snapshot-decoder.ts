@@ -33,7 +33,8 @@ import {
   nodeFor,
   safeInt,
 } from './snapshot-tables.js';
-import { KNOWN_BLOCK_STATES, KNOWN_TRACE_ACTIONS, stackFrameIds, type BlockTable, type ExternalAnnotation, type MemorySnapshot, type Segment, type StackTable, type TraceTable } from './snapshot.js';
+import { KNOWN_BLOCK_STATES, KNOWN_TRACE_ACTIONS } from './pytorch-vocabulary.js';
+import { stackFrameIds, type BlockTable, type ExternalAnnotation, type MemorySnapshot, type Segment, type StackTable, type TraceTable } from './snapshot.js';
 
 // ---------------------------------------------------------------------------------------------
 // Assembly (both paths): segments, blocks in segment order, per-device traces

@@ -5,7 +5,7 @@
  * model from them).
  */
 import { MemscopeError } from '../core/errors.js';
-import { BLOCK_STATE_ALIASES, KNOWN_BLOCK_STATES, KNOWN_TRACE_ACTIONS, type Frame } from './snapshot.js';
+import { BLOCK_STATE_ALIASES, KNOWN_BLOCK_STATES, KNOWN_TRACE_ACTIONS, type Frame } from './pytorch-vocabulary.js';
 
 // ---------------------------------------------------------------------------------------------
 // Growable typed-array columns

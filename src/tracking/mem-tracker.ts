@@ -4,7 +4,7 @@ import { MemscopeError } from '../core/errors.js';
 import { parseUnit, type Unit } from '../core/units.js';
 import { formatModulewise, formatSnapshotTable, formatSnapshotText } from '../report/mem-tracker-text.js';
 import { Category, MemRecorder } from './mem-recorder.js';
-import type { MemorySnapshot, ModuleMemStats, SnapshotType } from './mem-types.js';
+import type { MemTrackerSnapshot, ModuleMemStats, SnapshotType } from './mem-types.js';
 
 export interface SnapshotDisplayOptions {
   /** 'B' (default), 'KiB', 'MiB' or 'GiB'. */
@@ -250,7 +250,7 @@ export class MemTracker implements Disposable {
   }
 
   /** Bytes per category per device now ('current') or at the highest total since start ('peak'). */
-  snapshot(type: SnapshotType = 'current'): MemorySnapshot {
+  snapshot(type: SnapshotType = 'current'): MemTrackerSnapshot {
     this.warnIfNoModule();
     return parseSnapshotType(type) === 'current' ? this.recorder.currentSnapshot() : this.recorder.peakSnapshot();
   }

@@ -7,7 +7,7 @@ import { readPickle } from '../../src/torch/pickle/reader.js';
 import { SnapshotBuilder } from '../../src/torch/snapshot-builder.js';
 import { readSnapshotPieces, readerOf } from '../../src/torch/snapshot-decoder.js';
 import { SnapshotTables } from '../../src/torch/snapshot-tables.js';
-import { normaliseSnapshot, readSnapshot } from '../../src/torch/snapshot.js';
+import { normaliseSnapshot, readSnapshot } from '../../src/torch/index.js';
 import { pythonFile, pythonPickle } from './python.js';
 import { resolved } from './resolved-snapshot.js';
 import { fixture } from '../support/fixtures.js';
