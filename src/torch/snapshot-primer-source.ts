@@ -7,7 +7,7 @@
  * The snapshot has PyTorch's layout (memscope's writer writes the opcodes `_dump_snapshot` files
  * use) and made-up frames: nothing of a real program is in it.
  */
-import { makeTuple } from './pickle/machine.js';
+import { makeTuple } from './pickle/builder.js';
 import { writePickle } from './pickle/writer.js';
 
 /** Distinct frames: more than 256, so later references to them are LONG_BINGETs as in big files. */
