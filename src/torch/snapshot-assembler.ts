@@ -260,7 +260,7 @@ export class Assembler {
 
   private lastPoolId: readonly [number, number] | null = null;
 
-  /** A segment the builder recognised (snapshot-builder.ts `segment`): the same defaults as below. */
+  /** A segment the builder recognised (snapshot-node-builder.ts `segment`): the same defaults as below. */
   private recognisedSegment(id: number, index: number, raw: I32Column, owner: I32Column): Segment {
     const t = this.t;
     const firstBlock = raw.length;
