@@ -10,12 +10,12 @@ import { frameLabels as labels } from './analysis/frame-labels.js';
 import { segmentKey } from './analysis/compare.js';
 import type { MemorySnapshot, Segment } from './snapshot.js';
 
-export * from './analysis/frame-labels.js';
+export { allocatingFrame, formatFrame, isInformativeFrame, NO_FRAMES } from './analysis/frame-labels.js';
 export * from './analysis/totals.js';
 export * from './analysis/memory-stats.js';
 export * from './analysis/live-allocations.js';
 export * from './analysis/fragmentation.js';
-export * from './analysis/compare.js';
+export { compareSnapshots, type FrameChange, type SnapshotComparison } from './analysis/compare.js';
 export * from './analysis/trace-lines.js';
 export * from './analysis/timeline.js';
 export * from './analysis/out-of-memory.js';
