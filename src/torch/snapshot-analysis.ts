@@ -10,7 +10,7 @@ import { frameLabels as labels } from './analysis/frame-labels.js';
 import { segmentKey } from './analysis/compare.js';
 import type { MemorySnapshot, Segment } from './snapshot.js';
 
-export { allocatingFrame, formatFrame, isInformativeFrame, NO_FRAMES } from './analysis/frame-labels.js';
+export { allocatingFrame, formatFrame, isInformativeFrame, NO_FRAMES, rootFirstFrameLabels } from './analysis/frame-labels.js';
 export * from './analysis/totals.js';
 export * from './analysis/memory-stats.js';
 export * from './analysis/live-allocations.js';

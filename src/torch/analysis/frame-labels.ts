@@ -148,3 +148,8 @@ export function frameLabels(snapshot: MemorySnapshot): FrameLabels {
 export function allocatingFrame(snapshot: MemorySnapshot, stack: number): string {
   return frameLabels(snapshot).allocatingFrame(stack);
 }
+
+/** A stack's informative frames as labels, outermost first (flame-graph order). */
+export function rootFirstFrameLabels(snapshot: MemorySnapshot, stack: number): string[] {
+  return frameLabels(snapshot).rootFirst(stack);
+}
