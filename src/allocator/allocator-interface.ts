@@ -1,6 +1,6 @@
 import { MemscopeError } from '../core/errors.js';
 import type { CachingAllocatorModel } from './caching-allocator.js';
-import type { MemorySnapshot } from './snapshot.js';
+import type { SnapshotDict } from './snapshot.js';
 import { flattenStats, nestedStats } from './stats.js';
 
 /** PyTorch's allocator backends, as `get_allocator_backend()` names them. */
@@ -33,7 +33,7 @@ export interface DeviceAllocator {
   /** empty_cache: give cached memory back to the device. */
   emptyCache?(): void;
   /** _snapshot(): the allocator's segments and traces in PyTorch's schema. */
-  snapshot?(): MemorySnapshot;
+  snapshot?(): SnapshotDict;
 }
 
 /** An allocator's name for reports and errors. */
@@ -118,7 +118,7 @@ export interface PluggableHooks {
   reset?: () => void;
   memoryStats?: (device: number) => Record<string, number>;
   reservedBytes?: (device: number) => number;
-  snapshot?: () => MemorySnapshot;
+  snapshot?: () => SnapshotDict;
 }
 
 /**
@@ -175,7 +175,7 @@ export class CUDAPluggableAllocator implements DeviceAllocator {
     this.hooks.reset?.();
   }
 
-  snapshot(): MemorySnapshot {
+  snapshot(): SnapshotDict {
     if (!this.hooks.snapshot) throw pluggableUnsupported('snapshot');
     return this.hooks.snapshot();
   }

@@ -5,7 +5,7 @@ import { emitPyTorchWarning } from './warnings.js';
 import { CachingAllocatorModel, hexAddress, type HistorySettings } from './caching-allocator.js';
 import { DEFAULT_CAPACITY, SimulatedDevice } from './device.js';
 import { DEFAULT_SETTINGS, parseAllocatorConf, type AllocatorSettings } from './settings.js';
-import { buildSnapshot, snapshotSegments, type MemorySnapshot, type SnapshotSegment } from './snapshot.js';
+import { buildSnapshot, snapshotSegments, type SnapshotDict, type SnapshotSegment } from './snapshot.js';
 import { captureJsStack } from './stacks.js';
 import { flattenStats, nestedStats, type NestedMemoryStats } from './stats.js';
 import { renderMemorySummary } from '../torch/memory-summary.js';
@@ -383,7 +383,7 @@ export class DeviceMemory {
   }
 
   /** torch.cuda.memory._snapshot(): segments, device_traces, allocator_settings. */
-  snapshot(): MemorySnapshot {
+  snapshot(): SnapshotDict {
     if (!this.isNative) {
       if (this.current.snapshot) return this.current.snapshot();
       throw this.unsupported('snapshot');

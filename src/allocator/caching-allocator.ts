@@ -5,6 +5,7 @@ import { DeviceBackend, SimulatedDevice } from './device.js';
 import { DEFAULT_SETTINGS, divisionsFor, type AllocatorSettings } from './settings.js';
 import { isSmallSize, MIN_BLOCK_SIZE, roundSize, segmentSizeFor, SMALL_BUFFER, SMALL_SIZE, LARGE_BUFFER } from './sizes.js';
 import { AGGREGATE, DeviceStats, LARGE_POOL, SMALL_POOL } from './stats.js';
+import type { Frame, KnownTraceAction } from '../torch/pytorch-vocabulary.js';
 
 /**
  * A model of one device's CUDA caching allocator
@@ -15,27 +16,9 @@ import { AGGREGATE, DeviceStats, LARGE_POOL, SMALL_POOL } from './stats.js';
  * every block at the address PyTorch chose. See docs/ALLOCATOR.md.
  */
 
-/** A stack frame as PyTorch's snapshot records it. */
-export interface Frame {
-  readonly filename: string;
-  readonly line: number;
-  readonly name: string;
-}
-
-export type TraceAction =
-  | 'alloc'
-  | 'free_requested'
-  | 'free_completed'
-  | 'segment_alloc'
-  | 'segment_free'
-  | 'segment_map'
-  | 'segment_unmap'
-  | 'oom'
-  | 'snapshot';
-
 /** One entry of the history ring, shaped like PyTorch's device_traces entries. */
 export interface TraceEntry {
-  action: TraceAction;
+  action: KnownTraceAction;
   /** Absent on 'oom' entries, which carry device_free instead. */
   addr?: number;
   device_free?: number;
@@ -870,7 +853,7 @@ export class CachingAllocatorModel {
 
   // ---------------------------------------------------------------- history
 
-  private recordTrace(action: TraceAction, addr: number, size: number, stream: number, frames: Frame[] | null): void {
+  private recordTrace(action: KnownTraceAction, addr: number, size: number, stream: number, frames: Frame[] | null): void {
     if (this.onSegmentEvent && (action === 'segment_alloc' || action === 'segment_free' || action === 'segment_map' || action === 'segment_unmap')) {
       this.onSegmentEvent(action, addr, size);
     }

@@ -26,10 +26,8 @@ export {
   formatOomSize,
   type AllocatorOptions,
   type Block,
-  type Frame,
   type HistorySettings,
   type SegmentLayout,
-  type TraceAction,
   type TraceEntry,
 } from './caching-allocator.js';
 export { DEFAULT_CAPACITY, SimulatedDevice, type DeviceBackend } from './device.js';
@@ -44,7 +42,8 @@ export {
 export { roundSize, segmentSizeFor, isSmallSize, MIN_BLOCK_SIZE, SMALL_SIZE, SMALL_BUFFER, LARGE_BUFFER, MIN_LARGE_ALLOC, ROUND_LARGE } from './sizes.js';
 export { flattenStats, nestedStats, type NestedMemoryStats, type StatValues } from './stats.js';
 export { renderMemorySummary, formatSummaryCount, formatSummarySize } from '../torch/memory-summary.js';
-export { buildSnapshot, snapshotSegments, type MemorySnapshot, type SnapshotBlock, type SnapshotSegment, type BlockState } from './snapshot.js';
+export { buildSnapshot, snapshotSegments, type SnapshotDict, type SnapshotBlock, type SnapshotSegment } from './snapshot.js';
+export type { BlockState, Frame, KnownTraceAction } from '../torch/pytorch-vocabulary.js';
 export {
   parseSnapshot,
   reconstructStartState,

@@ -1,5 +1,6 @@
 import { MemscopeError } from '../core/errors.js';
-import type { TraceAction, TraceEntry } from './caching-allocator.js';
+import type { TraceEntry } from './caching-allocator.js';
+import type { KnownTraceAction } from '../torch/pytorch-vocabulary.js';
 import { settingsFromSnapshot, type AllocatorSettings } from './settings.js';
 import type { MemorySnapshot, TraceTable } from '../torch/snapshot.js';
 
@@ -37,7 +38,7 @@ export const TRACE_ACTIONS = [
   'segment_unmap',
   'oom',
   'snapshot',
-] as const satisfies readonly TraceAction[];
+] as const satisfies readonly KnownTraceAction[];
 const TRACE_ACTION_CODES = new Map<string, number>(TRACE_ACTIONS.map((a, k) => [a, k]));
 export const ALLOC = 0;
 export const FREE_REQUESTED = 1;

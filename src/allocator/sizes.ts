@@ -2,20 +2,13 @@
  * The size rules of PyTorch's CUDA caching allocator
  * (c10/cuda/CUDACachingAllocator.cpp): how a request is rounded, which pool it
  * lands in, and how big a fresh segment is. Pure functions; the settings that
- * change them come in as arguments.
+ * change them come in as arguments. The pool sizes themselves are PyTorch's vocabulary
+ * (src/torch/pytorch-vocabulary.ts), re-exported here beside the rules that use them.
  */
+import { LARGE_BUFFER, MIN_BLOCK_SIZE, MIN_LARGE_ALLOC, ROUND_LARGE, SMALL_BUFFER, SMALL_SIZE } from '../torch/pytorch-vocabulary.js';
 
-/** Every block is a multiple of this (and no smaller). */
-export const MIN_BLOCK_SIZE = 512;
-/** Requests up to this size use the small pool. */
-export const SMALL_SIZE = 1 << 20;
-/** Segment size of the small pool. */
-export const SMALL_BUFFER = 2 << 20;
-/** Segment size for large requests below MIN_LARGE_ALLOC ("packed" segments). */
-export const LARGE_BUFFER = 20 << 20;
-/** Requests from this size on get a segment of their own, rounded to ROUND_LARGE. */
-export const MIN_LARGE_ALLOC = 10 << 20;
-export const ROUND_LARGE = 2 << 20;
+export { LARGE_BUFFER, MIN_BLOCK_SIZE, MIN_LARGE_ALLOC, ROUND_LARGE, SMALL_BUFFER, SMALL_SIZE } from '../torch/pytorch-vocabulary.js';
+
 /** roundup_power2_divisions has one entry per power-of-two interval from 1 MiB to 32 GiB. */
 export const POWER2_INTERVALS = 16;
 

@@ -2,7 +2,7 @@ import { writeFileSync } from 'node:fs';
 import { makeTuple } from '../torch/pickle/reader.js';
 import { pyFloat, writePickle } from '../torch/pickle/writer.js';
 import type { DeviceMemory } from './api.js';
-import type { MemorySnapshot } from './snapshot.js';
+import type { SnapshotDict } from './snapshot.js';
 import { renderMemoryUsage, renderSegmentUsage } from './views.js';
 
 /**
@@ -11,7 +11,7 @@ import { renderMemoryUsage, renderSegmentUsage } from './views.js';
  */
 
 /** The snapshot with Python types where PyTorch has them: segment_pool_id a tuple, the GC threshold a float. */
-function toPickleShape(s: MemorySnapshot): unknown {
+function toPickleShape(s: SnapshotDict): unknown {
   return {
     segments: s.segments.map((seg) => ({ ...seg, segment_pool_id: makeTuple([...seg.segment_pool_id]) })),
     device_traces: s.device_traces,
@@ -24,7 +24,7 @@ function toPickleShape(s: MemorySnapshot): unknown {
 }
 
 /** Serialises a snapshot: JSON for *.json, otherwise a protocol-4 pickle (what pytorch.org/memory_viz opens). */
-export function encodeSnapshot(snapshot: MemorySnapshot, path: string): Uint8Array | string {
+export function encodeSnapshot(snapshot: SnapshotDict, path: string): Uint8Array | string {
   if (/\.json$/i.test(path)) return JSON.stringify(snapshot);
   return writePickle(toPickleShape(snapshot));
 }
@@ -35,11 +35,11 @@ export function dumpSnapshot(memory: DeviceMemory, path = 'dump_snapshot.pickle'
 }
 
 /** torch.cuda.memory._save_segment_usage(filename). */
-export function saveSegmentUsage(memory: DeviceMemory, path = 'output.svg', snapshot?: MemorySnapshot): void {
+export function saveSegmentUsage(memory: DeviceMemory, path = 'output.svg', snapshot?: SnapshotDict): void {
   writeFileSync(path, renderSegmentUsage(snapshot ?? memory.snapshot()));
 }
 
 /** torch.cuda.memory._save_memory_usage(filename). */
-export function saveMemoryUsage(memory: DeviceMemory, path = 'output.svg', snapshot?: MemorySnapshot): void {
+export function saveMemoryUsage(memory: DeviceMemory, path = 'output.svg', snapshot?: SnapshotDict): void {
   writeFileSync(path, renderMemoryUsage(snapshot ?? memory.snapshot()));
 }

@@ -1,8 +1,11 @@
-import type { CachingAllocatorModel, Frame, TraceEntry } from './caching-allocator.js';
+/**
+ * PyTorch's memory snapshot schema (the dict torch.cuda.memory._snapshot() returns), as plain
+ * objects: what the allocator model writes and pickles. memscope's reader turns such a file into
+ * the columnar `MemorySnapshot` of src/torch/snapshot.ts.
+ */
+import type { BlockState, Frame } from '../torch/pytorch-vocabulary.js';
+import type { CachingAllocatorModel, TraceEntry } from './caching-allocator.js';
 import { DEFAULT_SETTINGS, toSnapshotSettings, type SnapshotAllocatorSettings } from './settings.js';
-
-/** PyTorch's memory snapshot schema (torch.cuda.memory._snapshot()), as plain objects. */
-export type BlockState = 'active_allocated' | 'active_pending_free' | 'inactive';
 
 export interface SnapshotBlock {
   address: number;
@@ -27,7 +30,8 @@ export interface SnapshotSegment {
   blocks: SnapshotBlock[];
 }
 
-export interface MemorySnapshot {
+/** The whole `_snapshot()` dict. */
+export interface SnapshotDict {
   segments: SnapshotSegment[];
   device_traces: TraceEntry[][];
   allocator_settings: SnapshotAllocatorSettings;
@@ -65,7 +69,7 @@ export function snapshotSegments(model: CachingAllocatorModel): SnapshotSegment[
 }
 
 /** A full snapshot of several device allocators (device_traces indexed by device). */
-export function buildSnapshot(models: readonly CachingAllocatorModel[]): MemorySnapshot {
+export function buildSnapshot(models: readonly CachingAllocatorModel[]): SnapshotDict {
   const segments: SnapshotSegment[] = [];
   const maxDevice = models.reduce((m, a) => Math.max(m, a.device), -1);
   const traces: TraceEntry[][] = Array.from({ length: maxDevice + 1 }, () => []);

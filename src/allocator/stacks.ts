@@ -1,4 +1,4 @@
-import type { Frame } from './caching-allocator.js';
+import type { Frame } from '../torch/pytorch-vocabulary.js';
 
 /**
  * JavaScript call stacks as PyTorch-style frames ({filename, line, name}),

@@ -1,8 +1,8 @@
 import type { FlameStack } from '../render/flamegraph-svg.js';
 import { formatFrame, isInformativeFrame } from '../torch/snapshot-analysis.js';
 import { pushBlockStacks, renderMemoryVizFlameGraph, segmentPrefix, type SnapshotFlameKind } from '../torch/snapshot-flamegraph.js';
-import type { Frame } from './caching-allocator.js';
-import type { MemorySnapshot } from './snapshot.js';
+import type { Frame } from '../torch/pytorch-vocabulary.js';
+import type { SnapshotDict } from './snapshot.js';
 
 /**
  * torch.cuda.memory._save_segment_usage / _save_memory_usage: the model's
@@ -20,7 +20,7 @@ function rootFirstLabels(frames: readonly Frame[]): string[] {
     .reverse();
 }
 
-function renderUsage(snapshot: MemorySnapshot, kind: SnapshotFlameKind): string {
+function renderUsage(snapshot: SnapshotDict, kind: SnapshotFlameKind): string {
   const stacks: FlameStack[] = [];
   const multiDevice = new Set(snapshot.segments.map((s) => s.device)).size > 1;
   let reserved = 0;
@@ -38,11 +38,11 @@ function renderUsage(snapshot: MemorySnapshot, kind: SnapshotFlameKind): string 
 }
 
 /** Segments with their blocks (`_save_segment_usage`). */
-export function renderSegmentUsage(snapshot: MemorySnapshot): string {
+export function renderSegmentUsage(snapshot: SnapshotDict): string {
   return renderUsage(snapshot, 'segments');
 }
 
 /** Reserved memory by allocating stack (`_save_memory_usage`). */
-export function renderMemoryUsage(snapshot: MemorySnapshot): string {
+export function renderMemoryUsage(snapshot: SnapshotDict): string {
   return renderUsage(snapshot, 'memory');
 }

@@ -17,13 +17,16 @@
  */
 import { MemscopeError } from '../core/errors.js';
 import { escapeControl } from '../render/escape.js';
+import { deviceString, type DeviceMemoryTimeline, type MemoryTrace, type TraceSource } from './memory-trace.js';
 import {
-  deviceString,
-  type DeviceMemoryTimeline,
-  type MemoryTrace,
-  type OperatorSpans,
-  type TraceSource,
-} from './memory-trace.js';
+  buildDevice,
+  buildOperators,
+  compareDevices,
+  DeviceColumns,
+  Interner,
+  OperatorColumns,
+  type Layout,
+} from './chrome-trace-columns.js';
 
 /** CPU-side span categories that can enclose a `[memory]` event (GPU kernels run on streams, never around one). */
 const OPERATOR_CATEGORIES = new Set(['cpu_op', 'Operator', 'user_annotation', 'python_function']);
@@ -33,69 +36,8 @@ const MAX_TOP_LEVEL_VALUE = 1 << 20;
 /** One trace event larger than this is refused (real events are < 64 KiB; this bounds memory). */
 const MAX_EVENT_TEXT = 64 << 20;
 
-class GrowableF64 {
-  data = new Float64Array(1024);
-  length = 0;
-  push(v: number): void {
-    if (this.length === this.data.length) {
-      const d = new Float64Array(this.data.length * 2);
-      d.set(this.data);
-      this.data = d;
-    }
-    this.data[this.length++] = v;
-  }
-  view(): Float64Array {
-    return this.data.subarray(0, this.length);
-  }
-}
-
-class GrowableI32 {
-  data = new Int32Array(1024);
-  length = 0;
-  push(v: number): void {
-    if (this.length === this.data.length) {
-      const d = new Int32Array(this.data.length * 2);
-      d.set(this.data);
-      this.data = d;
-    }
-    this.data[this.length++] = v;
-  }
-  view(): Int32Array {
-    return this.data.subarray(0, this.length);
-  }
-}
-
-class Interner {
-  readonly values: string[] = [];
-  private readonly index = new Map<string, number>();
-  id(s: string): number {
-    let i = this.index.get(s);
-    if (i === undefined) {
-      i = this.values.length;
-      this.values.push(s);
-      this.index.set(s, i);
-    }
-    return i;
-  }
-}
-
-type Layout = 'kineto' | 'kineto-2021';
-
 const MODERN_KEYS = ['Bytes', 'Total Allocated', 'Total Reserved', 'Device Type', 'Device Id'];
 const LEGACY_KEYS = ['Bytes', 'Device Type', 'Device Id'];
-
-/** Raw memory events of one device, in file order, until `finish` sorts them. */
-class DeviceColumns {
-  readonly time = new GrowableF64();
-  readonly bytes = new GrowableF64();
-  readonly allocated = new GrowableF64();
-  readonly reserved = new GrowableF64();
-  readonly addr = new GrowableF64();
-  /** Kineto's Ev Idx (or the file position when absent): the tiebreak for equal timestamps. */
-  readonly order = new GrowableF64();
-  readonly thread = new GrowableI32();
-  constructor(readonly device: string) {}
-}
 
 function isFiniteNumber(v: unknown): v is number {
   return typeof v === 'number' && Number.isFinite(v);
@@ -152,14 +94,7 @@ export class ChromeTraceReader {
   private readonly threads = new Interner();
   private readonly deviceNames: Record<number, string> = {};
 
-  // Operator spans, file order.
-  private readonly opNames = new Interner();
-  private readonly opCats = new Interner();
-  private readonly opName = new GrowableI32();
-  private readonly opCat = new GrowableI32();
-  private readonly opStart = new GrowableF64();
-  private readonly opEnd = new GrowableF64();
-  private readonly opThread = new GrowableI32();
+  private readonly ops = new OperatorColumns();
 
   constructor(private readonly options: ChromeTraceReaderOptions = {}) {
     this.offset = options.startOffset ?? 0;
@@ -423,11 +358,11 @@ export class ChromeTraceReader {
     }
     if (e.ph === 'X' && typeof e.cat === 'string' && OPERATOR_CATEGORIES.has(e.cat) && isFiniteNumber(e.ts)) {
       const dur = isFiniteNumber(e.dur) ? e.dur : 0;
-      this.opName.push(this.opNames.id(typeof e.name === 'string' ? e.name : String(e.name)));
-      this.opCat.push(this.opCats.id(e.cat));
-      this.opStart.push(e.ts);
-      this.opEnd.push(e.ts + dur);
-      this.opThread.push(this.threads.id(`${String(e.pid)}/${String(e.tid)}`));
+      this.ops.name.push(this.ops.names.id(typeof e.name === 'string' ? e.name : String(e.name)));
+      this.ops.category.push(this.ops.categories.id(e.cat));
+      this.ops.start.push(e.ts);
+      this.ops.end.push(e.ts + dur);
+      this.ops.thread.push(this.threads.id(`${String(e.pid)}/${String(e.tid)}`));
     }
   }
 
@@ -509,10 +444,10 @@ export class ChromeTraceReader {
     if (this.state !== S_DONE) {
       this.fail('truncated-trace', this.offset, 'the trace ends before its closing bracket (truncated file?)');
     }
-    const operators = this.buildOperators();
+    const operators = buildOperators(this.ops);
     const devices: DeviceMemoryTimeline[] = [];
     const names = [...this.devices.keys()].sort(compareDevices);
-    for (const name of names) devices.push(this.buildDevice(this.devices.get(name)!, operators));
+    for (const name of names) devices.push(buildDevice(this.devices.get(name)!, operators, this.layout));
     const source: TraceSource = this.layout ?? 'kineto';
     return {
       source,
@@ -525,110 +460,6 @@ export class ChromeTraceReader {
     };
   }
 
-  private buildOperators(): { spans: OperatorSpans; byThread: Map<number, Int32Array> } {
-    const count = this.opStart.length;
-    const start = this.opStart.view();
-    const end = this.opEnd.view();
-    const thread = this.opThread.view();
-    // Per thread, order spans by start (longer first on ties, so parents precede children).
-    const order = Array.from({ length: count }, (_, i) => i).sort(
-      (x, y) => thread[x]! - thread[y]! || start[x]! - start[y]! || end[y]! - end[x]! || x - y,
-    );
-    const sortedName = new Int32Array(count);
-    const sortedCat = new Int32Array(count);
-    const sortedStart = new Float64Array(count);
-    const sortedEnd = new Float64Array(count);
-    const parent = new Int32Array(count).fill(-1);
-    const byThread = new Map<number, Int32Array>();
-    const stack: number[] = [];
-    let runStart = 0;
-    for (let k = 0; k < count; k++) {
-      const i = order[k]!;
-      sortedName[k] = this.opName.data[i]!;
-      sortedCat[k] = this.opCat.data[i]!;
-      sortedStart[k] = start[i]!;
-      sortedEnd[k] = end[i]!;
-      if (k > 0 && thread[order[k - 1]!] !== thread[i]) {
-        byThread.set(thread[order[k - 1]!]!, rangeArray(runStart, k));
-        runStart = k;
-        stack.length = 0;
-      }
-      // The top of the stack is a parent only if it outlasts this span; one that ends
-      // exactly where this one starts is a finished sibling.
-      while (stack.length) {
-        const topEnd = sortedEnd[stack[stack.length - 1]!]!;
-        if (topEnd < end[i]! || topEnd <= start[i]!) stack.pop();
-        else break;
-      }
-      parent[k] = stack.length ? stack[stack.length - 1]! : -1;
-      stack.push(k);
-    }
-    if (count > 0) byThread.set(thread[order[count - 1]!]!, rangeArray(runStart, count));
-    return {
-      spans: {
-        count,
-        names: this.opNames.values,
-        nameIndex: sortedName,
-        categories: this.opCats.values,
-        categoryIndex: sortedCat,
-        start: sortedStart,
-        end: sortedEnd,
-        parent,
-      },
-      byThread,
-    };
-  }
-
-  private buildDevice(
-    cols: DeviceColumns,
-    operators: { spans: OperatorSpans; byThread: Map<number, Int32Array> },
-  ): DeviceMemoryTimeline {
-    const n = cols.time.length;
-    const t = cols.time.view();
-    const ord = cols.order.view();
-    // Kineto writes events per thread, so the file is not in time order; Ev Idx breaks ties.
-    const order = Array.from({ length: n }, (_, i) => i).sort((x, y) => t[x]! - t[y]! || ord[x]! - ord[y]! || x - y);
-    const time = new Float64Array(n);
-    const bytes = new Float64Array(n);
-    const allocated = new Float64Array(n);
-    const thread = new Int32Array(n);
-    const modern = cols.allocated.length === n && n > 0 && this.layout === 'kineto';
-    const reserved = modern ? new Float64Array(n) : null;
-    const addr = modern ? new Float64Array(n) : null;
-    for (let k = 0; k < n; k++) {
-      const i = order[k]!;
-      time[k] = t[i]!;
-      bytes[k] = cols.bytes.data[i]!;
-      thread[k] = cols.thread.data[i]!;
-      if (modern) {
-        allocated[k] = cols.allocated.data[i]!;
-        reserved![k] = cols.reserved.data[i]!;
-        addr![k] = cols.addr.data[i]!;
-      }
-    }
-    let baseline = 0;
-    let inconsistent = 0;
-    if (modern) {
-      baseline = n > 0 ? allocated[0]! - bytes[0]! : 0;
-      for (let k = 1; k < n; k++) if (allocated[k - 1]! + bytes[k]! !== allocated[k]!) inconsistent++;
-    } else {
-      let sum = 0;
-      for (let k = 0; k < n; k++) allocated[k] = sum += bytes[k]!;
-    }
-    return {
-      device: cols.device,
-      count: n,
-      time,
-      bytes,
-      allocated,
-      reserved,
-      addr,
-      operator: attribute(time, thread, operators),
-      baseline,
-      allocatedIsRelative: !modern,
-      inconsistentTotals: inconsistent,
-    };
-  }
 }
 
 const CATEGORY_PATTERN = /"cat"\s*:\s*"([^"\\]*)"/;
@@ -643,61 +474,6 @@ function mayBeNeeded(text: string): boolean {
   if (text.includes('[memory]')) return true;
   for (const cat of OPERATOR_CATEGORIES) if (text.includes(cat)) return true;
   return false;
-}
-
-function rangeArray(from: number, to: number): Int32Array {
-  const a = new Int32Array(to - from);
-  for (let i = 0; i < a.length; i++) a[i] = from + i;
-  return a;
-}
-
-/**
- * Innermost operator span on the event's own thread whose [start, end]
- * contains the event time (a free at an operator's last microsecond belongs to it;
- * at a boundary shared by two siblings, the one starting wins).
- */
-function attribute(
-  time: Float64Array,
-  thread: Int32Array,
-  operators: { spans: OperatorSpans; byThread: Map<number, Int32Array> },
-): Int32Array {
-  const n = time.length;
-  const result = new Int32Array(n).fill(-1);
-  const { start, end, parent } = operators.spans;
-  // Events per thread, in time order (time is sorted already).
-  const perThread = new Map<number, number[]>();
-  for (let k = 0; k < n; k++) {
-    let list = perThread.get(thread[k]!);
-    if (!list) perThread.set(thread[k]!, (list = []));
-    list.push(k);
-  }
-  for (const [tid, events] of perThread) {
-    const spans = operators.byThread.get(tid);
-    if (!spans || spans.length === 0) continue;
-    let next = 0; // next span (by start) not yet opened
-    let open = -1; // innermost open span
-    for (const k of events) {
-      const t = time[k]!;
-      while (next < spans.length && start[spans[next]!]! <= t) {
-        open = spans[next]!;
-        next++;
-      }
-      // Walk out of spans that ended before t.
-      let s = open;
-      while (s >= 0 && end[s]! < t) s = parent[s]!;
-      open = s;
-      result[k] = s;
-    }
-  }
-  return result;
-}
-
-/** cpu first, then cuda:0, cuda:1, … */
-function compareDevices(a: string, b: string): number {
-  const [ta, ia] = a.split(':');
-  const [tb, ib] = b.split(':');
-  if (ta !== tb) return ta === 'cpu' ? -1 : tb === 'cpu' ? 1 : ta! < tb! ? -1 : 1;
-  return Number(ia ?? -1) - Number(ib ?? -1);
 }
 
 /** A short, safe rendering of an args value for an error message (never recurses). */

@@ -11,7 +11,9 @@
  */
 import { humanBytes } from '../core/units.js';
 import { renderFlameGraph, warmColor, type FlameStack } from '../render/flamegraph-svg.js';
-import { rootFirstFrameLabels, segmentKey, snapshotTotals } from './snapshot-analysis.js';
+import { segmentKey } from './analysis/compare.js';
+import { rootFirstFrameLabels } from './analysis/frame-labels.js';
+import { snapshotTotals } from './analysis/totals.js';
 import type { MemorySnapshot, Segment } from './snapshot.js';
 
 /** Where a segment sits in the graph, as much of it as `segmentPrefix` names. */

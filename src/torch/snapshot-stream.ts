@@ -3,7 +3,8 @@
  * the inflated pickle at a time instead of all of it: the same machine and builder as
  * `readSnapshotPieces`, fed as the chunks arrive. Browser-safe (no Node imports).
  */
-import { DEFAULT_PICKLE_LIMITS, PickleMachine, type PickleLimits } from './pickle/machine.js';
+import { DEFAULT_PICKLE_LIMITS, type PickleLimits } from './pickle/builder.js';
+import { PickleMachine } from './pickle/machine.js';
 import { readPickle } from './pickle/reader.js';
 import { SnapshotBuilder } from './snapshot-builder.js';
 import { assemble, fallsBack, normaliseSnapshot, type ReadSnapshotPiecesOptions } from './snapshot-decoder.js';

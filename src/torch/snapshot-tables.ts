@@ -1,11 +1,11 @@
 /**
  * The tables a snapshot read fills (interned frames, stacks and strings; block and trace-event
- * columns), and the node types the recognising builder puts on the pickle stack. Shared by
- * snapshot-builder.ts (fills them while the pickle is read) and snapshot-decoder.ts (assembles the
- * model from them).
+ * columns), and the node types the recognising builder puts on the pickle stack. Shared by the
+ * snapshot builder (snapshot-node-builder.ts and the lanes above it fill them while the pickle is
+ * read) and snapshot-assembler.ts (assembles the model from them).
  */
 import { MemscopeError } from '../core/errors.js';
-import { BLOCK_STATE_ALIASES, KNOWN_BLOCK_STATES, KNOWN_TRACE_ACTIONS, type Frame } from './snapshot.js';
+import { BLOCK_STATE_ALIASES, KNOWN_BLOCK_STATES, KNOWN_TRACE_ACTIONS, type Frame } from './pytorch-vocabulary.js';
 
 // ---------------------------------------------------------------------------------------------
 // Growable typed-array columns

@@ -6,51 +6,11 @@
  * Segments are objects (there are thousands); blocks and trace events are columns of typed arrays
  * (there can be millions), and frames/stacks are interned, because snapshots repeat the same
  * Python/C++ stacks on almost every event. Use `blockAt`, `traceEventAt` and `stackFrames` for an
- * object view of one row.
+ * object view of one row. The readers that build it are in snapshot-decoder.ts (`readSnapshot`,
+ * `normaliseSnapshot`); PyTorch's names (block states, trace actions, Frame) in pytorch-vocabulary.ts.
  */
 import type { PlainValue } from './pickle/reader.js';
-
-// The readers: `readSnapshot(bytes)` (fast, columnar) and `normaliseSnapshot(readPickle(bytes))`.
-export { normaliseSnapshot, readSnapshot, type ReadSnapshotOptions } from './snapshot-decoder.js';
-
-/**
- * Block states PyTorch writes, in the order their codes use (`BlockTable.state` indexes `stateNames`).
- * `active_pending_free` is what torch/csrc/cuda/memory_snapshot.cpp writes and `_memory_viz.py`
- * reads: freed by the program but still in use by another stream, so active yet not allocated.
- */
-export const KNOWN_BLOCK_STATES = ['active_allocated', 'active_pending_free', 'inactive'] as const;
-
-/**
- * Other spellings of known states, mapped when read. torch/cuda/memory.py's docstring calls the
- * pending state `active_awaiting_free`; no PyTorch writer uses that name, but hand-written or
- * third-party snapshots that follow the docstring should still count as pending.
- */
-export const BLOCK_STATE_ALIASES: Readonly<Record<string, (typeof KNOWN_BLOCK_STATES)[number]>> = {
-  active_awaiting_free: 'active_pending_free',
-};
-
-/** Trace actions PyTorch writes (`TraceTable.action` indexes `actionNames`, which starts with these). */
-export const KNOWN_TRACE_ACTIONS = [
-  'alloc',
-  'free_requested',
-  'free_completed',
-  'segment_alloc',
-  'segment_free',
-  'segment_map',
-  'segment_unmap',
-  'snapshot',
-  'oom',
-] as const;
-
-export type KnownTraceAction = (typeof KNOWN_TRACE_ACTIONS)[number];
-
-/** One stack frame (Python or C++), as PyTorch records it. */
-export interface Frame {
-  readonly name: string;
-  readonly filename: string;
-  /** -1 when unknown (CPython's -1, written by PyTorch as 2^64 - 1). */
-  readonly line: number;
-}
+import { BLOCK_STATE_ALIASES, type Frame } from './pytorch-vocabulary.js';
 
 /**
  * Interned stacks. Stack id 0 is the empty stack (no frames recorded, or `frames` absent).
@@ -159,9 +119,9 @@ export interface MemorySnapshot {
   readonly stacks: StackTable;
   /** Interned strings for compile_context / user_metadata. */
   readonly strings: readonly string[];
-  /** Starts with KNOWN_BLOCK_STATES; unknown states found in the file follow. */
+  /** Starts with KNOWN_BLOCK_STATES (pytorch-vocabulary.ts); unknown states found in the file follow. */
   readonly stateNames: readonly string[];
-  /** Starts with KNOWN_TRACE_ACTIONS; unknown actions found in the file follow. */
+  /** Starts with KNOWN_TRACE_ACTIONS (pytorch-vocabulary.ts); unknown actions found in the file follow. */
   readonly actionNames: readonly string[];
   /** `allocator_settings` as plain JSON-ready data; null when absent (older PyTorch). */
   readonly allocatorSettings: { readonly [key: string]: PlainValue } | null;

@@ -23,7 +23,7 @@ import {
   MOD_STATES,
   TOTAL_KEY,
   type DeviceSnapshot,
-  type MemorySnapshot,
+  type MemTrackerSnapshot,
   type ModState,
   type ModuleMemStats,
 } from './mem-types.js';
@@ -111,12 +111,12 @@ class SnapLog {
     this.ends.push(at);
   }
 
-  toSnapshots(devices: readonly DeviceTally[]): MemorySnapshot[] {
-    const out: MemorySnapshot[] = [];
+  toSnapshots(devices: readonly DeviceTally[]): MemTrackerSnapshot[] {
+    const out: MemTrackerSnapshot[] = [];
     const data = this.data;
     let at = 0;
     for (const end of this.ends) {
-      const snapshot: MemorySnapshot = {};
+      const snapshot: MemTrackerSnapshot = {};
       for (; at < end; at += LOG_STRIDE) snapshot[devices[data[at]!]!.name] = toDeviceSnapshot(data.subarray(at + 1, at + LOG_STRIDE));
       out.push(snapshot);
     }
@@ -174,8 +174,8 @@ function toDeviceSnapshot(counts: ArrayLike<number>): DeviceSnapshot {
   return out;
 }
 
-function toSnapshot(snap: Snap, devices: readonly DeviceTally[]): MemorySnapshot {
-  const out: MemorySnapshot = {};
+function toSnapshot(snap: Snap, devices: readonly DeviceTally[]): MemTrackerSnapshot {
+  const out: MemTrackerSnapshot = {};
   for (let i = 0; i < snap.length; i++) {
     const counts = snap[i];
     if (counts !== undefined) out[devices[i]!.name] = toDeviceSnapshot(counts);
@@ -571,12 +571,12 @@ export class MemRecorder implements StorageBatchSink {
     return snap;
   }
 
-  currentSnapshot(): MemorySnapshot {
+  currentSnapshot(): MemTrackerSnapshot {
     this.catchUp();
     return toSnapshot(this.takeSnap(), this.deviceList);
   }
 
-  peakSnapshot(): MemorySnapshot {
+  peakSnapshot(): MemTrackerSnapshot {
     this.catchUp();
     const snap: Snap = [];
     for (const dev of this.deviceList) if (dev.peak !== null && dev.peakTotal > 0) snap[dev.index] = dev.peak;
@@ -619,7 +619,7 @@ export class MemRecorder implements StorageBatchSink {
     settleLocalPeaks(this.backwardActive);
     const out: ModuleMemStats[] = [];
     for (const rec of this.records.values()) {
-      const snapshots: Partial<Record<ModState, MemorySnapshot[]>> = {};
+      const snapshots: Partial<Record<ModState, MemTrackerSnapshot[]>> = {};
       for (let state = 0; state < MOD_STATES.length; state++) {
         const list = rec.logs[state]?.toSnapshots(this.deviceList) ?? [];
         // A call still running: its Peak snapshot so far.

@@ -6,7 +6,7 @@ import {
   MOD_STATES,
   TOTAL_KEY,
   type DeviceSnapshot,
-  type MemorySnapshot,
+  type MemTrackerSnapshot,
   type ModuleMemStats,
 } from './mem-types.js';
 import { renderTable } from '../render/table.js';
@@ -18,7 +18,7 @@ function shown(dev: DeviceSnapshot, unit: Unit): boolean {
   return Math.round(bytesIn(dev[TOTAL_KEY], unit) * 100) > 0;
 }
 
-export function formatSnapshotText(snapshot: MemorySnapshot, unit: Unit): string {
+export function formatSnapshotText(snapshot: MemTrackerSnapshot, unit: Unit): string {
   const devices = Object.keys(snapshot);
   if (devices.length === 0) return NO_MEMORY;
   const lines: string[] = [];
@@ -31,7 +31,7 @@ export function formatSnapshotText(snapshot: MemorySnapshot, unit: Unit): string
   return lines.join('\n');
 }
 
-export function formatSnapshotTable(snapshot: MemorySnapshot, unit: Unit): string {
+export function formatSnapshotTable(snapshot: MemTrackerSnapshot, unit: Unit): string {
   const devices = Object.keys(snapshot);
   if (devices.length === 0) return NO_MEMORY;
   const keys = Object.keys(snapshot[devices[0]!]!);
@@ -64,8 +64,8 @@ export function naturalCompare(a: string, b: string): number {
   return pa.length - pb.length;
 }
 
-function stateCalls(stats: ModuleMemStats): [string, MemorySnapshot[]][] {
-  const out: [string, MemorySnapshot[]][] = [];
+function stateCalls(stats: ModuleMemStats): [string, MemTrackerSnapshot[]][] {
+  const out: [string, MemTrackerSnapshot[]][] = [];
   for (const state of MOD_STATES) {
     const list = stats.snapshots[state];
     if (list && list.length > 0) out.push([state, list]);

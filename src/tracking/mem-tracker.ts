@@ -5,7 +5,7 @@ import { parseUnit, type Unit } from '../core/units.js';
 import { formatModulewise, formatSnapshotTable, formatSnapshotText } from './mem-tracker-text.js';
 import { Category } from '../core/mem-categories.js';
 import { MemRecorder } from './mem-recorder.js';
-import type { MemorySnapshot, ModuleMemStats, SnapshotType } from './mem-types.js';
+import type { MemTrackerSnapshot, ModuleMemStats, SnapshotType } from './mem-types.js';
 
 export interface SnapshotDisplayOptions {
   /** 'B' (default), 'KiB', 'MiB' or 'GiB'. */
@@ -251,7 +251,7 @@ export class MemTracker implements Disposable {
   }
 
   /** Bytes per category per device now ('current') or at the highest total since start ('peak'). */
-  snapshot(type: SnapshotType = 'current'): MemorySnapshot {
+  snapshot(type: SnapshotType = 'current'): MemTrackerSnapshot {
     this.warnIfNoModule();
     return parseSnapshotType(type) === 'current' ? this.recorder.currentSnapshot() : this.recorder.peakSnapshot();
   }

@@ -30,7 +30,7 @@ export const MOD_STATES: readonly ModState[] = [
 export type DeviceSnapshot = Record<MemRefType | typeof TOTAL_KEY, number>;
 
 /** Bytes per category per device. Devices holding no tracked bytes are absent. */
-export type MemorySnapshot = Record<DeviceName, DeviceSnapshot>;
+export type MemTrackerSnapshot = Record<DeviceName, DeviceSnapshot>;
 
 export type SnapshotType = 'current' | 'peak';
 
@@ -53,5 +53,5 @@ export interface ModuleMemStats {
   /** Highest device total seen while the module's latest forward or backward ran, per device. */
   readonly localPeak: Record<DeviceName, number>;
   /** One snapshot per call, per state, in call order. */
-  readonly snapshots: Partial<Record<ModState, MemorySnapshot[]>>;
+  readonly snapshots: Partial<Record<ModState, MemTrackerSnapshot[]>>;
 }

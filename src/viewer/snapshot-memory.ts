@@ -6,7 +6,8 @@
  */
 import { humanBytes } from '../core/units.js';
 import { allocatingFrame, formatFrame, isInformativeFrame } from '../torch/snapshot-analysis.js';
-import { stackFrames, type Frame, type MemorySnapshot, type TraceTable } from '../torch/snapshot.js';
+import type { Frame } from '../torch/pytorch-vocabulary.js';
+import { stackFrames, type MemorySnapshot, type TraceTable } from '../torch/snapshot.js';
 import type { ReportDeviceMemory, ReportMemory, StringTable } from './report-data.js';
 
 export function deviceName(d: number): string {

@@ -5,7 +5,7 @@ import { readFileSync } from 'node:fs';
 import { readPickle, type PickleValue } from '../../src/torch/pickle/reader.js';
 import { readerOf, readSnapshotPieces } from '../../src/torch/snapshot-decoder.js';
 import { readSnapshotFile } from '../../src/torch/snapshot-node.js';
-import { normaliseSnapshot, readSnapshot, type MemorySnapshot } from '../../src/torch/snapshot.js';
+import { normaliseSnapshot, readSnapshot, type MemorySnapshot } from '../../src/torch/index.js';
 import { resolved } from '../torch/resolved-snapshot.js';
 import { corpusFiles, corpusPath, truth, type CorpusTruth } from './corpus.js';
 

@@ -3,7 +3,7 @@ import { execFileSync, spawnSync } from 'node:child_process';
 import { existsSync, mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { readSnapshot, type MemorySnapshot } from '../../src/torch/snapshot.js';
+import { readSnapshot, type MemorySnapshot } from '../../src/torch/index.js';
 import {
   compareSnapshots,
   fragmentation,

@@ -9,7 +9,7 @@ import { isMemscopeError, type MemscopeError } from '../../src/core/errors.js';
 import { escapeControl } from '../../src/render/escape.js';
 import { readPickle, toPlain } from '../../src/torch/pickle/reader.js';
 import { fragmentation, formatFrame } from '../../src/torch/snapshot-analysis.js';
-import { normaliseSnapshot, readSnapshot } from '../../src/torch/snapshot.js';
+import { normaliseSnapshot, readSnapshot } from '../../src/torch/index.js';
 import { readerOf, readSnapshotPieces } from '../../src/torch/snapshot-decoder.js';
 import { openMemoryFile } from '../../src/torch/open-node.js';
 import { pythonFile } from './python.js';

@@ -1,6 +1,6 @@
 import { describe, it, expect } from 'vitest';
 import { snapshotMemoryStats, traceActionCounts } from '../../src/torch/snapshot-analysis.js';
-import { readSnapshot } from '../../src/torch/snapshot.js';
+import { readSnapshot } from '../../src/torch/index.js';
 import { pythonPickle } from './python.js';
 
 // snapshotMemoryStats replays a device's trace in one pass tuned for a fresh process

@@ -6,7 +6,7 @@ import { execFileSync, spawnSync } from 'node:child_process';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { KNOWN_BLOCK_STATES, readSnapshot, stateCode } from '../../src/torch/snapshot.js';
+import { KNOWN_BLOCK_STATES, readSnapshot, stateCode } from '../../src/torch/index.js';
 import { fragmentation, snapshotMemoryStats, snapshotTotals } from '../../src/torch/snapshot-analysis.js';
 import { blockFlameStacks, renderSnapshotFlameGraph } from '../../src/torch/snapshot-flamegraph.js';
 import { snapshotToReport } from '../../src/viewer/torch-report.js';

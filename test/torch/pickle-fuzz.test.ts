@@ -3,7 +3,7 @@ import { readFileSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { MemscopeError } from '../../src/core/errors.js';
 import { readPickle } from '../../src/torch/pickle/reader.js';
-import { readSnapshot } from '../../src/torch/snapshot.js';
+import { readSnapshot } from '../../src/torch/index.js';
 import { readSnapshotPieces } from '../../src/torch/snapshot-decoder.js';
 import { pythonPickle } from './python.js';
 import { mulberry32 } from '../support/prng.js';

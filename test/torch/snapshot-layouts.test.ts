@@ -6,7 +6,7 @@ import { readPickle } from '../../src/torch/pickle/reader.js';
 import { SnapshotBuilder } from '../../src/torch/snapshot-builder.js';
 import { readerOf, readSnapshotPieces } from '../../src/torch/snapshot-decoder.js';
 import { readSnapshotStream } from '../../src/torch/snapshot-stream.js';
-import { blockAt, normaliseSnapshot, readSnapshot, stackFrames, traceEventAt, type MemorySnapshot } from '../../src/torch/snapshot.js';
+import { blockAt, normaliseSnapshot, readSnapshot, stackFrames, traceEventAt, type MemorySnapshot } from '../../src/torch/index.js';
 import { formatFrame, outOfMemoryEvents, traceLines, type OomEvent } from '../../src/torch/snapshot-analysis.js';
 import { formatSnapshotSummary, snapshotSummaryJson } from '../../src/torch/text-reports.js';
 import { DEFAULT_CAPS } from '../../src/viewer/report-data.js';

@@ -12,7 +12,7 @@ import {
   stackFrames,
   traceEventAt,
   type MemorySnapshot,
-} from '../../src/torch/snapshot.js';
+} from '../../src/torch/index.js';
 import { python, pythonPickle } from './python.js';
 import { resolved } from './resolved-snapshot.js';
 import { fixture } from '../support/fixtures.js';

@@ -5,7 +5,7 @@
 import { describe, expect, it } from 'vitest';
 import { MemscopeError } from '../../src/core/errors.js';
 import { MemTracker } from '../../src/tracking/mem-tracker.js';
-import type { MemorySnapshot, ModuleMemStats } from '../../src/tracking/mem-types.js';
+import type { MemTrackerSnapshot, ModuleMemStats } from '../../src/tracking/mem-types.js';
 import { FakeFramework, FakeModule, FakeOptimizer, type FakeTensor } from './mem-fake-framework.js';
 
 /** net{fc1, bn, fc2}: fc1 400+40 B, bn γβ 16+16 B trainable and 16+16 B moving stats, fc2 40+4 B. */
@@ -174,8 +174,8 @@ describe('MemTracker on a scripted framework', () => {
     const net = new FakeModule('net', 'Sequential');
     const inner = new FakeModule('inner', 'Dense', net);
     const tracker = new MemTracker(fw);
-    let midCall: MemorySnapshot = {};
-    let midPeak: MemorySnapshot = {};
+    let midCall: MemTrackerSnapshot = {};
+    let midPeak: MemTrackerSnapshot = {};
     tracker.track(() => {
       fw.forward(net, [], () => {
         const held: FakeTensor[] = [];

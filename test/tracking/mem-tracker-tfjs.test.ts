@@ -5,7 +5,7 @@ import '@tensorflow/tfjs-backend-cpu';
 import * as tfl from '@tensorflow/tfjs-layers';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { MemscopeError } from '../../src/core/errors.js';
-import type { MemorySnapshot, ModuleMemStats } from '../../src/tracking/mem-types.js';
+import type { MemTrackerSnapshot, ModuleMemStats } from '../../src/tracking/mem-types.js';
 import { createDemoRun } from '../../src/tfjs/demo-model.js';
 import { MemTracker, tfjsAdapter } from '../../src/tfjs/index.js';
 import { activeInstallation } from '../../src/tfjs/adapter.js';
@@ -33,7 +33,7 @@ function expectPeakCoversModules(tracker: MemTracker): void {
   const peak = tracker.snapshot('peak').cpu!.Total;
   for (const s of tracker.moduleStats()) {
     for (const bytes of Object.values(s.localPeak)) expect(bytes).toBeLessThanOrEqual(peak);
-    for (const list of Object.values(s.snapshots) as MemorySnapshot[][]) {
+    for (const list of Object.values(s.snapshots) as MemTrackerSnapshot[][]) {
       for (const snap of list) expect(snap.cpu?.Total ?? 0).toBeLessThanOrEqual(peak);
     }
   }

@@ -1,6 +1,6 @@
 import type { Command } from 'commander';
 import { UNITS } from '../../core/units.js';
-import type { MemorySnapshot, ModuleMemStats } from '../../tracking/mem-types.js';
+import type { MemTrackerSnapshot, ModuleMemStats } from '../../tracking/mem-types.js';
 import { choice, positiveInt, usageOf } from '../options.js';
 
 export interface DemoOptions {
@@ -21,9 +21,9 @@ export interface DemoJson {
   readonly batchSize: number;
   readonly losses: readonly number[];
   /** Bytes per category per device at the highest total while tracking. */
-  readonly peak: MemorySnapshot;
+  readonly peak: MemTrackerSnapshot;
   /** Bytes per category per device after training. */
-  readonly current: MemorySnapshot;
+  readonly current: MemTrackerSnapshot;
   /** Module-wise statistics of the last step, modules down to `depth`, sorted by name. */
   readonly depth: number;
   readonly modules: readonly ModuleMemStats[];

@@ -6,7 +6,7 @@
  *
  * Safety: GLOBAL / STACK_GLOBAL resolve only a handful of pure data constructors that protocol 2
  * uses for bytes and sets (`_codecs.encode`, `builtins.set`, `frozenset`, `bytearray`), implemented
- * here in TypeScript; every other global, REDUCE of anything else, BUILD, INST, OBJ, NEWOBJ(_EX),
+ * in TypeScript in values.ts; every other global, REDUCE of anything else, BUILD, INST, OBJ, NEWOBJ(_EX),
  * PERSID, BINPERSID and EXT* are refused with a `MemscopeError` naming the opcode and offset.
  * Every loop iteration advances the read position, so no input can make it spin; sizes are checked
  * against `PickleLimits` before anything is allocated.
@@ -15,266 +15,26 @@
  * (an opcode cut short waits for the next piece); `runPickle` runs a whole buffer at once.
  */
 import { MemscopeError } from '../../core/errors.js';
-import { escapeControl } from '../../render/escape.js';
 import { PickleMemo } from './memo.js';
 import { opcodeName } from './opcodes.js';
-
-export interface PickleLimits {
-  /** Largest VM stack plus open MARKs (how deeply containers can be under construction). */
-  maxDepth: number;
-  /** Most items in one list / dict / set / tuple. */
-  maxContainerItems: number;
-  /** Most memo entries (BINPUT / MEMOIZE). */
-  maxMemoEntries: number;
-  /** Estimated bytes of decoded values (strings, bytes, container slots) before giving up. */
-  maxBytes: number;
-}
-
-export const DEFAULT_PICKLE_LIMITS: Readonly<PickleLimits> = Object.freeze({
-  maxDepth: 100_000,
-  maxContainerItems: 200_000_000,
-  maxMemoEntries: 500_000_000,
-  maxBytes: 8 * 1024 ** 3,
-});
-
-/** Makes the containers; the machine only handles the stack, memo and scalars. */
-export interface PickleBuilder {
-  newDict(): unknown;
-  /** stack[start..end) holds key, value, key, value… to store in `target` (which must be a dict). */
-  setItems(target: unknown, stack: unknown[], start: number, end: number, at: number): void;
-  newList(): unknown;
-  /** stack[start..end) holds items to append to `target` (which must be a list). */
-  appendItems(target: unknown, stack: unknown[], start: number, end: number, at: number): void;
-  /** Called once on the value STOP returns. */
-  finish(value: unknown): unknown;
-  /** Told the memo and every memo put, a builder may release finished values from the memo
-   * (`PickleMemo.release`, to let them be collected) and rebuild them in `materialize` on a later GET. */
-  attachMemo?(memo: PickleMemo): void;
-  /** `replaced`: the slot held a value already (a re-PUT; CPython never writes one, a hostile file can). */
-  onMemoize?(value: unknown, index: number, replaced: boolean): void;
-  /** The value for a GET of memo entry `index`, which the builder released under `id`. */
-  materialize?(index: number, id: number): unknown;
-  /**
-   * Bytes the builder's last `materialize`, `setItems` or `appendItems` call committed beyond what
-   * the machine counts for the opcode: a shared value placed again costs what materialising it
-   * again costs (a segment referenced a million times is a million segments' blocks to the
-   * reader). The machine takes it from the `maxBytes` budget and sets it back to 0.
-   */
-  pendingCharge?: number;
-  /** Expected number of memo entries: the memo's index is allocated at that size up front. */
-  readonly memoCapacityHint?: number;
-  /**
-   * Optional fast lane, tried at each EMPTY_DICT at offset `at`: a builder that recognises the
-   * whole dict's opcodes (through its SETITEMS) may decode them itself and return the offset after
-   * them, having set `lane.value` (pushed for it), advanced `lane.memoCount` by its memo puts and
-   * set `lane.charge` to what the general path would have taken from the `maxBytes` budget. It
-   * returns -1, touching nothing, when anything is unexpected or when the general path could have
-   * hit a limit inside (opcodes longer than `lane.maxSpan` bytes, or a charge above
-   * `lane.budget`); the machine then proceeds normally, so limit errors and their offsets are the
-   * same with or without lanes. It must never throw for bad input.
-   */
-  fastDict?(bytes: Uint8Array, at: number, memo: PickleMemo, lane: FastLane): number;
-  /** The same for a list, tried at each EMPTY_LIST. */
-  fastList?(bytes: Uint8Array, at: number, memo: PickleMemo, lane: FastLane): number;
-}
-
-/** In/out state of `PickleBuilder.fastDict` (one object per read, reused). */
-export interface FastLane {
-  memoCount: number;
-  maxMemoEntries: number;
-  /** Longest run of opcodes (bytes) a lane may take: no stack depth, MARK or container-size limit can be reached within it. */
-  maxSpan: number;
-  /** How many more MARKs may be open at once (limits.maxDepth less those open): a lane nesting more gives up. */
-  markRoom: number;
-  /** What is left of the `maxBytes` budget; a lane needing more gives up. */
-  budget: number;
-  /** Out: the budget the lane's opcodes used, exactly as the general path counts it. */
-  charge: number;
-  value: unknown;
-}
-
-/** Tuples are read as frozen arrays (`Object.isFrozen`), so the writer can write them back as tuples. */
-export function makeTuple<T>(items: T[]): readonly T[] {
-  return Object.freeze(items);
-}
-
-export function isTuple(value: unknown): boolean {
-  return Array.isArray(value) && Object.isFrozen(value);
-}
+import {
+  MAX_LONG_BYTES,
+  TruncatedOpcode,
+  depthError,
+  emptyStackError,
+  longError,
+  noMarkError,
+  pickleError,
+  quoteName,
+  refusal,
+  setErrorBase,
+  truncatedError,
+} from './errors.js';
+import { applySafeGlobal, decodeLatin1, decodeLong, decodeUtf8, resolveGlobal, SafeGlobal } from './values.js';
+import { makeTuple, type FastLane, type PickleBuilder, type PickleLimits } from './builder.js';
 
 /** Most of the byte budget the machine's loop holds at a time (PickleMachine.refill). */
 const BUDGET_SLICE = 1 << 30;
-
-/** File offset of the piece being run (see PickleMachine.run); 0 outside a run. */
-let errorBase = 0;
-
-/**
- * `pickle offset <at>: <message>[; <hint>]`: where, then what, so that a caller can put the file's
- * name in front (`FILE: pickle offset 12: …`). `at` is relative to the piece being run.
- */
-export function pickleError(code: string, at: number, message: string, hint?: string): MemscopeError {
-  return new MemscopeError(code, `pickle offset ${errorBase + at}: ${message}${hint ? `; ${hint}` : ''}`);
-}
-
-const SAFE_GLOBALS = new Set([
-  '_codecs.encode',
-  'builtins.set',
-  'builtins.frozenset',
-  'builtins.bytearray',
-  '__builtin__.set',
-  '__builtin__.frozenset',
-  '__builtin__.bytearray',
-]);
-
-/** A resolved allow-listed global (pure data constructor). Only REDUCE can consume it. */
-class SafeGlobal {
-  constructor(readonly qualifiedName: string) {}
-}
-
-const textDecoder = new TextDecoder('utf-8');
-
-/** UTF-8 → string; short ASCII runs (most snapshot strings) skip TextDecoder's call overhead. */
-export function decodeUtf8(bytes: Uint8Array, start: number, end: number): string {
-  const n = end - start;
-  if (n <= 64) {
-    let ascii = true;
-    for (let i = start; i < end; i++) {
-      if (bytes[i]! >= 0x80) {
-        ascii = false;
-        break;
-      }
-    }
-    if (ascii) return String.fromCharCode.apply(null, bytes.subarray(start, end) as unknown as number[]);
-  }
-  return textDecoder.decode(bytes.subarray(start, end));
-}
-
-function decodeLatin1(bytes: Uint8Array, start: number, end: number): string {
-  let s = '';
-  for (let i = start; i < end; i++) s += String.fromCharCode(bytes[i]!);
-  return s;
-}
-
-/**
- * Little-endian two's-complement integer of n bytes (LONG1 / LONG4): a number when it is a safe
- * integer, otherwise a BigInt.
- */
-export function decodeLong(b: Uint8Array, s: number, n: number): number | bigint {
-  if (n === 0) return 0;
-  const negative = (b[s + n - 1]! & 0x80) !== 0;
-  if (n <= 6) {
-    let v = 0;
-    for (let i = n - 1; i >= 0; i--) v = v * 256 + b[s + i]!;
-    return negative ? v - 2 ** (8 * n) : v;
-  }
-  if (n <= 8 && !negative) {
-    const lo = (b[s]! | (b[s + 1]! << 8) | (b[s + 2]! << 16) | (b[s + 3]! << 24)) >>> 0;
-    let hi = 0;
-    for (let i = n - 1; i >= 4; i--) hi = hi * 256 + b[s + i]!;
-    if (hi < 0x200000) return hi * 0x100000000 + lo;
-  }
-  let hex = '';
-  for (let i = n - 1; i >= 0; i--) hex += (b[s + i]! < 16 ? '0' : '') + b[s + i]!.toString(16);
-  let big = BigInt('0x' + hex);
-  if (negative) big -= 1n << BigInt(8 * n);
-  if (big >= BigInt(Number.MIN_SAFE_INTEGER) && big <= BigInt(Number.MAX_SAFE_INTEGER)) return Number(big);
-  return big;
-}
-
-function applySafeGlobal(fn: SafeGlobal, args: unknown, at: number): unknown {
-  if (!Array.isArray(args)) throw pickleError('pickle-corrupt', at, `REDUCE arguments for ${fn.qualifiedName} are not a tuple`);
-  const name = fn.qualifiedName.slice(fn.qualifiedName.indexOf('.') + 1);
-  if (name === 'encode') {
-    // Protocol 2 writes bytes as _codecs.encode(latin1_text, 'latin1').
-    const [text, encoding] = args as unknown[];
-    if (typeof text !== 'string' || (encoding !== 'latin1' && encoding !== 'latin-1')) {
-      throw pickleError('pickle-unsafe', at, `refusing _codecs.encode with arguments other than (str, 'latin1')`);
-    }
-    const out = new Uint8Array(text.length);
-    for (let i = 0; i < text.length; i++) {
-      const c = text.charCodeAt(i);
-      if (c > 255) throw pickleError('pickle-corrupt', at, `_codecs.encode: character ${c} is not latin1`);
-      out[i] = c;
-    }
-    return out;
-  }
-  const source = args.length === 0 ? [] : args[0];
-  if (name === 'bytearray') {
-    if (source instanceof Uint8Array) return new Uint8Array(source);
-    if (Array.isArray(source) && source.every((x) => typeof x === 'number' && x >= 0 && x < 256 && Number.isInteger(x))) {
-      return Uint8Array.from(source as number[]);
-    }
-    // bytearray(str, 'latin-1') is how protocol 2 writes bytearray.
-    if (typeof source === 'string' && (args[1] === 'latin-1' || args[1] === 'latin1')) {
-      return Uint8Array.from(source, (ch) => ch.charCodeAt(0) & 0xff);
-    }
-    throw pickleError('pickle-unsafe', at, `refusing bytearray(...) with unexpected arguments`);
-  }
-  // set / frozenset of a list
-  if (!Array.isArray(source) && !(source instanceof Set)) {
-    throw pickleError('pickle-unsafe', at, `refusing ${fn.qualifiedName}(...) of a non-list`);
-  }
-  const set = new Set(source as Iterable<unknown>);
-  return name === 'frozenset' ? Object.freeze(set) : set;
-}
-
-/** An opcode whose arguments run past the end of the bytes: the file's end, or only a piece's. */
-class TruncatedOpcode extends MemscopeError {}
-
-// Error builders live outside runPickle: the main loop's position and stack pointer must not be
-// captured by any closure, so that V8 keeps them in registers (captured `let`s live in a heap
-// context and cost a memory access on every opcode).
-function truncatedError(b: Uint8Array, at: number, needed: number, left: number): MemscopeError {
-  return new TruncatedOpcode('pickle-truncated', `pickle offset ${errorBase + at}: file ends inside ${opcodeName(b[at]!)} (needs ${needed} more bytes, ${left} left)`);
-}
-
-/**
- * Longest LONG4 integer read, in bytes (2,048 bits, ~617 decimal digits). PyTorch writes no int
- * wider than 9 bytes (2^64 − 1 as LONG1); a wider one costs quadratic time to print and makes any
- * message quoting it as long as the file, so it is refused (CPython itself refuses to print ints
- * of more than 4,300 digits).
- */
-export const MAX_LONG_BYTES = 256;
-
-function longError(at: number, n: number): MemscopeError {
-  return pickleError('pickle-limit', at, `LONG4 (0x8b) integer of ${n} bytes; memscope reads integers of up to ${MAX_LONG_BYTES} bytes`);
-}
-
-function depthError(at: number, maxDepth: number): MemscopeError {
-  return pickleError('pickle-limit', at, `stack deeper than ${maxDepth} (limits.maxDepth)`);
-}
-
-function emptyStackError(b: Uint8Array, at: number): MemscopeError {
-  return pickleError('pickle-corrupt', at, `${opcodeName(b[at]!)} on an empty stack`);
-}
-
-function noMarkError(b: Uint8Array, at: number): MemscopeError {
-  return pickleError('pickle-corrupt', at, `${opcodeName(b[at]!)} without a MARK`);
-}
-
-function refusal(at: number, what: string): MemscopeError {
-  return pickleError(
-    'pickle-unsafe',
-    at,
-    `refusing ${what}`,
-    'memscope reads plain data only and never imports or calls anything named in a pickle',
-  );
-}
-
-/** Longest global name quoted in a refusal (a hostile file can make one megabytes long). */
-const MAX_QUOTED_NAME = 200;
-
-/** A module or global name from the file, as an error message may show it: escaped and bounded. */
-export function quoteName(name: string): string {
-  const shown = name.length > MAX_QUOTED_NAME ? `${name.slice(0, MAX_QUOTED_NAME)}… (${name.length} characters)` : name;
-  return escapeControl(shown);
-}
-
-function resolveGlobal(b: Uint8Array, at: number, module: string, name: string): SafeGlobal {
-  const q = `${module}.${name}`;
-  if (!SAFE_GLOBALS.has(q)) throw refusal(at, `${opcodeName(b[at]!)} ${quoteName(q)}`);
-  return new SafeGlobal(q);
-}
 
 /** Runs the machine over `bytes` and returns what STOP returns (after `builder.finish`). */
 export function runPickle(
@@ -363,11 +123,11 @@ export class PickleMachine {
    */
   run(bytes: Uint8Array, base: number, final: boolean, totalBytes: number): PickleRunResult {
     if (this.finished) throw new MemscopeError('bad-argument', 'PickleMachine.run: the pickle already ended with STOP');
-    errorBase = base;
+    setErrorBase(base);
     try {
       return this.runPiece(bytes, base, final, totalBytes);
     } finally {
-      errorBase = 0;
+      setErrorBase(0);
     }
   }
 

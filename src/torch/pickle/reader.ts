@@ -11,16 +11,11 @@
  * shared, and a self-referencing pickle produces a cyclic value, as in Python.
  */
 import { MemscopeError } from '../../core/errors.js';
-import {
-  DEFAULT_PICKLE_LIMITS,
-  isTuple,
-  pickleError,
-  runPickle,
-  type PickleBuilder,
-  type PickleLimits,
-} from './machine.js';
+import { DEFAULT_PICKLE_LIMITS, isTuple, type PickleBuilder, type PickleLimits } from './builder.js';
+import { pickleError } from './errors.js';
+import { runPickle } from './machine.js';
 
-export { DEFAULT_PICKLE_LIMITS, isTuple, makeTuple, type PickleLimits } from './machine.js';
+export { DEFAULT_PICKLE_LIMITS, isTuple, makeTuple, type PickleLimits } from './builder.js';
 
 export type PickleScalar = null | boolean | number | bigint | string | Uint8Array;
 export type PickleValue =

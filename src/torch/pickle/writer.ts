@@ -17,7 +17,7 @@
  * shared and cycles through lists/dicts round-trip. Equal strings are written once.
  */
 import { MemscopeError } from '../../core/errors.js';
-import { isTuple } from './machine.js';
+import { isTuple } from './builder.js';
 import { Op } from './opcodes.js';
 
 /** A number to write as a Python float even when it is integral (e.g. `pyFloat(0)` → 0.0). */

@@ -1,0 +1,60 @@
+/** What changed between two snapshots, by allocating frame and by segment. */
+import type { MemorySnapshot, Segment } from '../snapshot.js';
+import { snapshotTotals } from './totals.js';
+import { totalsByFrame } from './live-allocations.js';
+
+export interface FrameChange {
+  readonly frame: string;
+  readonly before: number;
+  readonly after: number;
+  readonly delta: number;
+  readonly blocksBefore: number;
+  readonly blocksAfter: number;
+}
+
+export interface SnapshotComparison {
+  readonly changes: FrameChange[];
+  readonly allocatedBefore: number;
+  readonly allocatedAfter: number;
+  readonly reservedBefore: number;
+  readonly reservedAfter: number;
+  /** Segments (by address and size) present in only one of the snapshots. */
+  readonly segmentsOnlyBefore: { address: number; totalSize: number }[];
+  readonly segmentsOnlyAfter: { address: number; totalSize: number }[];
+  /** Both snapshots' reading warnings, each marked `before:` or `after:`. */
+  readonly warnings: string[];
+}
+
+/** Identity of a segment across two snapshots of one program. */
+export const segmentKey = (s: Segment): string => `${s.device}:${s.address}:${s.totalSize}`;
+
+/** What changed between two snapshots, by allocating frame (live bytes), largest change first. */
+export function compareSnapshots(before: MemorySnapshot, after: MemorySnapshot): SnapshotComparison {
+  const a = new Map(totalsByFrame(before).map((r) => [r.frame, r]));
+  const b = new Map(totalsByFrame(after).map((r) => [r.frame, r]));
+  const frames = new Set([...a.keys(), ...b.keys()]);
+  const changes: FrameChange[] = [];
+  for (const frame of frames) {
+    const x = a.get(frame);
+    const y = b.get(frame);
+    const delta = (y?.bytes ?? 0) - (x?.bytes ?? 0);
+    if (delta === 0 && (x?.blocks ?? 0) === (y?.blocks ?? 0)) continue;
+    changes.push({ frame, before: x?.bytes ?? 0, after: y?.bytes ?? 0, delta, blocksBefore: x?.blocks ?? 0, blocksAfter: y?.blocks ?? 0 });
+  }
+  changes.sort((p, q) => Math.abs(q.delta) - Math.abs(p.delta) || (p.frame < q.frame ? -1 : 1));
+  const key = segmentKey;
+  const beforeKeys = new Set(before.segments.map(key));
+  const afterKeys = new Set(after.segments.map(key));
+  const ta = snapshotTotals(before);
+  const tb = snapshotTotals(after);
+  return {
+    changes,
+    allocatedBefore: ta.all.allocatedFromBlocks,
+    allocatedAfter: tb.all.allocatedFromBlocks,
+    reservedBefore: ta.all.reserved,
+    reservedAfter: tb.all.reserved,
+    segmentsOnlyBefore: before.segments.filter((s) => !afterKeys.has(key(s))).map((s) => ({ address: s.address, totalSize: s.totalSize })),
+    segmentsOnlyAfter: after.segments.filter((s) => !beforeKeys.has(key(s))).map((s) => ({ address: s.address, totalSize: s.totalSize })),
+    warnings: [...before.warnings.map((w) => `before: ${w}`), ...after.warnings.map((w) => `after: ${w}`)],
+  };
+}

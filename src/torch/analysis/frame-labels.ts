@@ -1,0 +1,155 @@
+/**
+ * Which frame an allocation is charged to, and frames as labels: `file:line:function` like
+ * _memory_viz.py, with the unwinder's, interpreter's and allocator's own frames left out. Stacks
+ * repeat on thousands of blocks, so each snapshot keeps its stacks' labels (`frameLabels`).
+ */
+import { escapeControl } from '../../render/escape.js';
+import { stackFrameIds, type MemorySnapshot } from '../snapshot.js';
+import type { Frame } from '../pytorch-vocabulary.js';
+
+/** A C++ symbol without its parameter list (`ns::f(int, long) const` → `ns::f`). */
+function withoutParameters(name: string): string {
+  let end = name.length;
+  if (name.endsWith(' const')) end -= 6;
+  if (name[end - 1] !== ')') return name;
+  let depth = 0;
+  for (let i = end - 1; i >= 0; i--) {
+    const c = name[i];
+    if (c === ')') depth++;
+    else if (c === '(') {
+      depth--;
+      if (depth === 0) return i > 0 ? name.slice(0, i) : name;
+    }
+  }
+  return name;
+}
+
+/** Longest frame label kept (C++ template names run to kilobytes). */
+const MAX_FRAME_LABEL = 160;
+
+/**
+ * `file:line:function` with the file's base name (Windows or POSIX paths), like _memory_viz;
+ * C++ frames without a file or line are shown as the bare symbol without its parameters, and an
+ * unknown line (-1) as `?`.
+ */
+export function formatFrame(f: Frame, fullFilename = false): string {
+  const file = fullFilename ? f.filename : (f.filename.split(/[\\/]/).pop() ?? f.filename);
+  const line = f.line < 0 ? '?' : String(f.line);
+  const label = escapeControl((file === '' || file === '??') && f.line === 0 ? withoutParameters(f.name) : `${file}:${line}:${isPythonFrame(f) ? f.name : withoutParameters(f.name)}`);
+  return label.length > MAX_FRAME_LABEL ? label.slice(0, MAX_FRAME_LABEL - 1) + '…' : label;
+}
+
+/** Frames of the unwinder, the interpreter loop and dispatcher plumbing say nothing about who allocated. */
+const NOISE_FUNCTIONS = ['unwind::unwind', 'CapturedTraceback::gather', 'gather_with_cpp', '_start', '__libc_start_main', '__libc_init_first', 'PyEval_', 'PyObject_', 'PyFunction_', 'Py_RunMain', 'Py_BytesMain', 'pymain_', '_PyRun_', 'pyrun_file', 'run_mod', 'run_eval_code_obj', 'cfunction_vectorcall'];
+const NOISE_FILES = ['core/boxing', '/Register', '/Redispatch', 'pythonrun.c', 'Modules/main.c', 'Objects/call.c', 'Objects/methodobject.c', 'pycore_ceval.h', 'ceval.c', 'cpython/abstract.h'];
+
+export function isInformativeFrame(f: Frame): boolean {
+  for (const s of NOISE_FUNCTIONS) if (f.name.includes(s)) return false;
+  for (const s of NOISE_FILES) if (f.filename.includes(s)) return false;
+  return true;
+}
+
+function isPythonFrame(f: Frame): boolean {
+  return f.filename.endsWith('.py');
+}
+
+/** Python frames inside the torch package itself (site-packages/torch/…, or a source checkout's torch/…). */
+function isTorchInternal(f: Frame): boolean {
+  return /(^|[\\/])torch[\\/]/.test(f.filename);
+}
+
+/** C++ frames of the allocator and tensor factories: every allocation passes through them. */
+function isAllocatorPlumbing(f: Frame): boolean {
+  return /^(c10::cuda::CUDACachingAllocator|c10::|at::detail::|at::TensorBase at::detail::|at::empty|at::native::empty|at::\(anonymous namespace\)::create_out)/.test(f.name);
+}
+
+/** The ATen operator a C++ stack is running (`at::_ops::NAME::call`), if any. */
+const ATEN_OP = /at::_ops::(\w+)::(call|redispatch)\(/;
+
+export const NO_FRAMES = '<no frames recorded>';
+
+interface StackInfo {
+  /** Informative frames, innermost first. */
+  readonly frames: Frame[];
+  /** Index in `frames` of the allocating frame (−1 when there are none). */
+  readonly allocating: number;
+  readonly allocatingLabel: string;
+}
+
+/** Per-snapshot caches: stacks repeat on thousands of blocks. */
+export class FrameLabels {
+  private readonly info = new Map<number, StackInfo>();
+  private readonly rootFirstLabels = new Map<number, string[]>();
+  constructor(private readonly snapshot: MemorySnapshot) {}
+
+  /**
+   * The frame an allocation is charged to: the innermost Python frame outside
+   * torch itself (the user's line), else the innermost Python frame, else (a
+   * C++-only stack, e.g. the autograd thread) the ATen operator it runs, else
+   * the innermost C++ frame past the allocator's own.
+   */
+  private stackInfo(stack: number): StackInfo {
+    let info = this.info.get(stack);
+    if (info) return info;
+    const frames = Array.from(stackFrameIds(this.snapshot, stack), (id) => this.snapshot.frames[id]!).filter(isInformativeFrame);
+    // The allocator's and tensor factories' own frames sit innermost on every C++ stack.
+    let plumbing = 0;
+    while (plumbing < frames.length && !isPythonFrame(frames[plumbing]!) && isAllocatorPlumbing(frames[plumbing]!)) plumbing++;
+    if (plumbing > 0 && plumbing < frames.length) frames.splice(0, plumbing);
+    let allocating = frames.findIndex((f) => isPythonFrame(f) && !isTorchInternal(f));
+    if (allocating < 0) allocating = frames.findIndex(isPythonFrame);
+    let label: string | null = null;
+    if (allocating < 0) {
+      const op = frames.findIndex((f) => ATEN_OP.test(f.name));
+      if (op >= 0) {
+        allocating = op;
+        label = `aten::${ATEN_OP.exec(frames[op]!.name)![1]} (C++ stack)`;
+      } else {
+        allocating = frames.findIndex((f) => !isAllocatorPlumbing(f));
+        if (allocating < 0 && frames.length) allocating = 0;
+      }
+    }
+    info = { frames, allocating, allocatingLabel: label ?? (allocating >= 0 ? formatFrame(frames[allocating]!) : NO_FRAMES) };
+    this.info.set(stack, info);
+    return info;
+  }
+
+  allocatingFrame(stack: number): string {
+    return this.stackInfo(stack).allocatingLabel;
+  }
+
+  /** Informative frames, outermost first (flame-graph order). */
+  rootFirst(stack: number): string[] {
+    let labels = this.rootFirstLabels.get(stack);
+    if (!labels) {
+      labels = this.stackInfo(stack).frames.map((f) => formatFrame(f)).reverse();
+      this.rootFirstLabels.set(stack, labels);
+    }
+    return labels;
+  }
+
+  /** The allocating frame and up to `n − 1` of its callers, innermost first. */
+  top(stack: number, n: number): string[] {
+    const info = this.stackInfo(stack);
+    if (info.allocating < 0) return [];
+    return info.frames.slice(info.allocating, info.allocating + n).map((f) => formatFrame(f));
+  }
+}
+
+const labelCache = new WeakMap<MemorySnapshot, FrameLabels>();
+
+/** The snapshot's frame labeller, made on first use and kept while the snapshot lives. */
+export function frameLabels(snapshot: MemorySnapshot): FrameLabels {
+  let l = labelCache.get(snapshot);
+  if (!l) labelCache.set(snapshot, (l = new FrameLabels(snapshot)));
+  return l;
+}
+
+export function allocatingFrame(snapshot: MemorySnapshot, stack: number): string {
+  return frameLabels(snapshot).allocatingFrame(stack);
+}
+
+/** A stack's informative frames as labels, outermost first (flame-graph order). */
+export function rootFirstFrameLabels(snapshot: MemorySnapshot, stack: number): string[] {
+  return frameLabels(snapshot).rootFirst(stack);
+}

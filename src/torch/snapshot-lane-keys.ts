@@ -1,0 +1,140 @@
+/**
+ * The keys the snapshot lanes recognise, as bit numbers, and the sizes the builder charges and
+ * caches by. The bits are `const enum` members checked against TRACE_KEYS / SEGMENT_KEYS at
+ * typecheck time, so a lane compares each key with a constant.
+ */
+import { SEGMENT_KEYS, SEGMENT_KEY_BIT, TRACE_KEYS, TRACE_KEY_BIT } from './snapshot-tables.js';
+
+/**
+ * Bit of each trace entry key: its index in TRACE_KEYS. Literal members, so that the lanes' per-key
+ * branches compare with constants; `TraceBitsMatchKeys` below fails typechecking if TRACE_KEYS
+ * changes order.
+ */
+export const enum TraceBit {
+  Action = 0,
+  Addr = 1,
+  Size = 2,
+  Stream = 3,
+  TimeUs = 4,
+  Frames = 5,
+  CompileContext = 6,
+  UserMetadata = 7,
+  DeviceFree = 8,
+}
+/** Bit of each segment key: its index in SEGMENT_KEYS (`SegmentBitsMatchKeys` checks the order). */
+export const enum SegmentBit {
+  Device = 0,
+  Address = 1,
+  TotalSize = 2,
+  AllocatedSize = 3,
+  ActiveSize = 4,
+  RequestedSize = 5,
+  Stream = 6,
+  SegmentType = 7,
+  SegmentPoolId = 8,
+  IsExpandable = 9,
+  Frames = 10,
+  Blocks = 11,
+}
+/** The segment keys below this bit are ints (read into `segmentInts` at their bit). */
+export const SEGMENT_INT_BITS = SegmentBit.SegmentType;
+/** Keys every trace entry has: action, addr, size. */
+export const TRACE_REQUIRED_MASK = (1 << TraceBit.Action) | (1 << TraceBit.Addr) | (1 << TraceBit.Size);
+
+type AssertTrue<T extends true> = T;
+type TraceKeyAt<B extends TraceBit> = (typeof TRACE_KEYS)[B];
+type SegmentKeyAt<B extends SegmentBit> = (typeof SEGMENT_KEYS)[B];
+/** Fails typechecking when a TraceBit member is not its key's index in TRACE_KEYS. */
+type TraceBitsMatchKeys = AssertTrue<
+  [
+    TraceKeyAt<TraceBit.Action>,
+    TraceKeyAt<TraceBit.Addr>,
+    TraceKeyAt<TraceBit.Size>,
+    TraceKeyAt<TraceBit.Stream>,
+    TraceKeyAt<TraceBit.TimeUs>,
+    TraceKeyAt<TraceBit.Frames>,
+    TraceKeyAt<TraceBit.CompileContext>,
+    TraceKeyAt<TraceBit.UserMetadata>,
+    TraceKeyAt<TraceBit.DeviceFree>,
+  ] extends ['action', 'addr', 'size', 'stream', 'time_us', 'frames', 'compile_context', 'user_metadata', 'device_free']
+    ? true
+    : false
+>;
+/** Fails typechecking when a SegmentBit member is not its key's index in SEGMENT_KEYS. */
+type SegmentBitsMatchKeys = AssertTrue<
+  [
+    SegmentKeyAt<SegmentBit.Device>,
+    SegmentKeyAt<SegmentBit.Address>,
+    SegmentKeyAt<SegmentBit.TotalSize>,
+    SegmentKeyAt<SegmentBit.AllocatedSize>,
+    SegmentKeyAt<SegmentBit.ActiveSize>,
+    SegmentKeyAt<SegmentBit.RequestedSize>,
+    SegmentKeyAt<SegmentBit.Stream>,
+    SegmentKeyAt<SegmentBit.SegmentType>,
+    SegmentKeyAt<SegmentBit.SegmentPoolId>,
+    SegmentKeyAt<SegmentBit.IsExpandable>,
+    SegmentKeyAt<SegmentBit.Frames>,
+    SegmentKeyAt<SegmentBit.Blocks>,
+  ] extends [
+    'device',
+    'address',
+    'total_size',
+    'allocated_size',
+    'active_size',
+    'requested_size',
+    'stream',
+    'segment_type',
+    'segment_pool_id',
+    'is_expandable',
+    'frames',
+    'blocks',
+  ]
+    ? true
+    : false
+>;
+
+// Keys the lanes recognise, as bits: the trace entry keys (TRACE_KEYS order), then the block keys
+// that are not also trace keys ('size' and 'frames' are shared).
+export const TRACE_KEY_COUNT = TRACE_KEYS.length;
+export const SIZE_BIT = TRACE_KEY_BIT.get('size')!;
+export const FRAMES_BIT = TRACE_KEY_BIT.get('frames')!;
+export const ACTION_BIT = TRACE_KEY_BIT.get('action')!;
+export const ADDRESS_BIT = TRACE_KEY_COUNT;
+export const REQUESTED_BIT = TRACE_KEY_COUNT + 1;
+export const STATE_BIT = TRACE_KEY_COUNT + 2;
+// Then the segment keys that are neither trace nor block keys.
+export const DEVICE_BIT = TRACE_KEY_COUNT + 3;
+export const SEGMENT_ONLY_KEYS = ['device', 'total_size', 'allocated_size', 'active_size', 'segment_type', 'segment_pool_id', 'is_expandable', 'blocks'];
+export const LANE_KEY_BIT = new Map<unknown, number>([
+  ...TRACE_KEY_BIT,
+  ['address', ADDRESS_BIT],
+  ['requested_size', REQUESTED_BIT],
+  ['state', STATE_BIT],
+  ...SEGMENT_ONLY_KEYS.map((k, i): [string, number] => [k, DEVICE_BIT + i]),
+]);
+/** Lane key bit → the key's bit in SEGMENT_KEYS, or -1 for a key segments do not have. */
+export const SEGMENT_BIT_OF_LANE_BIT = new Int8Array(DEVICE_BIT + SEGMENT_ONLY_KEYS.length).fill(-1);
+for (const [key, bit] of SEGMENT_KEY_BIT) SEGMENT_BIT_OF_LANE_BIT[LANE_KEY_BIT.get(key)!] = bit;
+export const BLOCK_KEY_MASK = (1 << ADDRESS_BIT) | (1 << SIZE_BIT) | (1 << REQUESTED_BIT) | (1 << STATE_BIT) | (1 << FRAMES_BIT);
+export const BLOCK_REQUIRED_MASK = (1 << ADDRESS_BIT) | (1 << SIZE_BIT) | (1 << STATE_BIT);
+
+/**
+ * What the assembler spends per block it places (its row in the block columns, segment and index
+ * columns): the cost charged when a file places a segment's blocks again by sharing it.
+ */
+export const BLOCK_ROW_BYTES = 40;
+/** Charged per shared node placed again, whatever it holds. */
+export const SHARED_NODE_BYTES = 16;
+
+/** Slots of the frame-list byte cache (a power of two). */
+export const LIST_CACHE_SLOTS = 1 << 12;
+/** log2 of the slots of the table that predicts the next frames list (`listAfter`). */
+export const LIST_CONTEXT_BITS = 14;
+/** Most bytes of frame lists the cache keeps. */
+export const MAX_LIST_BYTES = 1 << 25;
+
+export function bitCount(x: number): number {
+  x = x - ((x >>> 1) & 0x55555555);
+  x = (x & 0x33333333) + ((x >>> 2) & 0x33333333);
+  return (Math.imul((x + (x >>> 4)) & 0x0f0f0f0f, 0x01010101) >>> 24);
+}
