@@ -14,39 +14,13 @@ import type { FastLane } from './pickle/builder.js';
 import { PickleMemo } from './pickle/memo.js';
 import { decodeLong, decodeUtf8 } from './pickle/values.js';
 import {
-  ACTION_BIT,
-  ADDRESS_BIT,
-  BLOCK_KEY_MASK,
-  BLOCK_REQUIRED_MASK,
-  DEVICE_BIT,
-  FRAMES_BIT,
-  LANE_KEY_BIT,
-  REQUESTED_BIT,
-  SEGMENT_BIT_OF_LANE_BIT,
-  SEGMENT_INT_BITS,
-  SIZE_BIT,
-  STATE_BIT,
-  SegmentBit,
-  TRACE_KEY_COUNT,
-  TRACE_REQUIRED_MASK,
-  TraceBit,
-  bitCount,
+  ACTION_BIT, ADDRESS_BIT, BLOCK_KEY_MASK, BLOCK_REQUIRED_MASK, DEVICE_BIT, FRAMES_BIT, LANE_KEY_BIT,
+  REQUESTED_BIT, SEGMENT_BIT_OF_LANE_BIT, SEGMENT_INT_BITS, SIZE_BIT, STATE_BIT, SegmentBit, TRACE_KEY_COUNT,
+  TRACE_REQUIRED_MASK, TraceBit, bitCount,
 } from './snapshot-lane-keys.js';
 import {
-  BLOCK,
-  ENTRY_ADDR,
-  ENTRY_DEVICE_FREE,
-  ENTRY_SIZE,
-  ENTRY_STREAM,
-  ENTRY_TIME,
-  FastPathBail,
-  POOL_TUPLE,
-  SEGMENT,
-  SEGMENT_BLOCKS,
-  STACK,
-  TRACE,
-  nodeFor,
-  safeInt,
+  BLOCK, ENTRY_ADDR, ENTRY_DEVICE_FREE, ENTRY_SIZE, ENTRY_STREAM, ENTRY_TIME, FastPathBail, POOL_TUPLE,
+  SEGMENT, SEGMENT_BLOCKS, STACK, TRACE, nodeFor, safeInt,
 } from './snapshot-tables.js';
 import { FrameListLane } from './snapshot-frame-list-lane.js';
 
