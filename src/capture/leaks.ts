@@ -73,8 +73,8 @@ function stepOf(bounds: readonly Boundary[], seq: number): number {
  * alive at the end of step k+1 (it outlived the step that made it and the
  * next one), and its category says nobody tracked owns it — not a module's
  * Parameter/Buffer, not optimizer state, not an external tensor. Candidates
- * are grouped by (device, kernel, allocating stack — or layer and phase when
- * the capture has no stacks).
+ * are grouped by (device, kernel, allocating stack — its frames, folded
+ * library runs aside — or layer and phase when the capture has no stacks).
  *
  * A group is a leak when both hold:
  * - growth: its live bytes at step ends never shrink and grow in at least
@@ -99,6 +99,19 @@ export function findLeaks(capture: Capture): LeakReport {
     };
   }
   const stepOfAlloc = new Map<CapturedAlloc, number>();
+  // Stacks are grouped by the frames they hold, folded library runs left out: how many library
+  // frames a run folds (timer and promise frames in an async loop) can differ from one step to
+  // the next while the allocation comes from the same place.
+  const siteKeys = new Map<number, string>();
+  const siteKey = (stack: number): string => {
+    let key = siteKeys.get(stack);
+    if (key === undefined) {
+      const frames = (capture.stacks.get(stack) ?? []).filter((f) => !f.startsWith('['));
+      key = frames.length > 0 ? frames.join('\u0001') : `#${stack}`;
+      siteKeys.set(stack, key);
+    }
+    return key;
+  };
   const groups = new Map<string, CapturedAlloc[]>();
   for (const a of capture.allocs) {
     if (OWNED_CATEGORIES.has(a.category)) continue;
@@ -106,7 +119,7 @@ export function findLeaks(capture: Capture): LeakReport {
     if (k + 1 >= n) continue; // needs a later step end to outlive
     if (a.freeSeq !== null && a.freeSeq < bounds[k + 1].seq) continue; // freed by the end of the next step
     stepOfAlloc.set(a, k + 1);
-    const key = `${a.device}\u0000${a.kernel ?? ''}\u0000${a.stack ? `#${a.stack}` : `${a.layer ?? ''}\u0000${a.phase}`}`;
+    const key = `${a.device}\u0000${a.kernel ?? ''}\u0000${a.stack ? siteKey(a.stack) : `${a.layer ?? ''}\u0000${a.phase}`}`;
     let list = groups.get(key);
     if (!list) groups.set(key, (list = []));
     list.push(a);

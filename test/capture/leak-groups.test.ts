@@ -1,0 +1,53 @@
+import { describe, it, expect } from 'vitest';
+import { parseCapture } from '../../src/capture/reader.js';
+import { findLeaks } from '../../src/capture/leaks.js';
+
+// A capture as `memscope run --stacks` writes it for an async inference loop that keeps every
+// prediction: one 128-byte output a step, allocated at the same line of the program. The library
+// frames under that line are folded into "[N frames in …]" runs, and N is not the same every
+// step (how many timer and promise frames the runtime shows depends on what else was due).
+function asyncLoopCapture(foldedCounts: readonly number[]): string {
+  const lines: unknown[] = [
+    { format: 'memscope-capture', version: 1, clock: 'ms', created: '2026-01-01T00:00:00.000Z', argv: ['serve.mjs'], backend: null, stacks: true, maxEntries: null },
+    ['s', 1, 'Activation'],
+    ['s', 2, 'forward'],
+    ['s', 3, 'cpu'],
+    ['s', 4, '_FusedMatMul'],
+    ['s', 5, 'predict'],
+    ['s', 6, 'serve (serve.mjs:15:21)'],
+    ['s', 7, 'async serve.mjs:22:26'],
+  ];
+  // As the writer does: one string and one stack record per distinct stack.
+  const stackOfCount = new Map<number, number>();
+  let seq = 0;
+  let t = 1;
+  foldedCounts.forEach((n) => {
+    let stack = stackOfCount.get(n);
+    if (stack === undefined) {
+      stack = stackOfCount.size + 1;
+      stackOfCount.set(n, stack);
+      lines.push(['s', 7 + stack, `[${n} frames in memscope, @tensorflow/tfjs-core, node, @tensorflow/tfjs-layers]`]);
+      lines.push(['k', stack, [7 + stack, 6, 7]]);
+    }
+    lines.push(['a', t++, seq, 3, 128, 1, 0, 2, 4, 0, 0]);
+    lines.push(['t', seq, stack]);
+    seq++;
+    lines.push(['m', t++, 5]);
+  });
+  lines.push(['e', t, { events: seq, dropped: 0, exitCode: 0, error: null }]);
+  return lines.map((l) => JSON.stringify(l)).join('\n') + '\n';
+}
+
+describe('leak groups', () => {
+  it('one group per program line: stacks that differ only in how many library frames were folded are one site', () => {
+    const same = findLeaks(parseCapture(asyncLoopCapture([57, 57, 57, 57, 57, 57])));
+    expect(same.groups).toHaveLength(1);
+    expect(same.groups[0]!.perStep.map((s) => s.step)).toEqual([1, 2, 3, 4, 5]);
+
+    const report = findLeaks(parseCapture(asyncLoopCapture([57, 57, 58, 57, 57, 57])));
+    expect(report.groups).toHaveLength(1);
+    expect(report.groups[0]!.userFrame).toBe('serve (serve.mjs:15:21)');
+    expect(report.groups[0]!.perStep.map((s) => s.step)).toEqual([1, 2, 3, 4, 5]);
+    expect(report.groups[0]!.count).toBe(5);
+  });
+});
