@@ -472,8 +472,9 @@ describe('the built bin (dist/cli/memscope.cjs, bundled by scripts/build-cli.mjs
       [0, 'memscope: compile cache hit\n', true],
     ]);
     expect(reported({ MEMSCOPE_COMPILE_CACHE: dir }, 'stats', snapshotPath('small_3seg')).stderr).toMatch(/^memscope: compile cache miss\n/);
-    expect(reported({ MEMSCOPE_COMPILE_CACHE: dir }, 'demo', '--help').stderr).toBe('memscope: compile cache miss\n');
-    expect(readdirSync(dir).map((n) => n.split('.')[3]).sort()).toEqual(['other', 'stats', 'summary']);
+    // Verbs outside the bundle run from dist/ as ES modules: no code cache is read or written for them.
+    expect(reported({ MEMSCOPE_COMPILE_CACHE: dir }, 'demo', '--help').stderr).toBe('');
+    expect(readdirSync(dir).map((n) => n.split('.')[3]).sort()).toEqual(['stats', 'summary']);
     // Off: nothing read or written, the same answer.
     const off = reported({ MEMSCOPE_COMPILE_CACHE: 'off' }, ...args);
     expect([off.status, off.stderr, off.stdout === expected]).toEqual([0, 'memscope: compile cache off\n', true]);

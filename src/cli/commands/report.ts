@@ -22,6 +22,7 @@ export interface ReportJson {
   readonly input: string;
   readonly output: string;
   readonly bytes: number;
+  /** Events on the report's timelines: a capture's or trace's events, or a snapshot's trace events over all devices. */
   readonly timelineEvents: number;
   readonly leakGroups: number;
   /** Why the report holds less than the input (events merged, allocations left out), or null. */
@@ -66,7 +67,7 @@ export function register(program: Command): void {
         input,
         output: out,
         bytes: Buffer.byteLength(html),
-        timelineEvents: data.timeline.dt.length,
+        timelineEvents: data.timeline.dt.length + (data.memory?.devices.reduce((n, d) => n + d.eventDt.length, 0) ?? 0),
         leakGroups: data.leaks.length,
         truncated: data.truncated ?? null,
       };
