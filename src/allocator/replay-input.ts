@@ -1,6 +1,6 @@
 import { MemscopeError } from '../core/errors.js';
 import type { TraceEntry } from './caching-allocator.js';
-import type { KnownTraceAction } from '../torch/pytorch-vocabulary.js';
+import { KNOWN_TRACE_ACTIONS } from '../torch/pytorch-vocabulary.js';
 import { settingsFromSnapshot, type AllocatorSettings } from './settings.js';
 import type { MemorySnapshot, TraceTable } from '../torch/snapshot.js';
 
@@ -27,47 +27,31 @@ export interface RawSegment {
   blocks: RawBlock[];
 }
 
-/** Trace actions, in the order of their codes in `TraceColumns.action`. */
-export const TRACE_ACTIONS = [
-  'alloc',
-  'free_requested',
-  'free_completed',
-  'segment_alloc',
-  'segment_free',
-  'segment_map',
-  'segment_unmap',
-  'oom',
-  'snapshot',
-] as const satisfies readonly KnownTraceAction[];
+/**
+ * Trace actions, in the order of their codes in `TraceColumns.action`: PyTorch's vocabulary order,
+ * which is also the columnar reader's, so its action column is used as it is.
+ */
+export const TRACE_ACTIONS = KNOWN_TRACE_ACTIONS;
 const TRACE_ACTION_CODES = new Map<string, number>(TRACE_ACTIONS.map((a, k) => [a, k]));
-export const ALLOC = 0;
-export const FREE_REQUESTED = 1;
-export const FREE_COMPLETED = 2;
-export const SEGMENT_ALLOC = 3;
-export const SEGMENT_FREE = 4;
-export const SEGMENT_MAP = 5;
-export const SEGMENT_UNMAP = 6;
-export const OOM = 7;
-export const SNAPSHOT = 8;
+export const ALLOC = TRACE_ACTIONS.indexOf('alloc');
+export const FREE_REQUESTED = TRACE_ACTIONS.indexOf('free_requested');
+export const FREE_COMPLETED = TRACE_ACTIONS.indexOf('free_completed');
+export const SEGMENT_ALLOC = TRACE_ACTIONS.indexOf('segment_alloc');
+export const SEGMENT_FREE = TRACE_ACTIONS.indexOf('segment_free');
+export const SEGMENT_MAP = TRACE_ACTIONS.indexOf('segment_map');
+export const SEGMENT_UNMAP = TRACE_ACTIONS.indexOf('segment_unmap');
+export const OOM = TRACE_ACTIONS.indexOf('oom');
+export const SNAPSHOT = TRACE_ACTIONS.indexOf('snapshot');
 
 /**
  * One device's trace as columns, entry i at index i: what replay reads on every event, without an
  * object per event (a pass over hundreds of thousands of scattered entry objects costs cache
  * misses on each; the columnar reader's arrays are used as they are).
  */
-export interface TraceColumns {
-  readonly count: number;
-  /** Index into TRACE_ACTIONS. */
+export type TraceColumns = Pick<TraceTable, 'count' | 'addr' | 'size' | 'stream' | 'timeUs' | 'deviceFree'> & {
+  /** Index into TRACE_ACTIONS (a TraceTable's codes index its snapshot's actionNames). */
   readonly action: Uint8Array;
-  /** Not meaningful on oom and snapshot entries. */
-  readonly addr: Float64Array;
-  readonly size: Float64Array;
-  readonly stream: Float64Array;
-  /** NaN when absent. */
-  readonly timeUs: Float64Array;
-  /** oom entries' device_free (NaN or absent: 0; see deviceFreeAt). */
-  readonly deviceFree: Float64Array | null;
-}
+};
 
 export function deviceFreeAt(c: TraceColumns, i: number): number {
   const v = c.deviceFree ? c.deviceFree[i] : 0;

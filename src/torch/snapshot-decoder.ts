@@ -136,6 +136,13 @@ export function fallsBack(e: unknown): boolean {
   return !(e instanceof RangeError && /allocation failed|Array buffer allocation/i.test(e.message));
 }
 
+/** A piece buffer twice as large, holding its first `have` bytes: for one opcode larger than the buffer (a huge string). */
+export function grownPieceBuffer<B extends Uint8Array>(buf: B, have: number): B {
+  const bigger = new Uint8Array(buf.length * 2);
+  bigger.set(buf.subarray(0, have));
+  return bigger as B;
+}
+
 /** Bytes of the file `readSnapshotPieces` holds at a time unless told otherwise. */
 const DEFAULT_PIECE_BYTES = 8 << 20;
 
@@ -193,10 +200,7 @@ export function readSnapshotPieces(readAt: ReadAt, totalBytes: number, options: 
         break;
       }
       if (run.consumed === 0) {
-        // One opcode larger than the buffer (a huge string): grow it.
-        const bigger = new Uint8Array(buf.length * 2);
-        bigger.set(buf.subarray(0, have));
-        buf = bigger;
+        buf = grownPieceBuffer(buf, have);
         continue;
       }
       buf.copyWithin(0, run.consumed, have);

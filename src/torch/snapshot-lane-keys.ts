@@ -75,20 +75,7 @@ type SegmentBitsMatchKeys = AssertTrue<
     SegmentKeyAt<SegmentBit.IsExpandable>,
     SegmentKeyAt<SegmentBit.Frames>,
     SegmentKeyAt<SegmentBit.Blocks>,
-  ] extends [
-    'device',
-    'address',
-    'total_size',
-    'allocated_size',
-    'active_size',
-    'requested_size',
-    'stream',
-    'segment_type',
-    'segment_pool_id',
-    'is_expandable',
-    'frames',
-    'blocks',
-  ]
+  ] extends typeof SEGMENT_KEYS
     ? true
     : false
 >;

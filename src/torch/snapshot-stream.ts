@@ -7,7 +7,7 @@ import { DEFAULT_PICKLE_LIMITS, type PickleLimits } from './pickle/builder.js';
 import { PickleMachine } from './pickle/machine.js';
 import { readPickle } from './pickle/reader.js';
 import { SnapshotBuilder } from './snapshot-builder.js';
-import { assemble, fallsBack, normaliseSnapshot, type ReadSnapshotPiecesOptions } from './snapshot-decoder.js';
+import { assemble, fallsBack, grownPieceBuffer, normaliseSnapshot, type ReadSnapshotPiecesOptions } from './snapshot-decoder.js';
 import { SnapshotTables } from './snapshot-tables.js';
 import type { MemorySnapshot } from './snapshot.js';
 
@@ -54,10 +54,7 @@ export async function readSnapshotStream(open: () => AsyncIterable<Uint8Array>, 
         return assemble(root, tables);
       }
       if (run.consumed === 0) {
-        // One opcode larger than the buffer (a huge string): grow it.
-        const bigger = new Uint8Array(buf.length * 2);
-        bigger.set(buf.subarray(0, have));
-        buf = bigger;
+        buf = grownPieceBuffer(buf, have);
         continue;
       }
       buf.copyWithin(0, run.consumed, have);

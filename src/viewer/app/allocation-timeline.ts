@@ -8,6 +8,7 @@
  * of events plus the bands drawn, whatever the zoom.
  */
 import type { ReportData, ReportDeviceMemory } from '../report-data.js';
+import { lowerBound } from './canvas.js';
 
 /** Entry id of the summarised band in a column's hover list. */
 export const SUMMARISED = -2;
@@ -38,7 +39,7 @@ export function siteColor(site: number): string {
   return site === 0 ? '#8e9aaf' : PALETTE[site % PALETTE.length];
 }
 
-export interface Frame {
+export interface PlotView {
   /** Time of the view's left and right edges. */
   t0: number;
   t1: number;
@@ -137,14 +138,7 @@ export class DeviceTimeline {
 
   /** Index of the first event at or after `t`. */
   lowerBound(t: number): number {
-    let lo = 0;
-    let hi = this.n;
-    while (lo < hi) {
-      const mid = (lo + hi) >>> 1;
-      if (this.time[mid] < t) lo = mid + 1;
-      else hi = mid;
-    }
-    return lo;
+    return lowerBound(this.time, this.n, t);
   }
 
   /** Allocations under `threshold` bytes live after the first `events` events: how many, their bytes, the `k` largest. */
@@ -178,7 +172,7 @@ export class DeviceTimeline {
    * Draws the bands into `pixels` (cols × rows, row 0 at the top) and fills `hit` with each
    * column's bands, bottom first, for hover.
    */
-  render(f: Frame, pixels: Uint32Array, hit: ColumnHits): { totals: Float64Array } {
+  render(f: PlotView, pixels: Uint32Array, hit: ColumnHits): { totals: Float64Array } {
     const { cols, rows } = f;
     const n = this.n;
     const span = f.t1 - f.t0;

@@ -8,6 +8,7 @@ import { TimelineModel, axisBytes, formatTick, formatTime, humanBytes, niceBytes
 import { renderSegments } from './segments.js';
 import { el } from './dom.js';
 import { MemoryView, allocationMatcher, hexAddress } from './memory-view.js';
+import { FrameScheduler, fitCanvas, plotArea, timeAtPointer, zoomedRange, type PlotArea } from './canvas.js';
 
 declare global {
   interface Window {
@@ -89,7 +90,7 @@ class TimelineView {
   private readonly colors: string[];
   private readonly ctx: CanvasRenderingContext2D;
   private view: ViewRange;
-  private pending = false;
+  private readonly redraw = new FrameScheduler(() => this.render());
   private drag: { x: number; range: ViewRange } | null = null;
   frames = 0;
   firstFrameMs = 0;
@@ -121,17 +122,12 @@ class TimelineView {
     this.schedule();
   }
 
-  private plot(): { x: number; y: number; w: number; h: number } {
-    const dpr = window.devicePixelRatio || 1;
-    return { x: Math.round(72 * dpr), y: Math.round(10 * dpr), w: this.canvas.width - Math.round(84 * dpr), h: this.canvas.height - Math.round(34 * dpr) };
+  private plot(): PlotArea {
+    return plotArea(this.canvas);
   }
 
   private timeAt(clientX: number): number {
-    const rect = this.canvas.getBoundingClientRect();
-    const dpr = window.devicePixelRatio || 1;
-    const p = this.plot();
-    const frac = ((clientX - rect.left) * dpr - p.x) / p.w;
-    return this.view.t0 + Math.max(0, Math.min(1, frac)) * (this.view.t1 - this.view.t0);
+    return timeAtPointer(this.canvas, this.view, clientX);
   }
 
   private bind(): void {
@@ -172,9 +168,8 @@ class TimelineView {
   }
 
   private zoom(factor: number): void {
-    const mid = (this.view.t0 + this.view.t1) / 2;
-    const half = ((this.view.t1 - this.view.t0) * factor) / 2;
-    this.setRange(mid - half, mid + half);
+    const [t0, t1] = zoomedRange(this.view, factor);
+    this.setRange(t0, t1);
   }
 
   private hover(e: MouseEvent): void {
@@ -212,24 +207,13 @@ class TimelineView {
   }
 
   schedule(): void {
-    if (this.pending) return;
-    this.pending = true;
-    requestAnimationFrame(() => {
-      this.pending = false;
-      this.render();
-    });
+    this.redraw.schedule();
   }
 
   render(): void {
     const start = performance.now();
     const c = this.canvas;
-    const dpr = window.devicePixelRatio || 1;
-    const cssW = c.clientWidth || 800;
-    const cssH = c.clientHeight || 320;
-    if (c.width !== Math.round(cssW * dpr) || c.height !== Math.round(cssH * dpr)) {
-      c.width = Math.round(cssW * dpr);
-      c.height = Math.round(cssH * dpr);
-    }
+    const dpr = fitCanvas(c);
     const ctx = this.ctx;
     const p = this.plot();
     ctx.clearRect(0, 0, c.width, c.height);

@@ -7,6 +7,7 @@ import type { ReportData } from '../report-data.js';
 import { ColumnHits, DeviceTimeline, SUMMARISED, deviceTimelines, siteColor } from './allocation-timeline.js';
 import { el } from './dom.js';
 import { axisBytes, formatTick, formatTime, humanBytes, niceBytesStep, timeStep, type ViewRange } from './timeline.js';
+import { FrameScheduler, fitCanvas, plotArea, timeAtPointer, zoomedRange, type PlotArea } from './canvas.js';
 
 const NO_SITE = '(no frames recorded)';
 
@@ -67,7 +68,7 @@ export class MemoryView {
   private device = 0;
   private readonly ctx: CanvasRenderingContext2D;
   private view: ViewRange;
-  private pending = false;
+  private readonly redraw = new FrameScheduler(() => this.render());
   private drag: { x: number; range: ViewRange; moved: boolean } | null = null;
   private readonly hits = new ColumnHits();
   private image: ImageData | null = null;
@@ -155,17 +156,12 @@ export class MemoryView {
     this.schedule();
   }
 
-  private plot(): { x: number; y: number; w: number; h: number } {
-    const dpr = window.devicePixelRatio || 1;
-    return { x: Math.round(72 * dpr), y: Math.round(10 * dpr), w: Math.max(1, this.canvas.width - Math.round(84 * dpr)), h: Math.max(1, this.canvas.height - Math.round(34 * dpr)) };
+  private plot(): PlotArea {
+    return plotArea(this.canvas);
   }
 
   private timeAt(clientX: number): number {
-    const rect = this.canvas.getBoundingClientRect();
-    const dpr = window.devicePixelRatio || 1;
-    const p = this.plot();
-    const frac = ((clientX - rect.left) * dpr - p.x) / p.w;
-    return this.view.t0 + Math.max(0, Math.min(1, frac)) * (this.view.t1 - this.view.t0);
+    return timeAtPointer(this.canvas, this.view, clientX);
   }
 
   private bind(): void {
@@ -217,9 +213,8 @@ export class MemoryView {
   }
 
   zoom(factor: number): void {
-    const mid = (this.view.t0 + this.view.t1) / 2;
-    const half = ((this.view.t1 - this.view.t0) * factor) / 2;
-    this.setRange(mid - half, mid + half);
+    const [t0, t1] = zoomedRange(this.view, factor);
+    this.setRange(t0, t1);
   }
 
   reset(): void {
@@ -404,24 +399,13 @@ export class MemoryView {
   }
 
   schedule(): void {
-    if (this.pending) return;
-    this.pending = true;
-    requestAnimationFrame(() => {
-      this.pending = false;
-      this.render();
-    });
+    this.redraw.schedule();
   }
 
   render(): void {
     const start = performance.now();
     const c = this.canvas;
-    const dpr = window.devicePixelRatio || 1;
-    const cssW = c.clientWidth || 800;
-    const cssH = c.clientHeight || 320;
-    if (c.width !== Math.round(cssW * dpr) || c.height !== Math.round(cssH * dpr)) {
-      c.width = Math.round(cssW * dpr);
-      c.height = Math.round(cssH * dpr);
-    }
+    const dpr = fitCanvas(c);
     const ctx = this.ctx;
     const p = this.plot();
     const d = this.dev();

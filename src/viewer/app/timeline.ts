@@ -1,5 +1,6 @@
 import { humanBytes } from '../../core/units.js';
 import type { ReportData } from '../report-data.js';
+import { lowerBound } from './canvas.js';
 
 /** Events per checkpoint of per-series live bytes (the cost of a random-access lookup). */
 const CHECKPOINT = 2048;
@@ -87,14 +88,7 @@ export class TimelineModel {
 
   /** Index of the first event at or after `t`. */
   lowerBound(t: number): number {
-    let lo = 0;
-    let hi = this.n;
-    while (lo < hi) {
-      const mid = (lo + hi) >>> 1;
-      if (this.time[mid] < t) lo = mid + 1;
-      else hi = mid;
-    }
-    return lo;
+    return lowerBound(this.time, this.n, t);
   }
 
   /** Live bytes per series after the first `count` events. */
