@@ -9,7 +9,7 @@ import { StorageIdentity } from './storage-identity.js';
 /**
  * One installation of memscope's hooks on the global TFJS engine, shared by every attached
  * session (reference counted by the adapter). It is four collaborators, each one concern, lowest
- * first (docs/TFJS_INSTRUMENTATION.md, "Design"):
+ * first (docs/ADAPTER_DESIGN.md, "Collaborators"):
  * - `dispatch` (sink-dispatch.ts): the context, the sinks, the emitters, the storage-event queue;
  * - `identity` (storage-identity.ts): storages, their ids, adoption, moves, tensor refs;
  * - `attribution` (attribution.ts): modules, gradient runs, backprop, optimizer steps, scopes;

@@ -253,7 +253,7 @@ export function storageBytes(dtype: string, size: number, backend: TfBackend | u
  *   V8's inline caches keep apart, and every tensor property read in TFJS's own hot code
  *   (engine.endScope, trackTensor, convertToTensor) would go megamorphic: in a 540-step run of the
  *   demo model, endScope then makes 1.39 M megamorphic loads instead of 0.12 M, and the
- *   megamorphic-load builtin's instructions grow from 34 M to 167 M (callgrind; docs/MEMTRACKER.md,
+ *   megamorphic-load builtin's instructions grow from 34 M to 167 M (callgrind; docs/MEMTRACKER_DESIGN.md,
  *   "Tensor refs").
  *
  * A ref made in one mode is found in the other (get looks in both), so switching modes while
