@@ -4,15 +4,17 @@
  * again. A list seen before is recognised by its bytes (compared four at a time) instead of being
  * decoded GET by GET, and the list that followed the last three lists is tried first. It is a layer
  * of the snapshot builder: the dict lanes (snapshot-builder.ts) call `laneFramesValue` for a
- * `frames` value, and the machine calls `fastList` for a list on its own. What it costs per read: up
+ * `frames` value. What it costs per read: up
  * to MAX_LIST_BYTES (32 MiB) of copied list bytes, a 4,096-slot table and a 16,384-entry prediction
  * table, all emptied if the file ever re-PUTs a memo index. `npm run bench -- pickle` measures the
- * reader it serves; docs/PICKLE.md describes how it works.
+ * reader it serves; docs/PICKLE.md describes how it works. What the byte cache and prediction save:
+ * 5–12 % of the CPU of `memscope summary FILE --json` on a 97 MB snapshot, by `farm-bench --vs`
+ * against a build that decodes every list GET by GET (docs/ARCHITECTURE.md, "Performance devices").
  */
 import type { FastLane } from './pickle/builder.js';
 import { PickleMemo } from './pickle/memo.js';
 import { LIST_CACHE_SLOTS, LIST_CONTEXT_BITS, MAX_LIST_BYTES } from './snapshot-lane-keys.js';
-import { FRAME, FastPathBail, RawDict, RawList, STACK } from './snapshot-tables.js';
+import { FRAME, FastPathBail, RawDict, STACK } from './snapshot-tables.js';
 import { SnapshotNodeBuilder } from './snapshot-node-builder.js';
 
 export class FrameListLane extends SnapshotNodeBuilder {
@@ -282,40 +284,6 @@ export class FrameListLane extends SnapshotNodeBuilder {
     }
     this.lfCount = n;
     return p;
-  }
-
-  /**
-   * The lane for a frames list that is not inside a trace entry or block (a segment's `frames`):
-   * `EMPTY_LIST MEMOIZE MARK GET… APPENDS` of memoized frame dicts becomes the interned stack that
-   * `appendItems` would make of it — same node, same released memo slot — without the VM stack.
-   */
-  fastList(b: Uint8Array, at: number, memo: PickleMemo, lane: FastLane): number {
-    // As fastDict: a fault of the lane sends the file to the general path.
-    try {
-      return this.laneList(b, at, memo, lane);
-    } catch {
-      throw new FastPathBail();
-    }
-  }
-
-  protected laneList(b: Uint8Array, at: number, memo: PickleMemo, lane: FastLane): number {
-    if (at + 4 > b.length || b[at + 1] !== 0x94 /* MEMOIZE */ || b[at + 2] !== 0x28 /* MARK */) return -1;
-    const c = b[at + 3];
-    if (c !== 0x68 /* BINGET */ && c !== 0x6a /* LONG_BINGET */) return -1;
-    const slot = lane.memoCount;
-    if (slot + 1 > lane.maxMemoEntries) return -1;
-    const end = this.laneFramesValue(b, at, memo, slot);
-    // (The machine took EMPTY_LIST's 64 already.)
-    if (end < 0 || this.lfCount === 0 || end - at > lane.maxSpan || this.lfCharge - 64 > lane.budget) return -1;
-    const stack = this.commitFrames(b);
-    const node = new RawList();
-    node.stack = stack;
-    node.slot = slot;
-    this.releaseSlot(slot, STACK, stack);
-    lane.memoCount = slot + 1;
-    lane.charge = this.lfCharge - 64;
-    lane.value = node;
-    return end;
   }
 
   /** Interns what `laneFramesValue` decoded (and remembers its bytes); returns the stack id. */

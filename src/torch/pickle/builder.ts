@@ -1,6 +1,6 @@
 /**
  * What the pickle machine (machine.ts) asks of whoever builds its values: the `PickleBuilder` that
- * makes containers, the optional `FastLane` that reads whole dicts or lists straight from the
+ * makes containers, the optional `FastLane` that reads whole dicts straight from the
  * opcode bytes, and the `PickleLimits` every read is held to. Tuples are frozen arrays.
  */
 import type { PickleMemo } from './memo.js';
@@ -60,8 +60,6 @@ export interface PickleBuilder {
    * same with or without lanes. It must never throw for bad input.
    */
   fastDict?(bytes: Uint8Array, at: number, memo: PickleMemo, lane: FastLane): number;
-  /** The same for a list, tried at each EMPTY_LIST. */
-  fastList?(bytes: Uint8Array, at: number, memo: PickleMemo, lane: FastLane): number;
 }
 
 /** In/out state of `PickleBuilder.fastDict` (one object per read, reused). */

@@ -154,7 +154,6 @@ export class PickleMachine {
     const trackMemo = builder.onMemoize !== undefined;
     const chargesExtra = builder.pendingCharge !== undefined;
     const hasFastDict = builder.fastDict !== undefined;
-    const hasFastList = builder.fastList !== undefined;
     const lane = this.lane;
     const maxDepth = limits.maxDepth;
     const maxItems = limits.maxContainerItems;
@@ -350,14 +349,14 @@ export class PickleMachine {
             if (budget < 0) budget = this.refill(budget, at);
             if (sp >= maxDepth) throw depthError(at, maxDepth);
             const isDict = op === 0x7d; /* EMPTY_DICT */
-            if (isDict ? hasFastDict : hasFastList) {
+            if (isDict && hasFastDict) {
               lane.memoCount = memoCount;
               // Each opcode pushes at most one item and takes at least one byte: a span shorter than
               // this cannot reach the depth, MARK or container-size limits.
               lane.maxSpan = marks.length + 2 <= maxDepth ? Math.min(maxDepth - sp - 2, maxItems) : 0;
               lane.markRoom = maxDepth - marks.length;
               lane.budget = budget;
-              const end = isDict ? builder.fastDict!(b, at, memo, lane) : builder.fastList!(b, at, memo, lane);
+              const end = builder.fastDict!(b, at, memo, lane);
               if (end > 0) {
                 budget -= lane.charge;
                 memoCount = lane.memoCount;
