@@ -9,8 +9,8 @@
  * lane's code, and three caches by memo index (256 key, 256 action and 64 segment-type entries);
  * a lane that meets anything else gives the dict to the general path and leaves everything as it
  * found it. docs/PICKLE.md ("The fast snapshot path") describes the lanes. What they save: 41 % of
- * the CPU of `memscope summary FILE --json` on a 97 MB snapshot, by `farm-bench --vs` against a
- * build whose machine ignores `fastDict` (docs/ARCHITECTURE.md, "Performance devices").
+ * the CPU of `memscope summary FILE --json` on a 97 MB snapshot, by paired runs against a build
+ * whose machine ignores `fastDict` (docs/ARCHITECTURE.md, "Performance devices").
  */
 import type { FastLane } from './pickle/builder.js';
 import { PickleMemo } from './pickle/memo.js';

@@ -8,8 +8,8 @@
  * to MAX_LIST_BYTES (32 MiB) of copied list bytes, a 4,096-slot table and a 16,384-entry prediction
  * table, all emptied if the file ever re-PUTs a memo index. `npm run bench -- pickle` measures the
  * reader it serves; docs/PICKLE.md describes how it works. What the byte cache and prediction save:
- * 5–12 % of the CPU of `memscope summary FILE --json` on a 97 MB snapshot, by `farm-bench --vs`
- * against a build that decodes every list GET by GET (docs/ARCHITECTURE.md, "Performance devices").
+ * 5–12 % of the CPU of `memscope summary FILE --json` on a 97 MB snapshot, by paired runs against a
+ * build that decodes every list GET by GET (docs/ARCHITECTURE.md, "Performance devices").
  */
 import type { FastLane } from './pickle/builder.js';
 import { PickleMemo } from './pickle/memo.js';
