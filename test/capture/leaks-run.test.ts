@@ -2,29 +2,18 @@
 // not a leak; inference loops (CommonJS, async ES module) and step()-marked
 // loops that keep their outputs are, located at the program's own line.
 import { describe, it, expect, afterAll, vi } from 'vitest';
-import { spawn } from 'node:child_process';
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { repoRoot as root } from '../support/fixtures.js';
+import { sourceCli } from '../support/child.js';
 
 const work = mkdtempSync(join(tmpdir(), 'memscope-leaks-'));
 afterAll(() => rmSync(work, { recursive: true, force: true }));
 // Up to four runs of a TFJS program per test, each bounded by its own 180 s.
 vi.setConfig({ testTimeout: 720_000 });
 
-/** The CLI from source, waited for without blocking the test worker (vitest calls into it meanwhile). */
-function cli(args: string[]): Promise<{ status: number | null; stdout: string; stderr: string }> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, ['--import', 'tsx', join(root, 'src/cli/main.ts'), ...args], { cwd: root, timeout: 180_000 });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.setEncoding('utf8').on('data', (d: string) => (stdout += d));
-    child.stderr.setEncoding('utf8').on('data', (d: string) => (stderr += d));
-    child.on('error', reject);
-    child.on('close', (status) => resolve({ status, stdout, stderr }));
-  });
-}
+const cli = sourceCli;
 
 /** Runs a fixture script under `memscope run --stacks` and returns the capture's path. */
 async function capture(name: string, script: string, scriptArgs: string[] = []): Promise<string> {

@@ -1,12 +1,12 @@
 // `memscope run` as a process: what the capture holds when the program ends
 // normally, throws, or is killed; --max-entries and --backend.
 import { describe, it, expect, afterAll, vi } from 'vitest';
-import { spawn } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { parseCapture } from '../../src/capture/reader.js';
 import { findLeaks } from '../../src/capture/leaks.js';
+import { sourceCli } from '../support/child.js';
 
 const root = resolve(import.meta.dirname, '../..');
 const script = join(root, 'test/fixtures/scripts/train.mjs');
@@ -15,18 +15,7 @@ afterAll(() => rmSync(work, { recursive: true, force: true }));
 // Up to two runs of a TFJS program per test, each bounded by its own 180 s.
 vi.setConfig({ testTimeout: 360_000 });
 
-/** `memscope run` from source, waited for without blocking the test worker (vitest calls into it meanwhile). */
-function cli(args: string[]): Promise<{ status: number | null; stdout: string; stderr: string }> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, ['--import', 'tsx', join(root, 'src/cli/main.ts'), ...args], { cwd: root, timeout: 180_000 });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.setEncoding('utf8').on('data', (d: string) => (stdout += d));
-    child.stderr.setEncoding('utf8').on('data', (d: string) => (stderr += d));
-    child.on('error', reject);
-    child.on('close', (status) => resolve({ status, stdout, stderr }));
-  });
-}
+const cli = sourceCli;
 
 async function run(name: string, runArgs: string[], scriptArgs: string[], program = script) {
   const out = join(work, `${name}.ndjson`);

@@ -1,23 +1,19 @@
 // The CLI's manners, through the built bin (dist/cli/memscope.cjs) as users run it: usage errors
 // exit 2, unusable input exits 1, and either way stderr holds one line naming the option or the
 // file and the problem, never a stack trace.
-import { spawn } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { describe, expect, it, vi } from 'vitest';
 import { fixture, repoRoot } from '../support/fixtures.js';
+import { runNode, type ChildOutcome } from '../support/child.js';
 
 vi.setConfig({ testTimeout: 180_000 });
 
 const bin = path.join(repoRoot, 'dist/cli/memscope.cjs');
 const work = mkdtempSync(path.join(tmpdir(), 'memscope-manners-'));
 
-interface Outcome {
-  status: number | null;
-  stdout: string;
-  stderr: string;
-}
+type Outcome = ChildOutcome;
 
 /**
  * Runs the built bin in `work` (relative file names stay as typed in the messages). A child
@@ -26,15 +22,7 @@ interface Outcome {
  */
 function memscope(...args: string[]): Promise<Outcome> {
   if (!existsSync(bin)) throw new Error(`${bin} is missing: run \`npm run build\` first (npm test does)`);
-  return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [bin, ...args], { cwd: work, env: { ...process.env, MEMSCOPE_COMPILE_CACHE: 'off', NO_COLOR: '1' } });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.setEncoding('utf8').on('data', (d: string) => (stdout += d));
-    child.stderr.setEncoding('utf8').on('data', (d: string) => (stderr += d));
-    child.on('error', reject);
-    child.on('close', (status) => resolve({ status, stdout, stderr }));
-  });
+  return runNode([bin, ...args], { cwd: work, env: { ...process.env, MEMSCOPE_COMPILE_CACHE: 'off', NO_COLOR: '1' } });
 }
 
 /** The exit code and the stderr lines, for one comparison that shows both when it fails. */
