@@ -5,6 +5,7 @@ import { CachingAllocatorModel, hexAddress } from './caching-allocator.js';
 import { SimulatedDevice } from './device.js';
 import { impliedStartState, type ParsedSnapshot } from './replay.js';
 import type { AllocatorSettings } from './settings.js';
+import type { TraceRunOoms } from './replay-report.js';
 
 /** What a policy factory is told about the run it serves. */
 export interface PolicyContext {
@@ -41,7 +42,7 @@ export interface PolicyFigures {
   fragmentationAtPeak: number;
 }
 
-export interface PolicyReplayResult extends PolicyFigures {
+export interface PolicyReplayResult extends PolicyFigures, TraceRunOoms {
   policy: string;
   device: number;
   capacity: number | null;
@@ -51,9 +52,6 @@ export interface PolicyReplayResult extends PolicyFigures {
   frees: number;
   emptyCacheCalls: number;
   endReservedBytes: number;
-  oom: null | { traceIndex: number; requestedBytes: number; message: string };
-  /** The trace's own OOMs this run went past: each request was tried and, when it fit, freed again at once. */
-  recordedOoms: { traceIndex: number; requestedBytes: number; avoided: boolean }[];
   /** The same figures for what PyTorch did, from the trace's segment events and requested sizes. */
   pytorch: PolicyFigures & { ooms: number };
 }

@@ -184,3 +184,9 @@ export function compareEndState(snap: ParsedSnapshot, device: number, model: Cac
     firstMissing: b && `${hexAddress(b.address)} (${b.size} bytes, ${b.state}${b.state === 'inactive' ? '' : `, ${b.requested_size} requested`})`,
   };
 }
+
+/** How a run of the trace through an allocator ended: its first OOM (null: none), and the trace's own OOMs it went past (each request tried and, when it fit, freed again at once). */
+export interface TraceRunOoms {
+  oom: null | { traceIndex: number; requestedBytes: number; message: string };
+  recordedOoms: { traceIndex: number; requestedBytes: number; avoided: boolean }[];
+}

@@ -16,7 +16,7 @@ import {
   type ParsedSnapshot,
   type TraceColumns,
 } from './replay-input.js';
-import type { OomAnswer, ReplayOom } from './replay-report.js';
+import type { OomAnswer, ReplayOom, TraceRunOoms } from './replay-report.js';
 import { impliedStartState, type StartState } from './replay-start-state.js';
 import type { AllocatorSettings } from './settings.js';
 
@@ -55,7 +55,7 @@ export function answerOom(snap: ParsedSnapshot, device: number, oom: ReplayOom):
   };
 }
 
-export interface WhatIfResult {
+export interface WhatIfResult extends TraceRunOoms {
   settings: string;
   capacity: number | null;
   peakReservedBytes: number;
@@ -67,9 +67,6 @@ export interface WhatIfResult {
   deviceFrees: number;
   allocRetries: number;
   endReservedBytes: number;
-  oom: null | { traceIndex: number; requestedBytes: number; message: string };
-  /** The trace's own OOMs this run went past: each request was tried here and, when it fit, freed again at once. */
-  recordedOoms: { traceIndex: number; requestedBytes: number; avoided: boolean }[];
 }
 
 /**
