@@ -1,0 +1,154 @@
+/**
+ * A capture of a TFJS program running in a page, in the format `memscope run` writes
+ * (docs/CAPTURE_FORMAT.md), so `memscope leaks` and `memscope report` read it as they read a
+ * Node run's. The recording is the same as `memscope run`'s: the TFJS adapter feeds the capture
+ * recorder; models and optimizers are found as the program uses them (from the `tf` namespaces
+ * the page passes in, by the same prototype wrapping `memscope run` uses); steps end at each
+ * optimizer update, each top-level `predict`/`execute`, and each `step()`.
+ */
+import type { AdapterSession } from '../core/adapter.js';
+import { MemscopeError } from '../core/errors.js';
+import { CaptureRecorder } from '../capture/recorder.js';
+import { onStep } from '../capture/step.js';
+import { CaptureWriter, type CaptureSink } from '../capture/writer.js';
+import { tfjsAdapter } from '../tfjs/adapter.js';
+import { createModelTracking, type ModelTracking } from '../tfjs/auto-track.js';
+import { downloadFile, timestampedName } from './download.js';
+
+export interface BrowserCaptureOptions {
+  /**
+   * The page's TFJS namespaces (`import * as tf from '@tensorflow/tfjs'`, or tfjs-core and
+   * tfjs-layers apart): models, optimizers and graph models are found on their prototypes as the
+   * program uses them. Without it, register them with `capture.module()` / `capture.optimizer()`.
+   */
+  tf?: object | readonly object[];
+  /** Record the allocating JS stack of storages that outlive a step (what `leaks` locates leaks with). */
+  stacks?: boolean;
+  /** Record at most this many allocations individually; later ones are only counted. */
+  maxEntries?: number | null;
+  /**
+   * Substrings of script URLs that are library code, folded like installed packages (URLs with
+   * `node_modules/` always are: a dev server such as Vite serves dependencies from there).
+   */
+  libraryFrames?: readonly string[];
+  /** What the capture header names as the program; the page's URL by default. */
+  program?: string;
+}
+
+/** A running browser capture. */
+export interface BrowserCapture {
+  /** Whether `stop()` has been called. */
+  readonly stopped: boolean;
+  /** Marks the end of one unit of the program's work (as memscope/tfjs's `step()` does). */
+  step(): void;
+  /** Registers a model (layers and weights become modules and Parameters). */
+  module(model: unknown, name?: string): void;
+  /** Registers an optimizer (its state becomes Optstate; its steps end training steps). */
+  optimizer(optimizer: unknown): void;
+  /** Ends the capture (end record, uninstalled hooks) and returns its whole text. Idempotent. */
+  stop(info?: { error?: string | null }): string;
+  /** The capture text so far (complete only after `stop()`). */
+  text(): string;
+  /** Stops the capture and offers it as a file (`memscope-capture-<time>.ndjson` by default). */
+  download(filename?: string): void;
+}
+
+/** Collects the writer's chunks in memory. */
+class MemorySink implements CaptureSink {
+  readonly chunks: string[] = [];
+  write(chunk: string): void {
+    this.chunks.push(chunk);
+  }
+  text(): string {
+    if (this.chunks.length > 1) this.chunks.splice(0, this.chunks.length, this.chunks.join(''));
+    return this.chunks[0] ?? '';
+  }
+}
+
+/**
+ * Starts capturing the page's TFJS program. TFJS must be loaded (its engine exists once
+ * `@tensorflow/tfjs-core` is imported). Hooks that fail never reach the program: the first
+ * failure is reported once on the console and the program continues.
+ */
+export function startCapture(options: BrowserCaptureOptions = {}): BrowserCapture {
+  // Stack frames come from V8's stack trace API (Chromium and other V8 browsers); elsewhere the
+  // capture is recorded without them.
+  const stacks = (options.stacks ?? false) && typeof (Error as { captureStackTrace?: unknown }).captureStackTrace === 'function';
+  const maxEntries = options.maxEntries ?? null;
+  if (maxEntries !== null && !(Number.isInteger(maxEntries) && maxEntries > 0)) {
+    throw new MemscopeError('bad-option', `startCapture: maxEntries must be a positive integer or null, got ${String(maxEntries)}`);
+  }
+  const sink = new MemorySink();
+  const program = options.program ?? (typeof location === 'undefined' ? 'page' : location.href);
+  const writer = new CaptureWriter(sink, { created: new Date().toISOString(), argv: [program], backend: null, stacks, maxEntries });
+  const recorder = new CaptureRecorder(writer, { stacks, maxEntries, internalFrames: options.libraryFrames ?? [] });
+
+  let warned = false;
+  const warn = (err: unknown): void => {
+    if (warned) return;
+    warned = true;
+    console.warn(`memscope: capture hook failed (the program continues): ${err instanceof Error ? err.message : String(err)}`);
+  };
+  const session: AdapterSession = tfjsAdapter.attach(recorder);
+  recorder.adoptExisting(session.liveStorages());
+  const tracking: ModelTracking = createModelTracking(
+    {
+      module: (model, name) => session.module(model, name),
+      optimizer: (opt) => session.optimizer(opt),
+      inferenceEnd: (kind) => recorder.mark(kind),
+    },
+    warn,
+  );
+  const namespaces = options.tf === undefined ? [] : Array.isArray(options.tf) ? options.tf : [options.tf];
+  for (const ns of namespaces) tracking.watch(ns);
+  const removeStepListener = onStep(() => {
+    try {
+      recorder.mark('step');
+    } catch (err) {
+      warn(err);
+    }
+  });
+
+  let stopped = false;
+  const stop = (info: { error?: string | null } = {}): string => {
+    if (!stopped) {
+      stopped = true;
+      removeStepListener();
+      tracking.restore();
+      try {
+        session.flush?.();
+        recorder.finish({ exitCode: null, error: info.error ?? null });
+      } finally {
+        session.detach();
+      }
+    }
+    return sink.text();
+  };
+
+  return {
+    get stopped() {
+      return stopped;
+    },
+    step() {
+      if (!stopped) recorder.mark('step');
+    },
+    module(model, name) {
+      session.module(model, name);
+    },
+    optimizer(optimizer) {
+      session.optimizer(optimizer);
+    },
+    stop,
+    text() {
+      if (!stopped) {
+        session.flush?.();
+        writer.flush();
+      }
+      return sink.text();
+    },
+    download(filename) {
+      const text = stop();
+      downloadFile(text, filename ?? timestampedName('memscope-capture', 'ndjson'), 'application/x-ndjson');
+    },
+  };
+}

@@ -1,0 +1,5 @@
+// memscope/browser: memscope inside a web page (docs/BROWSER.md). Browser code only; the
+// frameworks are the page's own objects, passed in.
+export { startCapture, type BrowserCapture, type BrowserCaptureOptions } from './capture.js';
+export { downloadFile, timestampedName, type Downloadable } from './download.js';
+export { step } from '../capture/step.js';
