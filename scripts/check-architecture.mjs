@@ -22,7 +22,7 @@ import { fileURLToPath, pathToFileURL } from 'node:url';
 import ts from 'typescript';
 
 /** The layers, lowest first. A folder imports only folders on a strictly lower layer, or its own. */
-export const LAYERS = [['core'], ['render'], ['torch', 'capture'], ['allocator', 'tracking', 'analysis'], ['tfjs', 'viewer'], ['cli', 'browser']];
+export const LAYERS = [['core'], ['render'], ['torch', 'capture'], ['allocator', 'tracking', 'analysis'], ['tfjs', 'viewer', 'webgpu'], ['cli', 'browser']];
 
 /** Files directly in src/ that are package entry points: above every layer, imported by nothing. */
 export const ENTRY_POINTS = ['index.ts', 'node.ts'];

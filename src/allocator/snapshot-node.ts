@@ -1,8 +1,6 @@
 import { writeFileSync } from 'node:fs';
-import { makeTuple } from '../torch/pickle/reader.js';
-import { pyFloat, writePickle } from '../torch/pickle/writer.js';
 import type { DeviceMemory } from './api.js';
-import type { SnapshotDict } from './snapshot.js';
+import { encodeSnapshotPickle, type SnapshotDict } from './snapshot.js';
 import { renderMemoryUsage, renderSegmentUsage } from './views.js';
 
 /**
@@ -10,23 +8,10 @@ import { renderMemoryUsage, renderSegmentUsage } from './views.js';
  * saveMemoryUsage.
  */
 
-/** The snapshot with Python types where PyTorch has them: segment_pool_id a tuple, the GC threshold a float. */
-function toPickleShape(s: SnapshotDict): unknown {
-  return {
-    segments: s.segments.map((seg) => ({ ...seg, segment_pool_id: makeTuple([...seg.segment_pool_id]) })),
-    device_traces: s.device_traces,
-    allocator_settings: {
-      ...s.allocator_settings,
-      garbage_collection_threshold: pyFloat(s.allocator_settings.garbage_collection_threshold),
-    },
-    external_annotations: s.external_annotations,
-  };
-}
-
 /** Serialises a snapshot: JSON for *.json, otherwise a protocol-4 pickle (what pytorch.org/memory_viz opens). */
 export function encodeSnapshot(snapshot: SnapshotDict, path: string): Uint8Array | string {
   if (/\.json$/i.test(path)) return JSON.stringify(snapshot);
-  return writePickle(toPickleShape(snapshot));
+  return encodeSnapshotPickle(snapshot);
 }
 
 /** torch.cuda.memory._dump_snapshot(filename). */

@@ -3,6 +3,8 @@
  * objects: what the allocator model writes and pickles. memscope's reader turns such a file into
  * the columnar `MemorySnapshot` of src/torch/snapshot.ts.
  */
+import { makeTuple } from '../torch/pickle/reader.js';
+import { pyFloat, writePickle } from '../torch/pickle/writer.js';
 import type { BlockState, Frame } from '../torch/pytorch-vocabulary.js';
 import type { CachingAllocatorModel, TraceEntry } from './caching-allocator.js';
 import { DEFAULT_SETTINGS, toSnapshotSettings, type SnapshotAllocatorSettings } from './settings.js';
@@ -87,4 +89,21 @@ export function buildSnapshot(models: readonly CachingAllocatorModel[]): Snapsho
     allocator_settings: toSnapshotSettings(models[0]?.settings ?? DEFAULT_SETTINGS),
     external_annotations: [],
   };
+}
+
+/**
+ * A snapshot as the protocol-4 pickle `_dump_snapshot` writes (what pytorch.org/memory_viz and
+ * memscope read), with Python's types where PyTorch has them: segment_pool_id a tuple, the GC
+ * threshold a float.
+ */
+export function encodeSnapshotPickle(s: SnapshotDict): Uint8Array {
+  return writePickle({
+    segments: s.segments.map((seg) => ({ ...seg, segment_pool_id: makeTuple([...seg.segment_pool_id]) })),
+    device_traces: s.device_traces,
+    allocator_settings: {
+      ...s.allocator_settings,
+      garbage_collection_threshold: pyFloat(s.allocator_settings.garbage_collection_threshold),
+    },
+    external_annotations: s.external_annotations,
+  });
 }

@@ -1,0 +1,19 @@
+// memscope/webgpu: device-level WebGPU memory recording for any page, and torch.cuda.memory's
+// API per WebGPU device. Browser code: no framework import, no Node module.
+import { WebGPUMemory } from './memory.js';
+import type { InstallOptions } from './recorder.js';
+
+/**
+ * Patches the page's WebGPU classes so that every device from `GPUAdapter.requestDevice` is
+ * recorded from now on (`track(device)` adds one created earlier). `uninstall()` puts every
+ * patched method back. One installation at a time.
+ */
+export function installWebGPU(options: InstallOptions = {}): WebGPUMemory {
+  return new WebGPUMemory(options);
+}
+
+export { WebGPUMemory, UNATTRIBUTED, type GroupFigures, type RecordMemoryHistoryOptions, type WebGPUDeviceArg, type WebGPUDeviceListing, type WebGPUFigures } from './memory.js';
+export { WebGPURecorder, type Annotation, type InstallOptions, type WebGPUMemoryEvent, type WebGPUMemoryListener } from './recorder.js';
+export { WEBGPU_FRAME_FILE, type Attribution, type FreeReason, type ResourceKind, type ResourceRecord } from './device-record.js';
+export { formatBlock, textureBytes, textureShape, type TextureShape } from './texture-bytes.js';
+export { pageClasses, type WebGPUClasses } from './gpu-types.js';
