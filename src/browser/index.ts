@@ -3,3 +3,4 @@
 export { startCapture, type BrowserCapture, type BrowserCaptureOptions } from './capture.js';
 export { downloadFile, timestampedName, type Downloadable } from './download.js';
 export { step } from '../capture/step.js';
+export { attachTfjsWebGPU, TFJS_WEBGPU, type TfjsWebGPUAttribution, type TfjsWebGPUOptions } from './tfjs-webgpu.js';
