@@ -4,3 +4,5 @@ export { startCapture, type BrowserCapture, type BrowserCaptureOptions } from '.
 export { downloadFile, timestampedName, type Downloadable } from './download.js';
 export { step } from '../capture/step.js';
 export { attachTfjsWebGPU, TFJS_WEBGPU, type TfjsWebGPUAttribution, type TfjsWebGPUOptions } from './tfjs-webgpu.js';
+export { attachMemoryPanel, type MemoryPanel, type MemoryPanelOptions, type PanelCorner } from './panel.js';
+export { loadViewerScript, openHtmlInNewTab, snapshotReportHtml, type ViewerScript } from './report-page.js';
