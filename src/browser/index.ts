@@ -6,3 +6,4 @@ export { step } from '../capture/step.js';
 export { attachTfjsWebGPU, TFJS_WEBGPU, type TfjsWebGPUAttribution, type TfjsWebGPUOptions } from './tfjs-webgpu.js';
 export { attachMemoryPanel, type MemoryPanel, type MemoryPanelOptions, type PanelCorner } from './panel.js';
 export { loadViewerScript, openHtmlInNewTab, snapshotReportHtml, type ViewerScript } from './report-page.js';
+export { attachOnnxRuntime, ONNXRUNTIME_WEB, type OnnxRuntimeAttribution, type OnnxRuntimeOptions, type OrtRunRecord, type OrtSessionRecord, type OrtUndisposedOutput } from './onnxruntime.js';

@@ -2,7 +2,7 @@
 // framework in a shadow root that neither takes nor gives style, strings shown as text, a saved
 // snapshot that `memscope summary` reads in Node, a report opened in a new tab, detach.
 import type { Browser } from 'playwright-core';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
