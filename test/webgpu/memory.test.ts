@@ -40,12 +40,17 @@ describe('memscope/webgpu on a fake GPUDevice', () => {
     expect(s['num_device_alloc']).toBe(2);
     expect(s['num_device_free']).toBe(1);
     expect(s['num_alloc_retries']).toBe(0);
-    expect(s['allocated_bytes.small_pool.allocated']).toBe(0);
-    expect(s['allocated_bytes.large_pool.current']).toBe(24);
+    expect(s['allocated_bytes.small_pool.current']).toBe(24);
+    expect(s['allocated_bytes.large_pool.allocated']).toBe(0);
     expect(memory.resources().map((r) => [r.kind, r.bytes, r.usage, r.label])).toEqual([['buffer', 24, COPY_DST, '']]);
     expect(b).toBeInstanceOf(FakeBuffer);
     const summary = memory.memorySummary();
     expect(summary).toMatch(/\| Allocated memory\s+\|\s+24 B\s+\|\s+24 B\s+\|\s+1024 B\s+\|\s+1000 B\s+\|/);
+    // Over 1 MiB (PyTorch's kSmallSize) a resource counts in the large pool.
+    const big = device.createBuffer({ size: (1 << 20) + 4, usage: STORAGE });
+    expect(memory.memoryStats()['reserved_bytes.large_pool.current']).toBe((1 << 20) + 4);
+    expect(memory.memoryStats()['segment.small_pool.current']).toBe(1);
+    big.destroy();
   });
 
   it('sizes textures by format block, mip levels, layers or depth, and samples; query sets at 8 bytes a query', async () => {
