@@ -3,12 +3,15 @@
  * over them and the trace ring of `recordMemoryHistory`. Each buffer, texture or query set is one
  * segment holding one block, at an address memscope makes up (WebGPU has no addresses); a
  * resource a framework's pool holds idle is a segment whose block is inactive — reserved, not
- * allocated — as a cached block is in PyTorch's caching allocator.
+ * allocated — as a cached block is in PyTorch's caching allocator. WebGPU has no pools; a resource
+ * counts in PyTorch's small pool when it is at most 1 MiB (kSmallSize) and in the large pool
+ * otherwise, the split PyTorch makes by request size, so that the tables and `memscope summary`
+ * (which sorts trace events by that size) agree.
  */
-import { AGGREGATE, DeviceStats, LARGE_POOL, flattenStats, nestedStats, type PoolFamily } from '../allocator/stats.js';
+import { AGGREGATE, DeviceStats, LARGE_POOL, SMALL_POOL, flattenStats, nestedStats, type PoolFamily } from '../allocator/stats.js';
 import type { TraceEntry } from '../allocator/caching-allocator.js';
 import type { SnapshotSegment } from '../allocator/snapshot.js';
-import type { Frame, KnownTraceAction } from '../torch/pytorch-vocabulary.js';
+import { SMALL_SIZE, type Frame, type KnownTraceAction } from '../torch/pytorch-vocabulary.js';
 
 export type ResourceKind = 'buffer' | 'texture' | 'querySet';
 
@@ -92,31 +95,32 @@ export class DeviceRecord {
     return address;
   }
 
-  private change(families: PoolFamily[], amount: number, count: boolean): void {
+  private change(families: PoolFamily[], r: ResourceRecord, sign: 1 | -1, count: boolean): void {
+    const pool = isSmall(r.bytes) ? SMALL_POOL : LARGE_POOL;
+    const amount = count ? 1 : r.bytes;
     for (const f of families) {
       const pools = this.stats[f];
-      const delta = count ? Math.sign(amount) : amount;
-      if (delta > 0) {
-        pools[AGGREGATE].increase(delta);
-        pools[LARGE_POOL].increase(delta);
-      } else if (delta < 0) {
-        pools[AGGREGATE].decrease(-delta);
-        pools[LARGE_POOL].decrease(-delta);
+      if (sign > 0) {
+        pools[AGGREGATE].increase(amount);
+        pools[pool].increase(amount);
+      } else {
+        pools[AGGREGATE].decrease(amount);
+        pools[pool].decrease(amount);
       }
     }
   }
 
   private setAllocated(r: ResourceRecord, on: boolean): void {
     const sign = on ? 1 : -1;
-    this.change(['allocated_bytes', 'active_bytes', 'requested_bytes'], sign * r.bytes, false);
-    this.change(['allocation', 'active'], sign, true);
+    this.change(['allocated_bytes', 'active_bytes', 'requested_bytes'], r, sign, false);
+    this.change(['allocation', 'active'], r, sign, true);
   }
 
   add(r: ResourceRecord): void {
     this.live.set(r.id, r);
     this.stats.num_device_alloc++;
-    this.change(['reserved_bytes'], r.bytes, false);
-    this.change(['segment'], 1, true);
+    this.change(['reserved_bytes'], r, 1, false);
+    this.change(['segment'], r, 1, true);
     this.trace('segment_alloc', r, r.frames);
     if (r.inUse) {
       this.setAllocated(r, true);
@@ -143,8 +147,8 @@ export class DeviceRecord {
       this.trace('free_requested', r, frames, timeUs);
       this.trace('free_completed', r, frames, timeUs);
     }
-    this.change(['reserved_bytes'], -r.bytes, false);
-    this.change(['segment'], -1, true);
+    this.change(['reserved_bytes'], r, -1, false);
+    this.change(['segment'], r, -1, true);
     this.stats.num_device_free++;
     this.trace('segment_free', r, frames, timeUs);
     r.freedBy = reason;
@@ -196,7 +200,7 @@ export class DeviceRecord {
         active_size: held,
         requested_size: held,
         stream: 0,
-        segment_type: 'large',
+        segment_type: isSmall(r.bytes) ? 'small' : 'large',
         segment_pool_id: [0, 0],
         is_expandable: false,
         frames,
@@ -206,6 +210,8 @@ export class DeviceRecord {
     return out;
   }
 }
+
+const isSmall = (bytes: number): boolean => bytes <= SMALL_SIZE;
 
 /** Microseconds since the epoch, as PyTorch's time_us. */
 export function nowUs(): number {

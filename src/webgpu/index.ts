@@ -9,7 +9,20 @@ import type { InstallOptions } from './recorder.js';
  * patched method back. One installation at a time.
  */
 export function installWebGPU(options: InstallOptions = {}): WebGPUMemory {
-  return new WebGPUMemory(options);
+  const memory = new WebGPUMemory(options);
+  current = memory;
+  return memory;
+}
+
+let current: WebGPUMemory | undefined;
+
+/**
+ * The installation from `installWebGPU` still installed, if any: how a framework adapter loaded
+ * separately finds the recorder to attribute to.
+ */
+export function installedWebGPU(): WebGPUMemory | undefined {
+  if (current && !current.installed) current = undefined;
+  return current;
 }
 
 export { WebGPUMemory, UNATTRIBUTED, type GroupFigures, type RecordMemoryHistoryOptions, type WebGPUDeviceArg, type WebGPUDeviceListing, type WebGPUFigures } from './memory.js';

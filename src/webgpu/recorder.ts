@@ -145,11 +145,12 @@ export class WebGPURecorder {
    * Records a device created before install (devices from `requestDevice` after install are
    * tracked by themselves). Returns its name, `webgpu:N` in the order devices were tracked.
    */
-  track(device: DeviceLike): string {
+  track(device: object): string {
     if (device === null || typeof device !== 'object') throw new MemscopeError('bad-argument', 'track(device): expected a GPUDevice');
     const known = this.deviceOf.get(device);
     if (known) return known.name;
-    const record = new DeviceRecord(this.deviceList.length, typeof device.label === 'string' ? device.label : '', this.history);
+    const label = (device as DeviceLike).label;
+    const record = new DeviceRecord(this.deviceList.length, typeof label === 'string' ? label : '', this.history);
     this.deviceList.push(record);
     this.deviceOf.set(device, record);
     this.emit('device', record);

@@ -10,6 +10,24 @@ interface V8ErrorConstructor {
 const OWN_FILE = /[\\/](src|dist)[\\/]webgpu[\\/]/;
 
 /**
+ * Parsed stacks by their text: a program creates most of its resources from a few call sites, so
+ * one parse (and one frame array shared by their records) serves all of them.
+ */
+const parsed = new Map<string, Frame[]>();
+const MAX_PARSED = 4096;
+
+function parseOnce(stack: string | undefined): Frame[] {
+  if (!stack) return [];
+  let frames = parsed.get(stack);
+  if (!frames) {
+    frames = parseStack(stack).filter((f) => !OWN_FILE.test(f.filename));
+    if (parsed.size >= MAX_PARSED) parsed.clear();
+    parsed.set(stack, frames);
+  }
+  return frames;
+}
+
+/**
  * The page's JavaScript stack at a WebGPU call, innermost first, without memscope's own frames:
  * V8's `Error.captureStackTrace` starts the stack below `above` (the patched method); elsewhere
  * `new Error().stack` is cut after the first frame that names `above`. Frames in memscope/webgpu's
@@ -26,7 +44,7 @@ export function pageStack(above: Function, limit: number): Frame[] {
     } finally {
       E.stackTraceLimit = saved;
     }
-    return parseStack(holder.stack).filter((f) => !OWN_FILE.test(f.filename));
+    return parseOnce(holder.stack);
   }
   const frames = parseStack(new Error().stack);
   const at = frames.findIndex((f) => f.name === above.name || f.name.endsWith(`.${above.name}`));

@@ -1,6 +1,6 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { readSnapshot } from '../../src/torch/snapshot-decoder.js';
-import { installWebGPU, textureBytes, type WebGPUMemory } from '../../src/webgpu/index.js';
+import { installWebGPU, installedWebGPU, textureBytes, type WebGPUMemory } from '../../src/webgpu/index.js';
 import { FakeAdapter, FakeBuffer, FakeDevice, FakeQuerySet, FakeTexture, fakeClasses } from './fake-gpu.js';
 
 const STORAGE = 0x80;
@@ -40,12 +40,17 @@ describe('memscope/webgpu on a fake GPUDevice', () => {
     expect(s['num_device_alloc']).toBe(2);
     expect(s['num_device_free']).toBe(1);
     expect(s['num_alloc_retries']).toBe(0);
-    expect(s['allocated_bytes.small_pool.allocated']).toBe(0);
-    expect(s['allocated_bytes.large_pool.current']).toBe(24);
+    expect(s['allocated_bytes.small_pool.current']).toBe(24);
+    expect(s['allocated_bytes.large_pool.allocated']).toBe(0);
     expect(memory.resources().map((r) => [r.kind, r.bytes, r.usage, r.label])).toEqual([['buffer', 24, COPY_DST, '']]);
     expect(b).toBeInstanceOf(FakeBuffer);
     const summary = memory.memorySummary();
     expect(summary).toMatch(/\| Allocated memory\s+\|\s+24 B\s+\|\s+24 B\s+\|\s+1024 B\s+\|\s+1000 B\s+\|/);
+    // Over 1 MiB (PyTorch's kSmallSize) a resource counts in the large pool.
+    const big = device.createBuffer({ size: (1 << 20) + 4, usage: STORAGE });
+    expect(memory.memoryStats()['reserved_bytes.large_pool.current']).toBe((1 << 20) + 4);
+    expect(memory.memoryStats()['segment.small_pool.current']).toBe(1);
+    big.destroy();
   });
 
   it('sizes textures by format block, mip levels, layers or depth, and samples; query sets at 8 bytes a query', async () => {
@@ -120,7 +125,7 @@ describe('memscope/webgpu on a fake GPUDevice', () => {
     expect(() => installWebGPU({ classes: {} })).toThrow(/no GPUDevice class/);
   });
 
-  it('keeps a throwing listener and bad internal state away from the page', async () => {
+  it('keeps a throwing listener away from the page and from other listeners', async () => {
     const { memory, device } = await setup();
     memory.subscribe(() => {
       throw new Error('panel broke');
@@ -131,6 +136,29 @@ describe('memscope/webgpu on a fake GPUDevice', () => {
     b.destroy();
     expect(seen).toEqual(['create 8', 'destroy 0']);
     expect(memory.warnings).toEqual(['memscope failed while recording a subscribe() listener: panel broke']);
+  });
+
+  it('gives the page its object when reading the created resource fails inside memscope', async () => {
+    class OddDevice extends FakeDevice {}
+    const unreadable = { get size(): number { throw new Error('size unreadable'); }, destroy() {} };
+    Object.defineProperty(OddDevice.prototype, 'createBuffer', {
+      value: function createBuffer() {
+        return unreadable;
+      },
+      configurable: true,
+      writable: true,
+    });
+    memory = installWebGPU({ classes: { ...fakeClasses(), GPUDevice: OddDevice } });
+    const device = new OddDevice();
+    expect(memory.track(device)).toBe('webgpu:0');
+    expect(memory.track(device)).toBe('webgpu:0');
+    expect(device.createBuffer({ size: 4, usage: 1 })).toBe(unreadable);
+    expect(memory.resources()).toEqual([]);
+    expect(memory.warnings).toEqual(['memscope failed while recording createBuffer: size unreadable']);
+    expect(() => memory!.memoryAllocated(new FakeDevice())).toThrow(/not tracked/);
+    expect(installedWebGPU()).toBe(memory);
+    memory.uninstall();
+    expect(installedWebGPU()).toBeUndefined();
   });
 
   it('attributes resources, tells pooled (reserved) from in use (allocated), and destroys with the device', async () => {

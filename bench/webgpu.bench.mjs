@@ -1,0 +1,104 @@
+// memscope/webgpu's recording cost in headless Chromium (SwiftShader's WebGPU, as the browser
+// tests use): a loop that creates and destroys buffers (and every tenth step a mipmapped texture)
+// is timed unrecorded and recorded in the same page, rounds interleaved so that machine load
+// falls on every variant alike. Variants: recorded with creating stacks (the default), recorded
+// without stacks, and with stacks plus recordMemoryHistory (the trace ring). Three runs, each in a
+// fresh browser; each prints medians over its rounds and the ratio with its 95% bootstrap
+// interval; the figure is the median of the three runs' ratios.
+import { build } from 'esbuild';
+import { chromium } from 'playwright-core';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { ratioInterval } from './ratio-interval.mjs';
+
+const root = join(dirname(fileURLToPath(import.meta.url)), '..');
+const CHROMIUM = process.env.MEMSCOPE_CHROMIUM ?? '/usr/bin/chromium';
+const RUNS = 3;
+const ROUNDS = 9;
+const STEPS = 2000;
+
+const PAGE = `
+import { installWebGPU } from './dist/webgpu/index.js';
+
+function loop(device, steps) {
+  const usage = GPUBufferUsage.STORAGE | GPUBufferUsage.COPY_DST;
+  const t0 = performance.now();
+  for (let i = 0; i < steps; i++) {
+    device.createBuffer({ size: 256 * (1 + (i % 64)), usage }).destroy();
+    if (i % 10 === 0) device.createTexture({ size: [64, 64], format: 'rgba8unorm', usage: GPUTextureUsage.TEXTURE_BINDING, mipLevelCount: 7 }).destroy();
+  }
+  return performance.now() - t0;
+}
+
+globalThis.measure = async (rounds, steps) => {
+  const adapter = await navigator.gpu.requestAdapter();
+  const device = await adapter.requestDevice();
+  const variants = {
+    unrecorded: () => loop(device, steps),
+    recorded: () => run({}, steps),
+    'recorded, no stacks': () => run({ stacks: false }, steps),
+    'recorded + history': () => run({}, steps, true),
+  };
+  function run(options, n, history = false) {
+    const memory = installWebGPU(options);
+    memory.track(device);
+    if (history) memory.recordMemoryHistory({ maxEntries: 100000 });
+    try {
+      return loop(device, n);
+    } finally {
+      memory.uninstall();
+    }
+  }
+  for (const f of Object.values(variants)) f(); // warm-up
+  const times = Object.fromEntries(Object.keys(variants).map((k) => [k, []]));
+  for (let r = 0; r < rounds; r++) for (const [k, f] of Object.entries(variants)) times[k].push(f());
+  await device.queue.onSubmittedWorkDone();
+  device.destroy();
+  return times;
+};
+`;
+
+const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
+
+const bundle = await build({
+  stdin: { contents: PAGE, resolveDir: root, loader: 'js', sourcefile: 'webgpu-bench-page.js' },
+  bundle: true,
+  write: false,
+  format: 'iife',
+  platform: 'browser',
+  target: 'es2022',
+  logLevel: 'silent',
+});
+const script = bundle.outputFiles[0].text;
+
+console.log(`create/destroy loop: ${STEPS} buffers (256 B–16 KiB) + ${STEPS / 10} textures (64×64 rgba8unorm, 7 mips) per round, ${ROUNDS} rounds, ${RUNS} runs`);
+const ratios = {};
+for (let run = 1; run <= RUNS; run++) {
+  const browser = await chromium.launch({
+    executablePath: CHROMIUM,
+    headless: true,
+    args: ['--headless', '--no-sandbox', '--disable-gpu', '--use-angle=swiftshader', '--enable-unsafe-swiftshader', '--enable-unsafe-webgpu', '--no-first-run'],
+  });
+  try {
+    const page = await browser.newPage();
+    await page.route('http://localhost/', (route) => route.fulfill({ contentType: 'text/html', body: '<!doctype html><html><body></body></html>' }));
+    await page.goto('http://localhost/');
+    await page.addScriptTag({ content: script });
+    const times = await page.evaluate(([r, s]) => globalThis.measure(r, s), [ROUNDS, STEPS]);
+    const base = median(times.unrecorded);
+    const parts = [`run ${run}: unrecorded ${base.toFixed(1)} ms`];
+    for (const [k, xs] of Object.entries(times)) {
+      if (k === 'unrecorded') continue;
+      const ratio = median(xs) / base;
+      const ci = ratioInterval(xs, times.unrecorded, median);
+      (ratios[k] ??= []).push(ratio);
+      parts.push(`${k} ${median(xs).toFixed(1)} ms (×${ratio.toFixed(2)}, 95% ${ci.low.toFixed(2)}–${ci.high.toFixed(2)})`);
+    }
+    console.log(parts.join('; '));
+  } finally {
+    await browser.close();
+  }
+}
+for (const [k, rs] of Object.entries(ratios)) {
+  console.log(`${k} / unrecorded: median of ${RUNS} runs ×${median(rs).toFixed(2)} (runs: ${rs.map((r) => r.toFixed(2)).join(', ')})`);
+}
