@@ -11,10 +11,24 @@ import * as tf from '@tensorflow/tfjs-core';
 import '@tensorflow/tfjs-backend-webgpu';
 import * as tfl from '@tensorflow/tfjs-layers';
 import { installWebGPU } from './src/webgpu/index.ts';
-import { attachTfjsWebGPU } from './src/browser/index.ts';
+import { attachOnnxRuntime, attachTfjsWebGPU, startCapture } from './src/browser/index.ts';
+
+const refusal = (fn) => {
+  try {
+    fn();
+    return null;
+  } catch (err) {
+    return err.name + ' ' + err.code + ': ' + err.message;
+  }
+};
 
 globalThis.runTraining = async () => {
   const memory = installWebGPU();
+  const refusals = [
+    refusal(() => attachTfjsWebGPU({ tf, memory })),
+    refusal(() => attachOnnxRuntime({ ort: {}, memory })),
+    refusal(() => startCapture({ maxEntries: -1 })),
+  ];
   if (!(await tf.setBackend('webgpu'))) throw new Error('webgpu backend failed to initialise');
   const tfjs = attachTfjsWebGPU({ tf, memory });
   const device = tfjs.device;
@@ -45,7 +59,7 @@ globalThis.runTraining = async () => {
   const bm = tf.engine().backend.bufferManager;
   const restored = !Object.prototype.hasOwnProperty.call(bm, 'acquireBuffer') && !Object.prototype.hasOwnProperty.call(bm, 'releaseBuffer');
   memory.uninstall();
-  return { device, rows, trainable, warnings, restored };
+  return { device, rows, trainable, warnings, restored, refusals };
 };
 `;
 
@@ -87,6 +101,12 @@ describe('TFJS webgpu attribution in headless Chromium', () => {
       expect(disposed.reserved).toBe(predicted.reserved);
       expect(disposed.allocated).toBeLessThan(predicted.allocated);
       expect(r.restored).toBe(true);
+      // Misuse is one MemscopeError line naming what to do.
+      expect(r.refusals).toEqual([
+        "MemscopeError no-webgpu-backend: attachTfjsWebGPU: TFJS has no initialised webgpu backend: await tf.setBackend('webgpu') first",
+        'MemscopeError bad-argument: attachOnnxRuntime: options.ort must be the onnxruntime-web module (with InferenceSession.create)',
+        'MemscopeError bad-option: startCapture: maxEntries must be a positive integer or null, got -1',
+      ]);
     } finally {
       await page.close();
     }
