@@ -153,6 +153,14 @@ export class WebGPURecorder {
     const record = new DeviceRecord(this.deviceList.length, typeof label === 'string' ? label : '', this.history);
     this.deviceList.push(record);
     this.deviceOf.set(device, record);
+    // A lost device (destroyed, or the GPU process reset) holds no memory any more.
+    const lost = (device as { lost?: unknown }).lost;
+    if (lost instanceof Promise) {
+      lost.then(
+        () => this.safely('device loss', () => this.freeAll(record, [])),
+        () => undefined,
+      );
+    }
     this.emit('device', record);
     return record.name;
   }
@@ -256,12 +264,14 @@ export class WebGPURecorder {
 
   private deviceDestroyed(device: object, above: Function): void {
     const dev = this.deviceOf.get(device);
-    if (!dev) return;
-    const frames = this.stack(above);
+    if (dev) this.freeAll(dev, this.stack(above));
+  }
+
+  private freeAll(dev: DeviceRecord, frames: Frame[]): void {
     const timeUs = nowUs();
     for (const record of [...dev.live.values()]) {
       this.liveById.delete(record.id);
-      dev.remove(record, 'device-destroy', timeUs, frames);
+      dev.remove(record, 'device-lost', timeUs, frames);
       this.emit('destroy', dev, record);
     }
   }

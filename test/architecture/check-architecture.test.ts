@@ -209,7 +209,7 @@ describe('the checker on hand-made trees', () => {
       "src/core/missing.ts:1 imports './gone.js', which names no file in src/",
       'src/cli/back.ts:1 imports src/index.ts: the entry points are on top, nothing in src/ imports them',
       'src/helpers.ts sits directly in src/ but is not an entry point (index.ts, node.ts): move it into a layer folder',
-      'src/report/ is in no layer of the table (core → render → torch, capture → allocator, tracking, analysis → tfjs, viewer → cli): add it to docs/ARCHITECTURE.md and scripts/check-architecture.mjs, or move its files into a layer',
+      'src/report/ is in no layer of the table (core → render → torch, capture → allocator, tracking, analysis → tfjs, viewer, webgpu → cli): add it to docs/ARCHITECTURE.md and scripts/check-architecture.mjs, or move its files into a layer',
       'folder circle: report/ -> tracking/ -> report/ (src/report/text.ts imports src/tracking/mem.ts; src/tracking/uses-report.ts imports src/report/text.ts)',
     ]);
   });

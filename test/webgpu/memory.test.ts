@@ -187,6 +187,20 @@ describe('memscope/webgpu on a fake GPUDevice', () => {
     expect(memory.resources()).toEqual([]);
   });
 
+  it('frees every resource of a device when its lost promise resolves', async () => {
+    memory = installWebGPU({ classes: fakeClasses() });
+    let lose!: (info: unknown) => void;
+    const device = Object.assign(new FakeDevice(), { lost: new Promise((resolve) => (lose = resolve)) });
+    memory.track(device);
+    device.createBuffer({ size: 64, usage: STORAGE });
+    expect(memory.memoryReserved()).toBe(64);
+    lose({ reason: 'unknown', message: 'GPU process reset' });
+    await Promise.resolve();
+    await Promise.resolve();
+    expect(memory.memoryReserved()).toBe(0);
+    expect(memory.memoryStats()['num_device_free']).toBe(1);
+  });
+
   it('snapshot() and dumpSnapshot() are PyTorch snapshots memscope reads back without warnings', async () => {
     const { memory, device } = await setup();
     memory.recordMemoryHistory({ maxEntries: 100 });
