@@ -248,6 +248,11 @@ export class WebGPURecorder {
     return this.history.stacks ? pageStack(above, this.maxFrames) : [];
   }
 
+  /** The stack of a free: only the trace keeps it, so it is captured only while the trace is on. */
+  private freeStack(above: Function): Frame[] {
+    return this.history.enabled === 'all' ? this.stack(above) : [];
+  }
+
   private free(resource: object, record: ResourceRecord, reason: FreeReason, frames: Frame[]): void {
     const dev = this.deviceList[record.device]!;
     this.liveById.delete(record.id);
@@ -259,12 +264,12 @@ export class WebGPURecorder {
   private destroyed(resource: object, above: Function): void {
     const record = this.resourceOf.get(resource);
     if (!record || record.freedBy !== undefined) return;
-    this.free(resource, record, 'destroy', this.stack(above));
+    this.free(resource, record, 'destroy', this.freeStack(above));
   }
 
   private deviceDestroyed(device: object, above: Function): void {
     const dev = this.deviceOf.get(device);
-    if (dev) this.freeAll(dev, this.stack(above));
+    if (dev) this.freeAll(dev, this.freeStack(above));
   }
 
   private freeAll(dev: DeviceRecord, frames: Frame[]): void {

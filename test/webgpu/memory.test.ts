@@ -220,6 +220,9 @@ describe('memscope/webgpu on a fake GPUDevice', () => {
     expect(frames.at(-1)).toEqual({ name: 'Parameter', filename: '<webgpu>', line: 0 });
     expect(frames.some((f) => /memory\.test\.ts$/.test(f.filename))).toBe(true);
     expect(frames.some((f) => /src[\\/]webgpu[\\/]/.test(f.filename))).toBe(false);
+    // With the trace on, a free carries the stack that destroyed the resource.
+    const free = dict.device_traces[0]!.find((e) => e.action === 'free_requested')!;
+    expect(free.frames!.some((f) => /memory\.test\.ts$/.test(f.filename))).toBe(true);
     const read = readSnapshot(memory.dumpSnapshot());
     expect(read.warnings).toEqual([]);
     expect(read.segments.map((s) => [s.device, s.totalSize, s.allocatedSize])).toEqual([[0, 4096, 4096], [0, 1024, 0], [1, 1024, 1024]]);
