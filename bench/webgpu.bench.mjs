@@ -2,7 +2,9 @@
 // tests use): a loop that creates and destroys buffers (and every tenth step a mipmapped texture)
 // is timed unrecorded and recorded in the same page, rounds interleaved so that machine load
 // falls on every variant alike. Variants: recorded with creating stacks (the default), recorded
-// without stacks, and with stacks plus recordMemoryHistory (the trace ring). Three runs, each in a
+// without stacks, and with stacks plus recordMemoryHistory (the trace ring). Then one TFJS webgpu
+// training step (trainOnBatch of a Dense/BatchNorm/Dense MLP with Adam, batch 64) timed the same
+// way, unrecorded and recorded with stacks on the backend's own device. Three runs, each in a
 // fresh browser; each prints medians over its rounds and the ratio with its 95% bootstrap
 // interval; the figure is the median of the three runs' ratios.
 import { build } from 'esbuild';
@@ -16,9 +18,14 @@ const CHROMIUM = process.env.MEMSCOPE_CHROMIUM ?? '/usr/bin/chromium';
 const RUNS = 3;
 const ROUNDS = 9;
 const STEPS = 2000;
+const TRAIN_ROUNDS = 7;
+const TRAIN_STEPS = 5;
 
 const PAGE = `
 import { installWebGPU } from './dist/webgpu/index.js';
+import * as tf from '@tensorflow/tfjs-core';
+import * as tfl from '@tensorflow/tfjs-layers';
+import '@tensorflow/tfjs-backend-webgpu';
 
 function loop(device, steps) {
   const usage = GPUBufferUsage.STORAGE | GPUBufferUsage.COPY_DST;
@@ -60,8 +67,44 @@ globalThis.measure = async (rounds, steps) => {
 
 const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
 
+const TRAIN = `
+globalThis.measureTraining = async (rounds, steps) => {
+  if (!(await tf.setBackend('webgpu'))) throw new Error('the webgpu backend did not start');
+  const device = tf.backend().device;
+  const model = tfl.sequential();
+  model.add(tfl.layers.dense({ units: 256, inputShape: [128], activation: 'relu' }));
+  model.add(tfl.layers.batchNormalization());
+  model.add(tfl.layers.dense({ units: 10 }));
+  model.compile({ optimizer: tf.train.adam(0.001), loss: 'meanSquaredError' });
+  const xs = tf.randomNormal([64, 128]);
+  const ys = tf.randomNormal([64, 10]);
+  async function train(n) {
+    const t0 = performance.now();
+    for (let i = 0; i < n; i++) await model.trainOnBatch(xs, ys);
+    return (performance.now() - t0) / n;
+  }
+  async function recorded(n) {
+    const memory = installWebGPU();
+    memory.track(device);
+    try {
+      return await train(n);
+    } finally {
+      memory.uninstall();
+    }
+  }
+  await train(3); // warm-up: kernels compiled, the buffer pool filled
+  await recorded(3);
+  const times = { unrecorded: [], recorded: [] };
+  for (let r = 0; r < rounds; r++) {
+    times.unrecorded.push(await train(steps));
+    times.recorded.push(await recorded(steps));
+  }
+  return times;
+};
+`;
+
 const bundle = await build({
-  stdin: { contents: PAGE, resolveDir: root, loader: 'js', sourcefile: 'webgpu-bench-page.js' },
+  stdin: { contents: PAGE + TRAIN, resolveDir: root, loader: 'js', sourcefile: 'webgpu-bench-page.js' },
   bundle: true,
   write: false,
   format: 'iife',
@@ -95,6 +138,14 @@ for (let run = 1; run <= RUNS; run++) {
       parts.push(`${k} ${median(xs).toFixed(1)} ms (×${ratio.toFixed(2)}, 95% ${ci.low.toFixed(2)}–${ci.high.toFixed(2)})`);
     }
     console.log(parts.join('; '));
+    const train = await page.evaluate(([r, s]) => globalThis.measureTraining(r, s), [TRAIN_ROUNDS, TRAIN_STEPS]);
+    const trainBase = median(train.unrecorded);
+    const trainRatio = median(train.recorded) / trainBase;
+    const trainCi = ratioInterval(train.recorded, train.unrecorded, median);
+    (ratios['TFJS webgpu training step, recorded'] ??= []).push(trainRatio);
+    console.log(
+      `run ${run}: TFJS webgpu trainOnBatch unrecorded ${trainBase.toFixed(1)} ms/step; recorded ${median(train.recorded).toFixed(1)} ms/step (×${trainRatio.toFixed(2)}, 95% ${trainCi.low.toFixed(2)}–${trainCi.high.toFixed(2)})`,
+    );
   } finally {
     await browser.close();
   }

@@ -27,8 +27,8 @@ export interface Attribution {
   step?: string;
 }
 
-/** How a resource stopped counting: destroy(), its device's destroy(), or garbage collection. */
-export type FreeReason = 'destroy' | 'device-destroy' | 'gc';
+/** How a resource stopped counting: its destroy(), its device's loss (device.destroy() included), or garbage collection. */
+export type FreeReason = 'destroy' | 'device-lost' | 'gc';
 
 export interface ResourceRecord {
   readonly id: number;
@@ -213,10 +213,13 @@ export class DeviceRecord {
 
 const isSmall = (bytes: number): boolean => bytes <= SMALL_SIZE;
 
+const perf = (globalThis as { performance?: { timeOrigin?: number; now(): number } }).performance;
+/** The page's time origin, read once: `performance.timeOrigin` is a call into the browser each time. */
+const TIME_ORIGIN = perf && typeof perf.timeOrigin === 'number' ? perf.timeOrigin : undefined;
+
 /** Microseconds since the epoch, as PyTorch's time_us. */
 export function nowUs(): number {
-  const perf = (globalThis as { performance?: { timeOrigin?: number; now(): number } }).performance;
-  const ms = perf && typeof perf.timeOrigin === 'number' ? perf.timeOrigin + perf.now() : Date.now();
+  const ms = TIME_ORIGIN !== undefined ? TIME_ORIGIN + perf!.now() : Date.now();
   return Math.round(ms * 1000);
 }
 

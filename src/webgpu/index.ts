@@ -29,4 +29,4 @@ export { WebGPUMemory, UNATTRIBUTED, type GroupFigures, type RecordMemoryHistory
 export { WebGPURecorder, type Annotation, type InstallOptions, type WebGPUMemoryEvent, type WebGPUMemoryListener } from './recorder.js';
 export { WEBGPU_FRAME_FILE, type Attribution, type FreeReason, type ResourceKind, type ResourceRecord } from './device-record.js';
 export { formatBlock, textureBytes, textureShape, type TextureShape } from './texture-bytes.js';
-export { pageClasses, type WebGPUClasses } from './gpu-types.js';
+export { pageClasses, type BufferDescriptorLike, type ClassLike, type DeviceLike, type ExtentLike, type QuerySetDescriptorLike, type ResourceLike, type TextureDescriptorLike, type WebGPUClasses } from './gpu-types.js';

@@ -153,6 +153,14 @@ export class WebGPURecorder {
     const record = new DeviceRecord(this.deviceList.length, typeof label === 'string' ? label : '', this.history);
     this.deviceList.push(record);
     this.deviceOf.set(device, record);
+    // A lost device (destroyed, or the GPU process reset) holds no memory any more.
+    const lost = (device as { lost?: unknown }).lost;
+    if (lost instanceof Promise) {
+      lost.then(
+        () => this.safely('device loss', () => this.freeAll(record, [])),
+        () => undefined,
+      );
+    }
     this.emit('device', record);
     return record.name;
   }
@@ -240,6 +248,11 @@ export class WebGPURecorder {
     return this.history.stacks ? pageStack(above, this.maxFrames) : [];
   }
 
+  /** The stack of a free: only the trace keeps it, so it is captured only while the trace is on. */
+  private freeStack(above: Function): Frame[] {
+    return this.history.enabled === 'all' ? this.stack(above) : [];
+  }
+
   private free(resource: object, record: ResourceRecord, reason: FreeReason, frames: Frame[]): void {
     const dev = this.deviceList[record.device]!;
     this.liveById.delete(record.id);
@@ -251,17 +264,19 @@ export class WebGPURecorder {
   private destroyed(resource: object, above: Function): void {
     const record = this.resourceOf.get(resource);
     if (!record || record.freedBy !== undefined) return;
-    this.free(resource, record, 'destroy', this.stack(above));
+    this.free(resource, record, 'destroy', this.freeStack(above));
   }
 
   private deviceDestroyed(device: object, above: Function): void {
     const dev = this.deviceOf.get(device);
-    if (!dev) return;
-    const frames = this.stack(above);
+    if (dev) this.freeAll(dev, this.freeStack(above));
+  }
+
+  private freeAll(dev: DeviceRecord, frames: Frame[]): void {
     const timeUs = nowUs();
     for (const record of [...dev.live.values()]) {
       this.liveById.delete(record.id);
-      dev.remove(record, 'device-destroy', timeUs, frames);
+      dev.remove(record, 'device-lost', timeUs, frames);
       this.emit('destroy', dev, record);
     }
   }

@@ -187,6 +187,20 @@ describe('memscope/webgpu on a fake GPUDevice', () => {
     expect(memory.resources()).toEqual([]);
   });
 
+  it('frees every resource of a device when its lost promise resolves', async () => {
+    memory = installWebGPU({ classes: fakeClasses() });
+    let lose!: (info: unknown) => void;
+    const device = Object.assign(new FakeDevice(), { lost: new Promise((resolve) => (lose = resolve)) });
+    memory.track(device);
+    device.createBuffer({ size: 64, usage: STORAGE });
+    expect(memory.memoryReserved()).toBe(64);
+    lose({ reason: 'unknown', message: 'GPU process reset' });
+    await Promise.resolve();
+    await Promise.resolve();
+    expect(memory.memoryReserved()).toBe(0);
+    expect(memory.memoryStats()['num_device_free']).toBe(1);
+  });
+
   it('snapshot() and dumpSnapshot() are PyTorch snapshots memscope reads back without warnings', async () => {
     const { memory, device } = await setup();
     memory.recordMemoryHistory({ maxEntries: 100 });
@@ -206,6 +220,9 @@ describe('memscope/webgpu on a fake GPUDevice', () => {
     expect(frames.at(-1)).toEqual({ name: 'Parameter', filename: '<webgpu>', line: 0 });
     expect(frames.some((f) => /memory\.test\.ts$/.test(f.filename))).toBe(true);
     expect(frames.some((f) => /src[\\/]webgpu[\\/]/.test(f.filename))).toBe(false);
+    // With the trace on, a free carries the stack that destroyed the resource.
+    const free = dict.device_traces[0]!.find((e) => e.action === 'free_requested')!;
+    expect(free.frames!.some((f) => /memory\.test\.ts$/.test(f.filename))).toBe(true);
     const read = readSnapshot(memory.dumpSnapshot());
     expect(read.warnings).toEqual([]);
     expect(read.segments.map((s) => [s.device, s.totalSize, s.allocatedSize])).toEqual([[0, 4096, 4096], [0, 1024, 0], [1, 1024, 1024]]);
