@@ -107,6 +107,29 @@ export interface ReportDeviceMemory {
   /** Highest active bytes (alloc … free_completed) and reserved bytes over the trace, live-before included. */
   readonly peakAllocated: number;
   readonly peakReserved: number;
+  /** The query box's columns (src/viewer/query-columns.ts); absent for pages built without them. */
+  readonly facets?: AllocationFacets;
+}
+
+/** Per-allocation columns the query box reads (docs/QUERY.md), parallel to the device's allocations. */
+export interface AllocationFacets {
+  /** Indexes into `strings`: the innermost Python frame outside the torch package ("file.py:line:function"), its file's path and its function (0: none). */
+  readonly userFrame: number[];
+  readonly userFile: number[];
+  readonly userFunction: number[];
+  /** CUDA stream of the allocation (-1: unknown). */
+  readonly stream: number[];
+  /** Index into `strings`: the pool ("small", "large", or a private pool "(a, b)"). */
+  readonly pool: number[];
+  /** Index into `categoryNames`: the inferred category. */
+  readonly category: number[];
+  readonly categoryNames: string[];
+  /** Index into `phaseNames`: the phase when the allocation was made; `step` the optimizer steps begun by then. */
+  readonly phase: number[];
+  readonly phaseNames: string[];
+  readonly step: number[];
+  /** The device's peak of allocated bytes holds after this many events (0: before the first). */
+  readonly peakEvents: number;
 }
 
 export interface ReportMemory {
