@@ -282,6 +282,8 @@ export class MemoryView {
     box.append(el('div', { class: 'tip-head' }, sw, ` ${humanBytes(d.bytes[a])} at ${hexAddress(d.data.address[a])}`));
     box.append(el('div', {}, `allocated ${this.when(d.start[a], 'before the trace began')} · freed ${this.when(d.end[a], 'never (live at the end)')}`));
     box.append(el('div', {}, 'site ', el('code', { class: 'alloc-site' }, this.site(a))));
+    const facets = d.data.facets;
+    if (facets) box.append(el('div', { class: 'alloc-category' }, `category ${facets.categoryNames[facets.category[a]]} (inferred) · phase ${facets.phaseNames[facets.phase[a]]} · stream ${facets.stream[a]} · pool ${this.str(facets.pool[a])}`));
     const stack = d.data.stack[a];
     const frames = stack >= 0 ? (this.data.stacks[stack] ?? []).map((i) => this.str(i)) : [];
     const folded = stack >= 0 ? (this.data.memory?.stackFolded[stack] ?? 0) : 0;
@@ -376,6 +378,13 @@ export class MemoryView {
 
   pinnedAllocation(): number {
     return this.pinned;
+  }
+
+  /** Colours every device's bands by `keysOf(device)` through `colorOf`; null goes back to colouring by site (query box). */
+  colorBy(keysOf: ((device: number) => ArrayLike<number>) | null, colorOf: (key: number) => string = siteColor): void {
+    this.devices.forEach((d, i) => (keysOf ? d.recolor(keysOf(i), colorOf) : d.recolor(d.data.site, siteColor)));
+    if (this.siteLegend) this.siteLegend.style.display = keysOf ? 'none' : '';
+    this.schedule();
   }
 
   /** Highlights the allocations `match` accepts (null clears); returns how many, over every device. */
