@@ -9,6 +9,7 @@ import { snapshotToReport } from '../../src/viewer/torch-report.js';
 import { DEFAULT_CAPS, type ReportData } from '../../src/viewer/report-data.js';
 import { QueryError, parseBytes, query } from '../../src/viewer/query.js';
 import { fixture } from '../support/fixtures.js';
+import { sourceCli } from '../support/child.js';
 
 type Truth = Record<string, { peak: number; groups: Record<string, [number, number]> }>;
 
@@ -140,4 +141,28 @@ describe('query', () => {
     expect(errorOf(untimed, 'lifetime>5ms').message).toContain('no times');
     expect(() => query(untimed, 'lifetime>5')).not.toThrow();
   });
+
+  it('memscope query prints the same totals, as text and --json, and a bad query as one usage line', async () => {
+    const file = fixture('torch/transformer_fullstep_trace.pickle');
+    const want = query(full, 'alive@peak group:user_frame');
+    const json = await sourceCli(['query', file, 'alive@peak group:user_frame', '--json']);
+    expect(json.stderr).toBe('');
+    expect(json.status).toBe(0);
+    const got = JSON.parse(json.stdout) as { count: number; bytes: number; groups: { key: string; count: number; bytes: number }[] };
+    expect(got.count).toBe(want.count);
+    expect(got.bytes).toBe(full.memory!.devices[0]!.peakAllocated);
+    expect(got.groups.map((g) => [g.key, g.count, g.bytes])).toEqual(want.groups!.map((g) => [g.key, g.count, g.bytes]));
+    const text = await sourceCli(['query', file, 'category=optimizer_state top:2']);
+    expect(text.status).toBe(0);
+    expect(text.stdout).toMatch(/^582 allocations · /);
+    expect(text.stdout).toContain('optimizers.py:');
+    const bad = await sourceCli(['query', file, 'alive@peak sise>3']);
+    expect(bad.status).toBe(2);
+    expect(bad.stdout).toBe('');
+    expect(bad.stderr.trim().split('\n')).toEqual([expect.stringMatching(/^memscope: query "alive@peak sise>3": column 12: unknown field "sise" /)]);
+    const trace = await sourceCli(['query', fixture('traces/kineto_modern_memory.json.gz'), 'group:site']);
+    expect(trace.status).toBe(1);
+    expect(trace.stderr).toMatch(/reads PyTorch memory snapshots; this is a profiler trace/);
+  });
 });
+
