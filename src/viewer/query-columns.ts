@@ -7,7 +7,7 @@
 import { SMALL_SIZE, type Frame } from '../torch/pytorch-vocabulary.js';
 import { CategoryInference, INFERRED_CATEGORIES, PHASES } from '../torch/analysis/inferred-categories.js';
 import { stackFrames, type MemorySnapshot } from '../torch/snapshot.js';
-import type { AllocationFacets, ReportDeviceMemory, ReportMemory, StringTable } from './report-data.js';
+import type { AllocationFacets, ReportDeviceMemory, ReportMemory, StackUserFrames, StringTable } from './report-data.js';
 import { hasHistory } from './snapshot-memory.js';
 
 /** The innermost Python frame outside the torch package (site-packages/torch/… or a checkout's torch/…). */
@@ -48,49 +48,41 @@ function deviceNumber(name: string): number {
   return m ? Number(m[1]) : -1;
 }
 
-function deviceFacets(snap: MemorySnapshot, d: ReportDeviceMemory, table: StringTable): AllocationFacets {
+function deviceFacets(snap: MemorySnapshot, d: ReportDeviceMemory, table: StringTable, users: StackUserFrames): AllocationFacets {
   const device = deviceNumber(d.device);
   const trace = snap.traces.find((t) => t.device === device && hasHistory(snap, t)) ?? null;
   const inference = new CategoryInference(snap, trace);
   // Blocks live at the end, by address: the stack, stream and pool of allocations made before the trace.
   const liveBlock = new Map<number, number>();
-  const segmentOf = new Map<number, number>();
   for (const seg of snap.segments) {
     if (seg.device !== device) continue;
-    for (let i = seg.firstBlock; i < seg.firstBlock + seg.blockCount; i++) {
-      liveBlock.set(snap.blocks.address[i]!, i);
-      segmentOf.set(snap.blocks.address[i]!, seg.index);
-    }
+    for (let i = seg.firstBlock; i < seg.firstBlock + seg.blockCount; i++) liveBlock.set(snap.blocks.address[i]!, i);
   }
-  const frameCache = new Map<number, [number, number, number]>();
-  const userOf = (stack: number): [number, number, number] => {
-    let u = frameCache.get(stack);
-    if (!u) {
-      const f = stack > 0 ? firstUserFrame(stackFrames(snap, stack)) : null;
-      u = f ? [table.str(userFrameLabel(f)), table.str(f.filename), table.str(f.name)] : [0, 0, 0];
-      frameCache.set(stack, u);
-    }
-    return u;
-  };
   const out: AllocationFacets = {
-    userFrame: [],
-    userFile: [],
-    userFunction: [],
     stream: [],
     pool: [],
     category: [],
     categoryNames: [...INFERRED_CATEGORIES],
-    phase: [],
+    phaseAt: [],
+    phaseOf: [],
+    stepOf: [],
     phaseNames: [...PHASES],
-    step: [],
     peakEvents: peakEvents(d),
   };
+  // Phases change a few times a step: stored as runs.
+  for (let i = 0; i < inference.phase.length; i++) {
+    if (i > 0 && inference.phase[i] === inference.phase[i - 1] && inference.step[i] === inference.step[i - 1]) continue;
+    out.phaseAt.push(i);
+    out.phaseOf.push(inference.phase[i]!);
+    out.stepOf.push(inference.step[i]!);
+  }
   for (let a = 0; a < d.bytes.length; a++) {
     const start = d.start[a];
     const end = d.end[a];
     let shownStack = 0;
     let allocStack = 0;
     let stream = -1;
+    let block: number | undefined;
     if (start >= 0 && trace) {
       shownStack = allocStack = trace.stack[start]!;
       stream = trace.stream[start]!;
@@ -100,32 +92,41 @@ function deviceFacets(snap: MemorySnapshot, d: ReportDeviceMemory, table: String
       allocStack = inference.freeStacksAreFreeTime ? 0 : shownStack;
       stream = trace.stream[end]!;
     } else {
-      const b = liveBlock.get(d.address[a]);
-      if (b !== undefined) {
-        shownStack = allocStack = snap.blocks.stack[b]!;
-        stream = snap.segments[snap.blocks.segment[b]!]!.stream;
+      block = liveBlock.get(d.address[a]);
+      if (block !== undefined) {
+        shownStack = allocStack = snap.blocks.stack[block]!;
+        stream = snap.segments[snap.blocks.segment[block]!]!.stream;
       }
     }
-    const [uf, ufile, ufn] = userOf(shownStack);
-    out.userFrame.push(uf);
-    out.userFile.push(ufile);
-    out.userFunction.push(ufn);
+    const pageStack = d.stack[a];
+    if (pageStack >= 0 && users.frame[pageStack] === undefined) {
+      const f = shownStack > 0 ? firstUserFrame(stackFrames(snap, shownStack)) : null;
+      users.frame[pageStack] = f ? table.str(userFrameLabel(f)) : 0;
+      users.file[pageStack] = f ? table.str(f.filename) : 0;
+      users.function[pageStack] = f ? table.str(f.name) : 0;
+    }
     out.stream.push(stream);
     // A private pool is known only for blocks still in their segment at the end; otherwise PyTorch's size rule picks the pool.
-    const segIndex = end < 0 ? segmentOf.get(d.address[a]) : undefined;
-    const seg = segIndex === undefined ? null : snap.segments[segIndex]!;
+    if (end < 0 && block === undefined) block = liveBlock.get(d.address[a]);
+    const seg = block === undefined ? null : snap.segments[snap.blocks.segment[block]!]!;
     let pool = d.bytes[a] <= SMALL_SIZE ? 'small' : 'large';
     if (seg?.poolId && (seg.poolId[0] !== 0 || seg.poolId[1] !== 0)) pool = `(${seg.poolId[0]}, ${seg.poolId[1]})`;
     else if (seg) pool = seg.segmentType;
     out.pool.push(table.str(pool));
     out.category.push(INFERRED_CATEGORIES.indexOf(inference.category({ start, end, stack: allocStack })));
-    out.phase.push(start >= 0 ? inference.phase[start]! : 0);
-    out.step.push(start >= 0 ? inference.step[start]! : 0);
   }
   return out;
 }
 
-/** Adds the query columns to every device of a snapshot's report memory. */
+/** Adds the query columns to every device of a snapshot's report memory, and the first user frame of every stack. */
 export function addQueryColumns(snap: MemorySnapshot, memory: ReportMemory, table: StringTable): ReportMemory {
-  return { ...memory, devices: memory.devices.map((d) => ({ ...d, facets: deviceFacets(snap, d, table) })) };
+  const users: StackUserFrames = { frame: [], file: [], function: [] };
+  const devices = memory.devices.map((d) => ({ ...d, facets: deviceFacets(snap, d, table, users) }));
+  // Stacks no allocation uses (none today) have no user frame.
+  for (let s = 0; s < table.stacks.length; s++) {
+    users.frame[s] ??= 0;
+    users.file[s] ??= 0;
+    users.function[s] ??= 0;
+  }
+  return { ...memory, devices, userFrames: users };
 }

@@ -4,7 +4,7 @@
  */
 import { humanBytes } from '../core/units.js';
 import { renderTable } from '../render/table.js';
-import type { QueryResult } from './query.js';
+import { allocationPhase, allocationUserFrame, type QueryResult } from './query.js';
 import type { ReportData } from './report-data.js';
 
 /** One matching allocation, as `memscope query --json` lists it. */
@@ -54,8 +54,8 @@ export function queryJson(data: ReportData, text: string, r: QueryResult): Query
             start: d.start[a]!,
             end: d.end[a]!,
             category: f ? f.categoryNames[f.category[a]!]! : null,
-            phase: f ? f.phaseNames[f.phase[a]!]! : null,
-            userFrame: f ? str(f.userFrame[a]!) || null : null,
+            phase: f ? allocationPhase(f, d.start[a]!).phase : null,
+            userFrame: str(allocationUserFrame(data, d.stack[a]!).frame) || null,
             site: str(d.site[a]!),
           };
         }),

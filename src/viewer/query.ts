@@ -67,6 +67,32 @@ export interface QueryResult {
 }
 
 const NONE = '(none)';
+
+/** The phase run an allocation made by event `start` began in (-1: made before the trace). */
+function phaseRun(f: AllocationFacets, start: number): number {
+  if (start < 0) return -1;
+  let lo = 0;
+  let hi = f.phaseAt.length;
+  while (lo < hi) {
+    const mid = (lo + hi) >>> 1;
+    if (f.phaseAt[mid]! <= start) lo = mid + 1;
+    else hi = mid;
+  }
+  return lo - 1;
+}
+
+/** The phase when an allocation was made ("unknown" before the trace), and the training step then. */
+export function allocationPhase(f: AllocationFacets, start: number): { phase: string; step: number } {
+  const k = phaseRun(f, start);
+  return k < 0 ? { phase: f.phaseNames[0]!, step: 0 } : { phase: f.phaseNames[f.phaseOf[k]!]!, step: f.stepOf[k]! };
+}
+
+/** An allocation's first user frame, its file and function (indexes into `strings`, 0: none), from its stack. */
+export function allocationUserFrame(data: ReportData, stack: number): { frame: number; file: number; function: number } {
+  const u = data.memory?.userFrames;
+  if (!u || stack < 0) return { frame: 0, file: 0, function: 0 };
+  return { frame: u.frame[stack] ?? 0, file: u.file[stack] ?? 0, function: u.function[stack] ?? 0 };
+}
 const BYTE_UNITS: Record<string, number> = { b: 1, kb: 1e3, mb: 1e6, gb: 1e9, tb: 1e12, k: 1024, kib: 1024, m: 1024 ** 2, mib: 1024 ** 2, g: 1024 ** 3, gib: 1024 ** 3, t: 1024 ** 4, tib: 1024 ** 4 };
 const TIME_UNITS: Record<string, number> = { us: 1e-3, µs: 1e-3, ms: 1, s: 1000, min: 60_000 };
 
@@ -164,21 +190,21 @@ class Columns {
       case 'device':
         return dev.device;
       case 'user_frame':
-        return f ? this.str(f.userFrame[a]!) : '';
+        return this.str(allocationUserFrame(this.data, dev.stack[a]!).frame);
       case 'file':
-        return f ? this.str(f.userFile[a]!) : '';
+        return this.str(allocationUserFrame(this.data, dev.stack[a]!).file);
       case 'function':
-        return f ? this.str(f.userFunction[a]!) : '';
+        return this.str(allocationUserFrame(this.data, dev.stack[a]!).function);
       case 'category':
         return f ? f.categoryNames[f.category[a]!]! : '';
       case 'phase':
-        return f ? f.phaseNames[f.phase[a]!]! : '';
+        return f ? allocationPhase(f, dev.start[a]!).phase : '';
       case 'pool':
         return f ? this.str(f.pool[a]!) : '';
       case 'stream':
         return f ? String(f.stream[a]) : '';
       case 'step':
-        return f ? String(f.step[a]) : '';
+        return f ? String(allocationPhase(f, dev.start[a]!).step) : '';
       case 'frame':
         return '';
     }
@@ -243,7 +269,7 @@ function numberTest(cols: Columns, field: NumberField, op: string, value: string
     if (field === 'lifetime') return cols.endTime(d, a) - cols.startTime(d, a);
     const f = cols.facets(d);
     if (!f) return NaN;
-    return field === 'stream' ? f.stream[a]! : f.step[a]!;
+    return field === 'stream' ? f.stream[a]! : allocationPhase(f, cols.devices[d]!.start[a]!).step;
   };
   const vat = tok.at + tok.text.length - value.length;
   if (op === ':') {

@@ -113,10 +113,6 @@ export interface ReportDeviceMemory {
 
 /** Per-allocation columns the query box reads (docs/QUERY.md), parallel to the device's allocations. */
 export interface AllocationFacets {
-  /** Indexes into `strings`: the innermost Python frame outside the torch package ("file.py:line:function"), its file's path and its function (0: none). */
-  readonly userFrame: number[];
-  readonly userFile: number[];
-  readonly userFunction: number[];
   /** CUDA stream of the allocation (-1: unknown). */
   readonly stream: number[];
   /** Index into `strings`: the pool ("small", "large", or a private pool "(a, b)"). */
@@ -124,18 +120,28 @@ export interface AllocationFacets {
   /** Index into `categoryNames`: the inferred category. */
   readonly category: number[];
   readonly categoryNames: string[];
-  /** Index into `phaseNames`: the phase when the allocation was made; `step` the optimizer steps begun by then. */
-  readonly phase: number[];
+  /** The trace's phases, run by run: from event `phaseAt[k]` on, phase `phaseNames[phaseOf[k]]` in training step `stepOf[k]`. */
+  readonly phaseAt: number[];
+  readonly phaseOf: number[];
+  readonly stepOf: number[];
   readonly phaseNames: string[];
-  readonly step: number[];
   /** The device's peak of allocated bytes holds after this many events (0: before the first). */
   readonly peakEvents: number;
+}
+
+/** Per stack (parallel to `stacks`), indexes into `strings`: its first user frame ("file.py:line:function"), that frame's file path and function (0: none). */
+export interface StackUserFrames {
+  readonly frame: number[];
+  readonly file: number[];
+  readonly function: number[];
 }
 
 export interface ReportMemory {
   readonly devices: ReportDeviceMemory[];
   /** Per stack (parallel to `stacks`): how many innermost frames are the allocator's or the framework's (shown folded). */
   readonly stackFolded: number[];
+  /** The query box's per-stack columns (src/viewer/query-columns.ts). */
+  readonly userFrames?: StackUserFrames;
 }
 
 export interface ReportData {

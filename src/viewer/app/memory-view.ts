@@ -6,6 +6,7 @@
 import type { ReportData } from '../report-data.js';
 import { ColumnHits, DeviceTimeline, SUMMARISED, deviceTimelines, siteColor } from './allocation-timeline.js';
 import { el } from './dom.js';
+import { allocationPhase } from '../query.js';
 import { axisBytes, formatTick, formatTime, humanBytes, niceBytesStep, timeStep, type ViewRange } from './timeline.js';
 import { FrameScheduler, fitCanvas, plotArea, timeAtPointer, zoomedRange, type PlotArea } from './canvas.js';
 
@@ -283,7 +284,7 @@ export class MemoryView {
     box.append(el('div', {}, `allocated ${this.when(d.start[a], 'before the trace began')} · freed ${this.when(d.end[a], 'never (live at the end)')}`));
     box.append(el('div', {}, 'site ', el('code', { class: 'alloc-site' }, this.site(a))));
     const facets = d.data.facets;
-    if (facets) box.append(el('div', { class: 'alloc-category' }, `category ${facets.categoryNames[facets.category[a]]} (inferred) · phase ${facets.phaseNames[facets.phase[a]]} · stream ${facets.stream[a]} · pool ${this.str(facets.pool[a])}`));
+    if (facets) box.append(el('div', { class: 'alloc-category' }, `category ${facets.categoryNames[facets.category[a]]} (inferred) · phase ${allocationPhase(facets, d.start[a]).phase} · stream ${facets.stream[a]} · pool ${this.str(facets.pool[a])}`));
     const stack = d.data.stack[a];
     const frames = stack >= 0 ? (this.data.stacks[stack] ?? []).map((i) => this.str(i)) : [];
     const folded = stack >= 0 ? (this.data.memory?.stackFolded[stack] ?? 0) : 0;

@@ -4,7 +4,7 @@
  * marks the offending token, and colouring the bands by inferred category.
  */
 import type { ReportData } from '../report-data.js';
-import { QueryError, query, type QueryResult } from '../query.js';
+import { QueryError, allocationUserFrame, query, type QueryResult } from '../query.js';
 import { el } from './dom.js';
 import { hexAddress, type MemoryView } from './memory-view.js';
 import { formatTime, humanBytes } from './timeline.js';
@@ -179,7 +179,7 @@ function allocationTable(data: ReportData, r: QueryResult, view: MemoryView): HT
         el('td', {}, when(d.start[a]!, 'before the trace')),
         el('td', {}, when(d.end[a]!, 'never')),
         el('td', {}, f ? f.categoryNames[f.category[a]!]! : ''),
-        el('td', {}, (f && str(f.userFrame[a]!)) || str(d.site[a]!) || '—'),
+        el('td', {}, str(allocationUserFrame(data, d.stack[a]!).frame) || str(d.site[a]!) || '—'),
         el('td', {}, show),
       ),
     );
