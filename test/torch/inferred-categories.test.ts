@@ -112,4 +112,13 @@ describe('inferred categories', () => {
     expect(count.get('activation')).toBeGreaterThan(100);
     expect(count.get('parameter')).toBeGreaterThan(100);
   });
+
+  it('applies the lifetime rule only where the trace allocates (not to a state-only snapshot)', () => {
+    const stateOnly = readSnapshotFile(fixture('torch/state_only_259seg.pickle'));
+    const d = snapshotToReport(stateOnly, 'x.pickle', DEFAULT_CAPS).memory!.devices[0]!;
+    expect(stateOnly.traces[0]!.action.every((a) => stateOnly.actionNames[a] !== 'alloc')).toBe(true);
+    const cats = new Set(d.facets!.category.map((c) => d.facets!.categoryNames[c]));
+    expect([...cats]).toEqual(['unknown']);
+  });
 });
+

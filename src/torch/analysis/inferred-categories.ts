@@ -95,6 +95,8 @@ export class CategoryInference {
   readonly step: Int32Array;
   /** Whether the trace's free entries carry the freeing stack (recorded with context="all"), not the allocation's. */
   readonly freeStacksAreFreeTime: boolean = false;
+  /** Whether the trace records any allocation. */
+  readonly traceAllocates: boolean = false;
 
   constructor(
     private readonly snap: MemorySnapshot,
@@ -121,6 +123,7 @@ export class CategoryInference {
       }
     }
     this.freeStacksAreFreeTime = freeStacksAreFreeTime;
+    this.traceAllocates = allocStack.size > 0;
     let phase: number = PHASE_CODE.unknown;
     let run = 0;
     let step = 0;
@@ -180,7 +183,8 @@ export class CategoryInference {
     }
     const backwardOnly = (t & TRAIT.backward) !== 0 && (t & (TRAIT.gradient | TRAIT.optimizer | TRAIT.parameterSetup)) === 0;
     if (backwardOnly && sameRun) claims.push('temporary');
-    if (claims.length === 0 && (t & (TRAIT.backward | TRAIT.forward)) === 0 && a.start < 0 && a.end < 0) claims.push('parameter');
+    // A trace that allocates nothing (a state-only snapshot) gives "live through the trace" no meaning.
+    if (claims.length === 0 && this.traceAllocates && (t & (TRAIT.backward | TRAIT.forward)) === 0 && a.start < 0 && a.end < 0) claims.push('parameter');
     return claims.length === 1 ? claims[0]! : 'unknown';
   }
 }
