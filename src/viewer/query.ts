@@ -419,6 +419,12 @@ export function runQuery(data: ReportData, q: ParsedQuery): QueryResult {
   };
 }
 
+/** The value `group` gives each allocation (device, allocation), as the result's group keys name it. */
+export function groupKeyOf(data: ReportData, group: GroupKey): (d: number, a: number) => string {
+  const cols = new Columns(data, data.memory?.devices ?? []);
+  return (d, a) => cols.text(group, d, a) || NONE;
+}
+
 /** Parses and runs `text`; throws QueryError for a query it cannot read. */
 export function query(data: ReportData, text: string): QueryResult {
   return runQuery(data, parseQuery(data, text));

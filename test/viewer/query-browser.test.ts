@@ -98,6 +98,13 @@ describe('query box in the browser', () => {
     expect(exact.bytes).toBe(want.peak);
     for (const g of exact.groups!) expect([g.count, g.bytes]).toEqual(want.groups[g.key]);
     await page.locator('#query-section').screenshot({ path: join(shots, 'query-alive-at-peak.png') });
+    // Clicking a group highlights it alone: its count of allocations, as the query for it gives.
+    const highlightedCount = (): Promise<number> => page.evaluate(() => window.memscopeHighlighted!());
+    expect(await highlightedCount()).toBe(count);
+    await page.locator('#query-table tbody tr', { hasText: 'optimizers.py:82:step' }).click();
+    expect(await highlightedCount()).toBe(want.groups['optimizers.py:82:step']![0]);
+    await page.locator('#query-table tbody tr', { hasText: 'optimizers.py:82:step' }).click();
+    expect(await highlightedCount()).toBe(count);
 
     // Highlighting: a query for one line leaves its bands coloured and fades the rest (bytes zoomed
     // to where the optimizer's buffers stack, so each gets a band of its own).

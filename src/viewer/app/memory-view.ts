@@ -381,6 +381,13 @@ export class MemoryView {
     return this.pinned;
   }
 
+  /** How many allocations the highlight keeps, over every device (0: no highlight). */
+  highlightedCount(): number {
+    let n = 0;
+    for (const m of this.matches ?? []) for (let a = 0; a < m.length; a++) n += m[a];
+    return n;
+  }
+
   /** Colours every device's bands by `keysOf(device)` through `colorOf`; null goes back to colouring by site (query box). */
   colorBy(keysOf: ((device: number) => ArrayLike<number>) | null, colorOf: (key: number) => string = siteColor): void {
     this.devices.forEach((d, i) => (keysOf ? d.recolor(keysOf(i), colorOf) : d.recolor(d.data.site, siteColor)));

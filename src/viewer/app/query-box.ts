@@ -4,7 +4,7 @@
  * marks the offending token, and colouring the bands by inferred category.
  */
 import type { ReportData } from '../report-data.js';
-import { QueryError, allocationUserFrame, query, type QueryResult } from '../query.js';
+import { QueryError, allocationUserFrame, groupKeyOf, query, type QueryResult } from '../query.js';
 import { el } from './dom.js';
 import { hexAddress, type MemoryView } from './memory-view.js';
 import { formatTime, humanBytes } from './timeline.js';
@@ -24,6 +24,8 @@ const EXAMPLES = ['alive@peak group:user_frame', 'group:category', 'size>=1MiB l
 declare global {
   interface Window {
     /** For tests: runs a query in the box and reports what the page shows. */
+    /** For tests: how many allocations the timeline highlights. */
+    memscopeHighlighted?: () => number;
     memscopeQuery?: (text: string) => { count: number; bytes: number; peakBytes: number; groups: { key: string; count: number; bytes: number; peakBytes: number }[] | null; error: string | null };
   }
 }
@@ -118,7 +120,7 @@ export function mountQueryBox(data: ReportData, view: MemoryView): void {
     const r = last;
     view.highlight((d, a) => r.matches[d]![a] === 1);
     summary.textContent = `${r.count.toLocaleString('en-US')} allocation${r.count === 1 ? '' : 's'} · ${humanBytes(r.bytes)} allocated · ${humanBytes(r.peakBytes)} live at the peak${r.groups ? ` · ${r.groupCount.toLocaleString('en-US')} group${r.groupCount === 1 ? '' : 's'}` : ''}`;
-    results.append(r.groups ? groupTable(r) : allocationTable(data, r, view));
+    results.append(r.groups ? groupTable(data, r, view) : allocationTable(data, r, view));
   };
   input.addEventListener('keydown', (e) => {
     if (e.key === 'Enter') apply();
@@ -134,6 +136,7 @@ export function mountQueryBox(data: ReportData, view: MemoryView): void {
     apply();
   });
 
+  window.memscopeHighlighted = () => view.highlightedCount();
   window.memscopeQuery = (text: string) => {
     input.value = text;
     apply();
@@ -141,12 +144,27 @@ export function mountQueryBox(data: ReportData, view: MemoryView): void {
   };
 }
 
-function groupTable(r: QueryResult): HTMLTableElement {
+/** Grouped totals; clicking a row highlights that group's allocations alone, clicking it again all matches. */
+function groupTable(data: ReportData, r: QueryResult, view: MemoryView): HTMLTableElement {
+  const keyOf = r.group ? groupKeyOf(data, r.group) : null;
+  let selected: HTMLElement | null = null;
   const t = el('table', { id: 'query-table' });
   t.append(el('thead', {}, el('tr', {}, el('th', {}, r.group ?? ''), el('th', { class: 'num' }, 'allocations'), el('th', { class: 'num' }, 'bytes'), el('th', { class: 'num' }, 'live at the peak'))));
   const body = el('tbody');
   for (const g of r.groups ?? []) {
-    body.append(el('tr', {}, el('td', {}, g.key), el('td', { class: 'num' }, g.count.toLocaleString('en-US')), el('td', { class: 'num' }, humanBytes(g.bytes)), el('td', { class: 'num' }, humanBytes(g.peakBytes))));
+    const tr = el('tr', { class: 'expandable', title: 'click to highlight this group alone' }, el('td', {}, g.key), el('td', { class: 'num' }, g.count.toLocaleString('en-US')), el('td', { class: 'num' }, humanBytes(g.bytes)), el('td', { class: 'num' }, humanBytes(g.peakBytes)));
+    tr.addEventListener('click', () => {
+      selected?.classList.remove('selected');
+      if (selected === tr || !keyOf) {
+        selected = null;
+        view.highlight((d, a) => r.matches[d]![a] === 1);
+        return;
+      }
+      selected = tr;
+      tr.classList.add('selected');
+      view.highlight((d, a) => r.matches[d]![a] === 1 && keyOf(d, a) === g.key);
+    });
+    body.append(tr);
   }
   t.append(body);
   if (r.groupCount > (r.groups?.length ?? 0)) t.append(el('caption', { class: 'muted' }, `the top ${r.groups!.length} of ${r.groupCount.toLocaleString('en-US')} groups`));
