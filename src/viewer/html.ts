@@ -31,6 +31,9 @@ tr.detail > td { background: #fbfbfb; }
 .leak-head { font-weight: 600; } .leak-site { background: #f6f6f6; padding: 1px 4px; }
 ol.stack { font: 12px ui-monospace, monospace; margin: 4px 0; padding-left: 28px; word-break: break-all; }
 .segments { display: grid; gap: 3px; } .segment { display: grid; grid-template-columns: 420px 1fr; gap: 8px; align-items: center; font-size: 12px; }
+#query { font: 13px ui-monospace, monospace; padding: 4px 8px; width: 520px; }
+#query-error { color: #a4161a; font-size: 13px; margin: 4px 0; } #query-error mark { background: #ffccd0; color: inherit; text-decoration: underline wavy #a4161a; }
+#query-summary { margin: 6px 0; } #query-table tr.selected { background: #e8f0fe; } #query-help { max-width: 1000px; } .query-example { margin: 0 2px; }
 .segment-bar { display: flex; height: 14px; border: 1px solid #ccc; background: #eee; } .segment-bar span { min-width: 1px; border-right: 1px solid #fff; }
 `;
 

@@ -107,12 +107,41 @@ export interface ReportDeviceMemory {
   /** Highest active bytes (alloc … free_completed) and reserved bytes over the trace, live-before included. */
   readonly peakAllocated: number;
   readonly peakReserved: number;
+  /** The query box's columns (src/viewer/query-columns.ts); absent for pages built without them. */
+  readonly facets?: AllocationFacets;
+}
+
+/** Per-allocation columns the query box reads (docs/QUERY.md), parallel to the device's allocations. */
+export interface AllocationFacets {
+  /** CUDA stream of the allocation (-1: unknown). */
+  readonly stream: number[];
+  /** Index into `strings`: the pool ("small", "large", or a private pool "(a, b)"). */
+  readonly pool: number[];
+  /** Index into `categoryNames`: the inferred category. */
+  readonly category: number[];
+  readonly categoryNames: string[];
+  /** The trace's phases, run by run: from event `phaseAt[k]` on, phase `phaseNames[phaseOf[k]]` in training step `stepOf[k]`. */
+  readonly phaseAt: number[];
+  readonly phaseOf: number[];
+  readonly stepOf: number[];
+  readonly phaseNames: string[];
+  /** The device's peak of allocated bytes holds after this many events (0: before the first). */
+  readonly peakEvents: number;
+}
+
+/** Per stack (parallel to `stacks`), indexes into `strings`: its first user frame ("file.py:line:function"), that frame's file path and function (0: none). */
+export interface StackUserFrames {
+  readonly frame: number[];
+  readonly file: number[];
+  readonly function: number[];
 }
 
 export interface ReportMemory {
   readonly devices: ReportDeviceMemory[];
   /** Per stack (parallel to `stacks`): how many innermost frames are the allocator's or the framework's (shown folded). */
   readonly stackFolded: number[];
+  /** The query box's per-stack columns (src/viewer/query-columns.ts). */
+  readonly userFrames?: StackUserFrames;
 }
 
 export interface ReportData {

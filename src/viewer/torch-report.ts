@@ -9,6 +9,7 @@ import { memoryByOperator, type MemoryTrace } from '../torch/memory-trace.js';
 import { outOfMemoryEvents, type OomEvent } from '../torch/snapshot-analysis.js';
 import type { MemorySnapshot } from '../torch/snapshot.js';
 import { deviceName, hasHistory, snapshotMemory } from './snapshot-memory.js';
+import { addQueryColumns } from './query-columns.js';
 import { REPORT_DATA_VERSION, StringTable, TimelineBuilder, type ReportCaps, type ReportData, type ReportKernel, type ReportSegment, type ReportSeries } from './report-data.js';
 
 const ALLOCATED = 'allocated';
@@ -86,7 +87,8 @@ function oomNotice(o: OomEvent): string {
 export function snapshotToReport(snap: MemorySnapshot, file: string, caps: ReportCaps): ReportData {
   const notices: string[] = [];
   const table = new StringTable();
-  const memory = snapshotMemory(snap, table, notices, caps.frameworkPaths);
+  // The query box's columns (docs/QUERY.md) ride on the timeline's allocations.
+  const memory = addQueryColumns(snap, snapshotMemory(snap, table, notices, caps.frameworkPaths), table);
   const traced = snap.traces.filter((t) => hasHistory(snap, t));
   const timeUnit: ReportData['timeUnit'] = traced.some((t) => t.timeUs.some((x) => !Number.isNaN(x))) ? 'ms' : 'event';
   if (!traced.length) notices.push('This snapshot has no allocation history (device_traces empty): the timeline shows only its final state; the segments view and the largest blocks are exact.');

@@ -8,6 +8,7 @@ export const VERB_MODULES: Readonly<Record<string, VerbModule>> = {
   run: () => import('./run.js'),
   leaks: () => import('./leaks.js'),
   report: () => import('./report.js'),
+  query: () => import('./query.js'),
   replay: () => import('./replay.js'),
   ...PYTORCH_FILE_VERB_MODULES,
 };

@@ -120,20 +120,25 @@ export class DeviceTimeline {
     this.color = new Uint32Array(count);
     this.faded = new Uint32Array(count);
     this.edge = new Uint32Array(count);
-    const bySite = new Map<number, [number, number, number]>();
-    for (let a = 0; a < count; a++) {
-      let c = bySite.get(sitesOf[a]);
+    this.recolor(sitesOf, siteColor);
+    this.tMin = 0;
+    this.tMax = Math.max(n ? this.time[n - 1] * 1.0001 : 1, 1e-3);
+  }
+
+  /** Colours each allocation by its key (a site, or an inferred category for the query box): `colorOf` gives "#rrggbb". */
+  recolor(keys: ArrayLike<number>, colorOf: (key: number) => string): void {
+    const byKey = new Map<number, [number, number, number]>();
+    for (let a = 0; a < this.count; a++) {
+      let c = byKey.get(keys[a]);
       if (!c) {
-        const rgb = parseInt(siteColor(sitesOf[a]).slice(1), 16);
+        const rgb = parseInt(colorOf(keys[a]).slice(1), 16);
         c = [rgba(rgb), rgba(towardWhite(rgb, 0.82)), rgba(darker(rgb, 0.3))];
-        bySite.set(sitesOf[a], c);
+        byKey.set(keys[a], c);
       }
       this.color[a] = c[0];
       this.faded[a] = c[1];
       this.edge[a] = c[2];
     }
-    this.tMin = 0;
-    this.tMax = Math.max(n ? this.time[n - 1] * 1.0001 : 1, 1e-3);
   }
 
   /** Index of the first event at or after `t`. */

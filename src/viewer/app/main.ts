@@ -9,6 +9,7 @@ import { renderSegments } from './segments.js';
 import { el } from './dom.js';
 import { MemoryView, allocationMatcher, hexAddress } from './memory-view.js';
 import { FrameScheduler, fitCanvas, plotArea, timeAtPointer, zoomedRange, type PlotArea } from './canvas.js';
+import { mountQueryBox } from './query-box.js';
 
 declare global {
   interface Window {
@@ -519,6 +520,8 @@ function main(): void {
     document.getElementById('zoom-out')!.addEventListener('click', () => mv.zoom(2));
     document.getElementById('zoom-reset')!.addEventListener('click', () => mv.reset());
     memoryView = mv;
+    // The query box (docs/QUERY.md).
+    mountQueryBox(data, mv);
     performance.mark('memscope-model');
     view = mv;
     document.getElementById('search')!.setAttribute('placeholder', 'search frames, 0xADDRESS or sizes (1MiB..2GiB, >1GiB)');

@@ -6,6 +6,7 @@
 import type { ReportData } from '../report-data.js';
 import { ColumnHits, DeviceTimeline, SUMMARISED, deviceTimelines, siteColor } from './allocation-timeline.js';
 import { el } from './dom.js';
+import { allocationPhase } from '../query.js';
 import { axisBytes, formatTick, formatTime, humanBytes, niceBytesStep, timeStep, type ViewRange } from './timeline.js';
 import { FrameScheduler, fitCanvas, plotArea, timeAtPointer, zoomedRange, type PlotArea } from './canvas.js';
 
@@ -282,6 +283,8 @@ export class MemoryView {
     box.append(el('div', { class: 'tip-head' }, sw, ` ${humanBytes(d.bytes[a])} at ${hexAddress(d.data.address[a])}`));
     box.append(el('div', {}, `allocated ${this.when(d.start[a], 'before the trace began')} · freed ${this.when(d.end[a], 'never (live at the end)')}`));
     box.append(el('div', {}, 'site ', el('code', { class: 'alloc-site' }, this.site(a))));
+    const facets = d.data.facets;
+    if (facets) box.append(el('div', { class: 'alloc-category' }, `category ${facets.categoryNames[facets.category[a]]} (inferred) · phase ${allocationPhase(facets, d.start[a]).phase} · stream ${facets.stream[a]} · pool ${this.str(facets.pool[a])}`));
     const stack = d.data.stack[a];
     const frames = stack >= 0 ? (this.data.stacks[stack] ?? []).map((i) => this.str(i)) : [];
     const folded = stack >= 0 ? (this.data.memory?.stackFolded[stack] ?? 0) : 0;
@@ -376,6 +379,20 @@ export class MemoryView {
 
   pinnedAllocation(): number {
     return this.pinned;
+  }
+
+  /** How many allocations the highlight keeps, over every device (0: no highlight). */
+  highlightedCount(): number {
+    let n = 0;
+    for (const m of this.matches ?? []) for (let a = 0; a < m.length; a++) n += m[a];
+    return n;
+  }
+
+  /** Colours every device's bands by `keysOf(device)` through `colorOf`; null goes back to colouring by site (query box). */
+  colorBy(keysOf: ((device: number) => ArrayLike<number>) | null, colorOf: (key: number) => string = siteColor): void {
+    this.devices.forEach((d, i) => (keysOf ? d.recolor(keysOf(i), colorOf) : d.recolor(d.data.site, siteColor)));
+    if (this.siteLegend) this.siteLegend.style.display = keysOf ? 'none' : '';
+    this.schedule();
   }
 
   /** Highlights the allocations `match` accepts (null clears); returns how many, over every device. */
