@@ -4,6 +4,7 @@
  * reaches the page through `textContent`, never as HTML.
  */
 import type { ReportData } from '../report-data.js';
+import { unpackReportData } from '../report-columns.js';
 import { TimelineModel, axisBytes, formatTick, formatTime, humanBytes, niceBytesStep, seriesColors, timeStep, type ViewRange } from './timeline.js';
 import { renderSegments } from './segments.js';
 import { el } from './dom.js';
@@ -67,7 +68,8 @@ function location(frame: string | null): string {
 
 // Marks for the benchmark: where the time before the first frame goes.
 performance.mark('memscope-start');
-const data: ReportData = JSON.parse(document.getElementById('memscope-data')!.textContent!);
+// speed: the embedded data's long number columns are packed (packReportData).
+const data: ReportData = unpackReportData(JSON.parse(document.getElementById('memscope-data')!.textContent!));
 performance.mark('memscope-parsed');
 const str = (i: number): string => data.strings[i] ?? '';
 const frames = (stack: number): string[] => (stack >= 0 ? (data.stacks[stack] ?? []).map(str) : []);
