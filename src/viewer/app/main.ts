@@ -511,7 +511,7 @@ function main(): void {
   if (data.memory) {
     document.querySelector('#timeline-section > h2')!.textContent = 'Active Memory Timeline';
     const help = document.querySelector('#timeline-section > p.muted');
-    if (help) help.textContent = 'One band per allocation, stacked in allocation order over the blocks live before the trace. Wheel to zoom time, shift+wheel to zoom bytes (bands under a pixel are summed in grey), drag to pan, double-click to reset; hover for an allocation, click to pin it.';
+    if (help) help.textContent = 'One band per allocation, stacked in allocation order over the blocks live before the trace. Wheel to zoom time, shift+wheel to zoom bytes (allocations under a pixel are summed per site, then in "smaller allocations"), drag to pan, double-click to reset; hover for an allocation, click to pin it.';
     // Taller than the category chart: a band per allocation needs the pixels.
     canvas.style.height = '520px';
     const pinBox = el('div', { id: 'pinned', hidden: '' });
