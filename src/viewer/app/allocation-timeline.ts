@@ -533,6 +533,15 @@ export class ColumnHits {
     return null;
   }
 
+  /** Column `col`'s entries, bottom first: [id, bytes at its top]. */
+  column(col: number): [number, number][] {
+    const from = this.offsets[col];
+    if (from < 0) return [];
+    const out: [number, number][] = [];
+    for (let k = from; k < this.offsets[col + 1]; k++) out.push([this.ids[k], this.tops[k]]);
+    return out;
+  }
+
   /** The band at `bytes` height in column `col`, or -1 above the stack. */
   at(col: number, bytes: number): number {
     const from = this.offsets[col];
