@@ -83,26 +83,17 @@ export function packColumn(values: readonly number[]): PackedColumn | readonly n
 const B64_VALUE = new Int8Array(128).fill(-1);
 for (let i = 0; i < 64; i++) B64_VALUE[B64.charCodeAt(i)] = i;
 
-/** The bytes a base64 string holds. */
-function unbase64(s: string, what: string): Uint8Array {
-  let len = s.length;
-  while (len > 0 && s.charCodeAt(len - 1) === 61) len--;
-  const out = new Uint8Array(Math.floor((len * 3) / 4));
-  let k = 0;
-  let acc = 0;
-  let bits = 0;
-  for (let i = 0; i < len; i++) {
-    const c = s.charCodeAt(i);
-    const v = c < 128 ? B64_VALUE[c] : -1;
-    if (v < 0) throw new Error(`the embedded report data is damaged: ${what} has a character outside base64 at ${i}`);
-    acc = ((acc << 6) | v) & 0xffffff;
-    bits += 6;
-    if (bits >= 8) {
-      bits -= 8;
-      out[k++] = (acc >> bits) & 255;
+/** The bytes a base64 string holds, as a binary string (the platform's decoder is native code). */
+function unbase64(s: string, what: string): string {
+  try {
+    return atob(s);
+  } catch {
+    for (let i = 0; i < s.length; i++) {
+      const c = s.charCodeAt(i);
+      if (c !== 61 && (c >= 128 || B64_VALUE[c] < 0)) throw new Error(`the embedded report data is damaged: ${what} has a character outside base64 at ${i}`);
     }
+    throw new Error(`the embedded report data is damaged: ${what} is not base64`);
   }
-  return out;
 }
 
 /** The numbers of a packed column (a plain array is returned as it is). */
@@ -119,19 +110,19 @@ export function unpackColumn(col: PackedColumn | readonly number[], what: string
   let i = 0;
   const end = bytes.length;
   while (i < end) {
-    let b = bytes[i++];
+    let b = bytes.charCodeAt(i++);
     let z = b & 127;
     // Up to four bytes (28 bits) in integer arithmetic; longer ones (addresses) in doubles.
     let shift = 7;
     while (b & 128 && i < end && shift < 28) {
-      b = bytes[i++];
+      b = bytes.charCodeAt(i++);
       z |= (b & 127) << shift;
       shift += 7;
     }
     if (b & 128) {
       let mult = 2 ** 28;
       while (b & 128 && i < end) {
-        b = bytes[i++];
+        b = bytes.charCodeAt(i++);
         z += (b & 127) * mult;
         mult *= 128;
       }
