@@ -34,6 +34,12 @@ const MAX_GROUPS = 64;
 const CHECKPOINT = 256;
 /** Events per block of the running total's and the reserved line's maxima. */
 const BLOCK = 64;
+/** Size classes: class c holds sizes in [2^(c-1), 2^c) (class 0: under one byte). */
+const SIZE_CLASSES = 64;
+
+function sizeClass(bytes: number): number {
+  return bytes < 1 ? 0 : Math.min(SIZE_CLASSES - 1, Math.floor(Math.log2(bytes)) + 1);
+}
 
 const PALETTE = ['#4e79a7', '#f28e2b', '#e15759', '#76b7b2', '#59a14f', '#edc948', '#b07aa1', '#ff9da7', '#9c755f', '#86bcb6', '#d37295', '#fabfd2', '#8cd17d', '#b6992d', '#499894', '#79706e', '#d4a6c8', '#a0cbe8', '#ffbe7d', '#f1ce63'];
 /** The "smaller allocations" band: light grey hatched with a darker grey. */
@@ -119,6 +125,9 @@ export class DeviceTimeline {
   private readonly blockMaxAt: Int32Array;
   /** Per block of BLOCK events: the highest reserved bytes. */
   private readonly blockReserved: Float64Array;
+  /** Allocation ids by size class (`sizeClass`), each class in allocation order, and where each class starts. */
+  private readonly byClass: Int32Array;
+  private readonly classStart: Int32Array;
   /** Per allocation: its site group; per group: the site (-1: the sites beyond the first MAX_GROUPS - 1). */
   readonly groupOf: Uint8Array;
   readonly groupSite: number[];
@@ -214,6 +223,14 @@ export class DeviceTimeline {
       if (i === n) break;
       this.applyGroup(i, live);
     }
+
+    // Size classes by counting sort: a frame visits only the classes that can reach a pixel.
+    this.classStart = new Int32Array(SIZE_CLASSES + 1);
+    for (let a = 0; a < count; a++) this.classStart[sizeClass(this.bytes[a]) + 1]++;
+    for (let c = 0; c < SIZE_CLASSES; c++) this.classStart[c + 1] += this.classStart[c];
+    this.byClass = new Int32Array(count);
+    const next = this.classStart.slice(0, SIZE_CLASSES);
+    for (let a = 0; a < count; a++) this.byClass[next[sizeClass(this.bytes[a])]++] = a;
 
     this.color = new Uint32Array(count);
     this.faded = new Uint32Array(count);
@@ -394,7 +411,13 @@ export class DeviceTimeline {
     const bigList: number[] = [];
     const bigFrom: number[] = [];
     const bigTo: number[] = [];
-    for (let a = 0; a < this.count; a++) {
+    // Without a search, only allocations of a size class that can reach a pixel are visited
+    // (in allocation order); a search visits every allocation for its marks.
+    const minClass = sizeClass(thr);
+    const candidates = matches || this.count - this.classStart[minClass] > this.count / 4 ? null : this.byClass.slice(this.classStart[minClass]).sort();
+    const visits = candidates ? candidates.length : this.count;
+    for (let v = 0; v < visits; v++) {
+      const a = candidates ? candidates[v] : v;
       if (this.start[a] >= lastMoment || this.end[a] < firstMoment) continue;
       const big = this.bytes[a] >= thr;
       if (!big && !(marks && matches![a])) continue;
