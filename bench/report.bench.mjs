@@ -1,9 +1,14 @@
 // Report scale, in headless Chromium:
 // 1. a 1,000,000-event capture → `memscope report`: first timeline frame (target < 2 s), size,
 //    build time, redraw times;
-// 2. a ~100 MB PyTorch snapshot (bench/make-big-snapshot.mjs from the transformer fixture,
-//    ~613k trace events) → the Active Memory Timeline: first frame after load (target < 1 s),
-//    hover and zoom times at the 95th percentile (target < 16 ms).
+// 2. PyTorch snapshots of ~100 MB (~613k trace events) and ~1 GB (~6.1M) made by
+//    bench/make-big-snapshot.mjs from the transformer fixture → `memscope report` → the Active
+//    Memory Timeline: report write time, HTML size, first frame after load, zoom and hover times
+//    (p50/p95), JS heap (CDP Performance.getMetrics) and the tab's resident memory. Targets:
+//    100 MB: first frame < 1 s, zoom and hover p95 < 16 ms; 1 GB: tab < 2 GB, p95 < 50 ms.
+//
+// `npm run bench -- report` runs all of it; MEMSCOPE_REPORT_BENCH=snapshots (or 100mb, 1gb)
+// runs only those parts.
 //
 // The capture is synthetic but goes through the real recorder and writer: 250
 // training steps over a 4-layer model, each step allocating and freeing 2,000
@@ -19,7 +24,7 @@ import { FileCaptureSink } from '../dist/capture/file-sink-node.js';
 import { readCaptureFile } from '../dist/capture/read-node.js';
 import { captureToReport, DEFAULT_CAPS } from '../dist/viewer/report-data.js';
 import { torchToReport } from '../dist/viewer/torch-report-node.js';
-import { existsSync } from 'node:fs';
+import { existsSync, readFileSync, readdirSync } from 'node:fs';
 import { spawnSync } from 'node:child_process';
 import { renderReportHtml } from '../dist/viewer/html.js';
 import { viewerBundle } from '../dist/viewer/bundle-node.js';
@@ -90,126 +95,187 @@ function makeCapture() {
   return events;
 }
 
-let t = performance.now();
-const events = makeCapture();
-console.log(`capture: ${events.toLocaleString('en-US')} alloc/free events, ${(statSync(capturePath).size / 2 ** 20).toFixed(1)} MiB, written in ${((performance.now() - t) / 1000).toFixed(2)} s`);
-
-t = performance.now();
-const capture = readCaptureFile(capturePath);
-const data = captureToReport(capture, capturePath);
-const html = renderReportHtml(data, await viewerBundle());
-writeFileSync(htmlPath, html);
-console.log(`report: ${(Buffer.byteLength(html) / 2 ** 20).toFixed(1)} MiB HTML, ${data.timeline.dt.length.toLocaleString('en-US')} timeline events embedded, built in ${((performance.now() - t) / 1000).toFixed(2)} s`);
-
-const browser = await chromium.launch({
-  executablePath: process.env.MEMSCOPE_CHROMIUM ?? '/usr/bin/chromium',
-  headless: true,
-  args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update', '--disable-sync', '--no-first-run'],
-});
-const runs = [];
-for (let i = 0; i < 3; i++) {
-  const page = await browser.newPage({ viewport: { width: 1280, height: 900 } });
-  const wall = performance.now();
-  await page.goto(`file://${htmlPath}`, { waitUntil: 'commit' });
-  await page.waitForFunction(() => (window.memscopeViewer?.frames ?? 0) > 0, null, { timeout: 60_000, polling: 20 });
-  const wallMs = performance.now() - wall;
-  const m = await page.evaluate(() => {
-    const v = window.memscopeViewer;
-    // Time a full-range redraw and a zoomed one too: interaction must stay smooth.
-    const c = document.getElementById('timeline');
-    v.setRange(0, 1e12);
-    const r = v.range();
-    return { firstFrameMs: v.firstFrameMs, frameMs: v.lastFrameMs, span: r.t1 - r.t0, width: c.width };
-  });
-  const redraws = await page.evaluate(async () => {
-    const v = window.memscopeViewer;
-    const r = v.range();
-    const frame = () => new Promise((res) => requestAnimationFrame(() => requestAnimationFrame(res)));
-    const full = [];
-    const zoomed = [];
-    for (let k = 1; k <= 5; k++) {
-      // Alternate between two full-range views (a 1-pixel nudge forces a redraw of all 1M events).
-      v.setRange(r.t0 + (k % 2) * 1e-6 * (r.t1 - r.t0), r.t1);
-      await frame();
-      full.push(v.lastFrameMs);
-      v.setRange(r.t0 + (r.t1 - r.t0) * 0.1 * k, r.t1 - (r.t1 - r.t0) * 0.05 * k);
-      await frame();
-      zoomed.push(v.lastFrameMs);
-    }
-    return { full, zoomed };
-  });
-  runs.push({ ...m, wallMs, redraws });
-  await page.close();
-}
-await browser.close();
+const only = process.env.MEMSCOPE_REPORT_BENCH ?? '';
 const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
-const first = median(runs.map((r) => r.firstFrameMs));
-console.log(`first frame (navigation start → first timeline frame drawn), median of ${runs.length}: ${first.toFixed(0)} ms [${runs.map((r) => r.firstFrameMs.toFixed(0)).join(', ')}] · target < 2000 ms ${first < 2000 ? 'MET' : 'MISSED'}`);
-console.log(`wall time goto → first frame seen by the driver: ${runs.map((r) => r.wallMs.toFixed(0)).join(', ')} ms`);
-console.log(`redraw, all 1M events in view (ms): ${runs.flatMap((r) => r.redraws.full).map((x) => x.toFixed(1)).join(', ')} · median ${median(runs.flatMap((r) => r.redraws.full)).toFixed(1)}`);
-console.log(`redraw, zoomed in (ms): median ${median(runs.flatMap((r) => r.redraws.zoomed)).toFixed(1)}`);
-console.log(`report file size: ${statSync(htmlPath).size.toLocaleString('en-US')} bytes (${(statSync(htmlPath).size / 2 ** 20).toFixed(1)} MiB)`);
-
-// ---------------------------------------------------------------- 100 MB snapshot
-const bigSnapshot = join(out, 'big-100mb.pickle');
-const bigHtml = join(out, 'big-100mb.html');
-if (!existsSync(bigSnapshot)) {
-  const r = spawnSync(process.execPath, [join(here, 'make-big-snapshot.mjs'), join(here, '../test/fixtures/torch/transformer_fullstep_trace.pickle'), bigSnapshot, '100'], { stdio: 'inherit' });
-  if (r.status !== 0) throw new Error('make-big-snapshot failed');
-}
-t = performance.now();
-const snapData = await torchToReport(bigSnapshot, DEFAULT_CAPS);
-const snapHtml = renderReportHtml(snapData, await viewerBundle());
-writeFileSync(bigHtml, snapHtml);
-const dev = snapData.memory.devices[0];
-console.log(`snapshot: ${(statSync(bigSnapshot).size / 2 ** 20).toFixed(1)} MiB pickle, ${dev.eventDt.length.toLocaleString('en-US')} events, ${dev.bytes.length.toLocaleString('en-US')} allocations → ${(Buffer.byteLength(snapHtml) / 2 ** 20).toFixed(1)} MiB HTML in ${((performance.now() - t) / 1000).toFixed(2)} s`);
-
 const p95 = (xs) => [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.floor(xs.length * 0.95))];
-const browser2 = await chromium.launch({
-  executablePath: process.env.MEMSCOPE_CHROMIUM ?? '/usr/bin/chromium',
-  headless: true,
-  args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update', '--disable-sync', '--no-first-run'],
-});
-const snapRuns = [];
-for (let i = 0; i < 3; i++) {
-  const page = await browser2.newPage({ viewport: { width: 1280, height: 900 } });
-  await page.goto(`file://${bigHtml}`, { waitUntil: 'commit' });
-  await page.waitForFunction(() => (window.memscopeViewer?.frames ?? 0) > 0, null, { timeout: 120_000, polling: 20 });
-  const firstFrameMs = await page.evaluate(() => window.memscopeViewer.firstFrameMs);
-  const marks = await page.evaluate(() => Object.fromEntries(performance.getEntriesByType('mark').map((e) => [e.name, e.startTime])));
-  // Zoom: 40 views from the whole trace down to a few events and back, each one frame.
-  const zoom = await page.evaluate(async () => {
-    const v = window.memscopeViewer;
-    const r = v.range();
-    const frame = () => new Promise((res) => requestAnimationFrame(() => requestAnimationFrame(res)));
-    const times = [];
-    for (let k = 0; k < 40; k++) {
-      const f = Math.pow(0.7, k % 20);
-      const mid = r.t0 + (r.t1 - r.t0) * (0.3 + 0.4 * (k / 40));
-      v.setRange(mid - ((r.t1 - r.t0) * f) / 2, mid + ((r.t1 - r.t0) * f) / 2);
-      await frame();
-      times.push(v.lastFrameMs);
-    }
-    v.setRange(r.t0, r.t1);
-    await frame();
-    return times;
+const CHROMIUM_ARGS = ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update', '--disable-sync', '--no-first-run'];
+let t = 0;
+if (!only) await captureBench();
+
+/** The 1,000,000-event capture: report size, first frame, redraws. */
+async function captureBench() {
+  t = performance.now();
+  const events = makeCapture();
+  console.log(`capture: ${events.toLocaleString('en-US')} alloc/free events, ${(statSync(capturePath).size / 2 ** 20).toFixed(1)} MiB, written in ${((performance.now() - t) / 1000).toFixed(2)} s`);
+
+  t = performance.now();
+  const capture = readCaptureFile(capturePath);
+  const data = captureToReport(capture, capturePath);
+  const html = renderReportHtml(data, await viewerBundle());
+  writeFileSync(htmlPath, html);
+  console.log(`report: ${(Buffer.byteLength(html) / 2 ** 20).toFixed(1)} MiB HTML, ${data.timeline.dt.length.toLocaleString('en-US')} timeline events embedded, built in ${((performance.now() - t) / 1000).toFixed(2)} s`);
+
+  const browser = await chromium.launch({
+    executablePath: process.env.MEMSCOPE_CHROMIUM ?? '/usr/bin/chromium',
+    headless: true,
+    args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update', '--disable-sync', '--no-first-run'],
   });
-  // Hover: 100 pointer positions across the full view.
-  const box = await page.locator('#timeline').boundingBox();
-  const hover = [];
-  for (let k = 0; k < 100; k++) {
-    await page.mouse.move(box.x + 80 + ((box.width - 100) * k) / 100, box.y + 20 + ((box.height - 60) * ((k * 37) % 100)) / 100);
-    hover.push(await page.evaluate(() => window.memscopeViewer.lastHoverMs));
+  const runs = [];
+  for (let i = 0; i < 3; i++) {
+    const page = await browser.newPage({ viewport: { width: 1280, height: 900 } });
+    const wall = performance.now();
+    await page.goto(`file://${htmlPath}`, { waitUntil: 'commit' });
+    await page.waitForFunction(() => (window.memscopeViewer?.frames ?? 0) > 0, null, { timeout: 60_000, polling: 20 });
+    const wallMs = performance.now() - wall;
+    const m = await page.evaluate(() => {
+      const v = window.memscopeViewer;
+      // Time a full-range redraw and a zoomed one too: interaction must stay smooth.
+      const c = document.getElementById('timeline');
+      v.setRange(0, 1e12);
+      const r = v.range();
+      return { firstFrameMs: v.firstFrameMs, frameMs: v.lastFrameMs, span: r.t1 - r.t0, width: c.width };
+    });
+    const redraws = await page.evaluate(async () => {
+      const v = window.memscopeViewer;
+      const r = v.range();
+      const frame = () => new Promise((res) => requestAnimationFrame(() => requestAnimationFrame(res)));
+      const full = [];
+      const zoomed = [];
+      for (let k = 1; k <= 5; k++) {
+        // Alternate between two full-range views (a 1-pixel nudge forces a redraw of all 1M events).
+        v.setRange(r.t0 + (k % 2) * 1e-6 * (r.t1 - r.t0), r.t1);
+        await frame();
+        full.push(v.lastFrameMs);
+        v.setRange(r.t0 + (r.t1 - r.t0) * 0.1 * k, r.t1 - (r.t1 - r.t0) * 0.05 * k);
+        await frame();
+        zoomed.push(v.lastFrameMs);
+      }
+      return { full, zoomed };
+    });
+    runs.push({ ...m, wallMs, redraws });
+    await page.close();
   }
-  snapRuns.push({ firstFrameMs, marks, zoom, hover });
-  await page.close();
+  await browser.close();
+  const first = median(runs.map((r) => r.firstFrameMs));
+  console.log(`first frame (navigation start → first timeline frame drawn), median of ${runs.length}: ${first.toFixed(0)} ms [${runs.map((r) => r.firstFrameMs.toFixed(0)).join(', ')}] · target < 2000 ms ${first < 2000 ? 'MET' : 'MISSED'}`);
+  console.log(`wall time goto → first frame seen by the driver: ${runs.map((r) => r.wallMs.toFixed(0)).join(', ')} ms`);
+  console.log(`redraw, all 1M events in view (ms): ${runs.flatMap((r) => r.redraws.full).map((x) => x.toFixed(1)).join(', ')} · median ${median(runs.flatMap((r) => r.redraws.full)).toFixed(1)}`);
+  console.log(`redraw, zoomed in (ms): median ${median(runs.flatMap((r) => r.redraws.zoomed)).toFixed(1)}`);
+  console.log(`report file size: ${statSync(htmlPath).size.toLocaleString('en-US')} bytes (${(statSync(htmlPath).size / 2 ** 20).toFixed(1)} MiB)`);
 }
-await browser2.close();
-const snapFirst = median(snapRuns.map((r) => r.firstFrameMs));
-console.log(`snapshot first frame (navigation start → first timeline frame), median of ${snapRuns.length}: ${snapFirst.toFixed(0)} ms [${snapRuns.map((r) => r.firstFrameMs.toFixed(0)).join(', ')}] · target < 1000 ms ${snapFirst < 1000 ? 'MET' : 'MISSED'}`);
-const phase = (from, to) => median(snapRuns.map((r) => (r.marks[to] ?? r.firstFrameMs) - (from ? r.marks[from] : 0)));
-console.log(`  of which: page load and script start ${phase(null, 'memscope-start').toFixed(0)} ms, JSON.parse ${phase('memscope-start', 'memscope-parsed').toFixed(0)} ms, timeline model ${phase('memscope-parsed', 'memscope-model').toFixed(0)} ms, first draw ${median(snapRuns.map((r) => r.firstFrameMs - r.marks['memscope-model'])).toFixed(0)} ms`);
-const zoomP95 = p95(snapRuns.flatMap((r) => r.zoom));
-const hoverP95 = p95(snapRuns.flatMap((r) => r.hover));
-console.log(`snapshot zoom frame p95: ${zoomP95.toFixed(1)} ms (median ${median(snapRuns.flatMap((r) => r.zoom)).toFixed(1)}) · target < 16 ms ${zoomP95 < 16 ? 'MET' : 'MISSED'}`);
-console.log(`snapshot hover p95: ${hoverP95.toFixed(2)} ms (median ${median(snapRuns.flatMap((r) => r.hover)).toFixed(2)}) · target < 16 ms ${hoverP95 < 16 ? 'MET' : 'MISSED'}`);
+
+// ---------------------------------------------------------------- PyTorch snapshots
+
+/** Resident memory (bytes) of the renderer processes under a browser process. */
+function rendererRss(browserPid) {
+  const children = new Map();
+  for (const d of readdirSync('/proc')) {
+    if (!/^\d+$/.test(d)) continue;
+    try {
+      const stat = readFileSync(`/proc/${d}/stat`, 'utf8');
+      const ppid = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
+      if (!children.has(ppid)) children.set(ppid, []);
+      children.get(ppid).push(Number(d));
+    } catch {
+      // The process ended while we looked.
+    }
+  }
+  let rss = 0;
+  const todo = [browserPid];
+  while (todo.length) {
+    const pid = todo.pop();
+    for (const c of children.get(pid) ?? []) {
+      todo.push(c);
+      try {
+        if (!readFileSync(`/proc/${c}/cmdline`, 'utf8').includes('--type=renderer')) continue;
+        const m = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${c}/status`, 'utf8'));
+        if (m) rss = Math.max(rss, Number(m[1]) * 1024);
+      } catch {
+        // Gone already.
+      }
+    }
+  }
+  return rss;
+}
+
+async function snapshotBench(label, targetMb, targets) {
+  const pickle = join(out, `big-${label}.pickle`);
+  const html = join(out, `big-${label}.html`);
+  if (!existsSync(pickle)) {
+    const r = spawnSync(process.execPath, [join(here, 'make-big-snapshot.mjs'), join(here, '../test/fixtures/torch/transformer_fullstep_trace.pickle'), pickle, String(targetMb)], { stdio: 'inherit' });
+    if (r.status !== 0) throw new Error('make-big-snapshot failed');
+  }
+  const started = performance.now();
+  const r = spawnSync(process.execPath, [join(here, '../dist/cli/memscope.cjs'), 'report', pickle, '-o', html], { encoding: 'utf8' });
+  if (r.status !== 0) throw new Error(`memscope report failed: ${r.stderr}`);
+  const writeS = (performance.now() - started) / 1000;
+  console.log(`\n${label} snapshot: ${(statSync(pickle).size / 2 ** 20).toFixed(1)} MiB pickle → \`memscope report\` in ${writeS.toFixed(1)} s → ${(statSync(html).size / 2 ** 20).toFixed(1)} MiB HTML`);
+
+  const server = await chromium.launchServer({ executablePath: process.env.MEMSCOPE_CHROMIUM ?? '/usr/bin/chromium', headless: true, args: CHROMIUM_ARGS });
+  const browser = await chromium.connect(server.wsEndpoint());
+  const runs = [];
+  for (let i = 0; i < 3; i++) {
+    const context = await browser.newContext({ viewport: { width: 1280, height: 900 } });
+    const page = await context.newPage();
+    const errors = [];
+    page.on('pageerror', (e) => errors.push(String(e)));
+    page.on('console', (m) => m.type() === 'error' && errors.push(m.text()));
+    page.on('request', (q) => !q.url().startsWith('file:') && errors.push(`network request: ${q.url()}`));
+    const cdp = await context.newCDPSession(page);
+    await cdp.send('Performance.enable');
+    await page.goto(`file://${html}`, { waitUntil: 'commit' });
+    await page.waitForFunction(() => (window.memscopeViewer?.frames ?? 0) > 0, null, { timeout: 600_000, polling: 50 });
+    const firstFrameMs = await page.evaluate(() => window.memscopeViewer.firstFrameMs);
+    const marks = await page.evaluate(() => Object.fromEntries(performance.getEntriesByType('mark').map((e) => [e.name, e.startTime])));
+    const metrics = Object.fromEntries((await cdp.send('Performance.getMetrics')).metrics.map((m) => [m.name, m.value]));
+    // Zoom: 40 views from the whole trace down to a few events and back, one frame each.
+    const zoom = await page.evaluate(async () => {
+      const v = window.memscopeViewer;
+      const r = v.range();
+      const frame = () => new Promise((res) => requestAnimationFrame(() => requestAnimationFrame(res)));
+      const times = [];
+      for (let k = 0; k < 40; k++) {
+        const f = Math.pow(0.5, k % 20);
+        const mid = r.t0 + (r.t1 - r.t0) * (0.3 + 0.4 * (k / 40));
+        v.setRange(mid - ((r.t1 - r.t0) * f) / 2, mid + ((r.t1 - r.t0) * f) / 2);
+        await frame();
+        times.push(v.lastFrameMs);
+      }
+      v.setRange(r.t0, r.t1);
+      await frame();
+      return times;
+    });
+    // Hover: 100 pointer positions over the whole view.
+    const box = await page.locator('#timeline').boundingBox();
+    const hover = [];
+    for (let k = 0; k < 100; k++) {
+      await page.mouse.move(box.x + 80 + ((box.width - 100) * k) / 100, box.y + 20 + ((box.height - 60) * ((k * 37) % 100)) / 100);
+      hover.push(await page.evaluate(() => window.memscopeViewer.lastHoverMs));
+    }
+    const after = Object.fromEntries((await cdp.send('Performance.getMetrics')).metrics.map((m) => [m.name, m.value]));
+    const rss = rendererRss(server.process().pid);
+    if (i === 0) await page.screenshot({ path: join(out, `big-${label}.png`) });
+    runs.push({ firstFrameMs, marks, zoom, hover, heapMiB: Math.max(metrics.JSHeapUsedSize, after.JSHeapUsedSize) / 2 ** 20, heapTotalMiB: after.JSHeapTotalSize / 2 ** 20, threadS: metrics.ThreadTime, rssMiB: rss / 2 ** 20, errors });
+    await context.close();
+  }
+  await browser.close();
+  await server.close();
+
+  const list = (xs, d = 0) => xs.map((x) => x.toFixed(d)).join(', ');
+  const first = median(runs.map((x) => x.firstFrameMs));
+  console.log(`${label} first frame (navigation start → first timeline frame): median ${first.toFixed(0)} ms [${list(runs.map((x) => x.firstFrameMs))}]${targets.first ? ` · target < ${targets.first} ms ${first < targets.first ? 'MET' : 'MISSED'}` : ''}`);
+  const phase = (from, to) => median(runs.map((x) => (x.marks[to] ?? x.firstFrameMs) - (from ? x.marks[from] : 0)));
+  console.log(`  of which: page load until the script runs ${phase(null, 'memscope-start').toFixed(0)} ms, JSON.parse + unpack ${phase('memscope-start', 'memscope-parsed').toFixed(0)} ms, timeline model ${phase('memscope-parsed', 'memscope-model').toFixed(0)} ms, first draw ${median(runs.map((x) => x.firstFrameMs - x.marks['memscope-model'])).toFixed(0)} ms`);
+  console.log(`  main-thread CPU time until then (CDP ThreadTime): ${list(runs.map((x) => (x.threadS ?? NaN) * 1000))} ms`);
+  const zoom = runs.flatMap((x) => x.zoom);
+  const hover = runs.flatMap((x) => x.hover);
+  console.log(`${label} zoom frame: p50 ${median(zoom).toFixed(1)} ms, p95 ${p95(zoom).toFixed(1)} ms (${zoom.length} frames) · target < ${targets.interaction} ms ${p95(zoom) < targets.interaction ? 'MET' : 'MISSED'}`);
+  console.log(`${label} hover: p50 ${median(hover).toFixed(2)} ms, p95 ${p95(hover).toFixed(2)} ms (${hover.length} moves) · target < ${targets.interaction} ms ${p95(hover) < targets.interaction ? 'MET' : 'MISSED'}`);
+  const rss = Math.max(...runs.map((x) => x.rssMiB));
+  console.log(`${label} JS heap used ${list(runs.map((x) => x.heapMiB))} MiB (total ${list(runs.map((x) => x.heapTotalMiB))} MiB); tab resident memory ${list(runs.map((x) => x.rssMiB))} MiB${targets.rssMiB ? ` · target < ${targets.rssMiB} MiB ${rss < targets.rssMiB ? 'MET' : 'MISSED'}` : ''}`);
+  const errors = runs.flatMap((x) => x.errors);
+  console.log(`${label} console errors and network requests: ${errors.length ? errors.join('; ') : 'none'}`);
+}
+
+if (!only || only === 'snapshots' || only === '100mb') await snapshotBench('100mb', 100, { first: 1000, interaction: 16 });
+if (!only || only === 'snapshots' || only === '1gb') await snapshotBench('1gb', 1000, { interaction: 50, rssMiB: 2048 });

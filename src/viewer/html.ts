@@ -1,6 +1,7 @@
 import { escapeHtml } from '../render/escape.js';
 import { jsonForScript, renderHtmlPage } from '../render/html-page.js';
 import type { ReportData } from './report-data.js';
+import { packReportData } from './report-columns.js';
 
 const CSS = `
 :root { font: 14px/1.45 system-ui, -apple-system, "Segoe UI", sans-serif; color: #222; background: #fafafa; }
@@ -17,6 +18,7 @@ h1 { font-size: 20px; margin: 8px 0 2px; } h2 { font-size: 16px; margin: 22px 0 
 .canvas-wrap { position: relative; background: #fff; border: 1px solid #ddd; border-radius: 4px; }
 #timeline { display: block; width: 100%; height: 340px; cursor: crosshair; }
 #timeline.dragging { cursor: grabbing; }
+#overview { display: block; width: 100%; height: 48px; margin-top: 4px; border: 1px solid #ddd; border-radius: 4px; cursor: grab; } #overview.dragging { cursor: grabbing; } /* speed: the overview strip */
 #tooltip { position: absolute; pointer-events: none; background: rgba(255,255,255,0.97); border: 1px solid #bbb; border-radius: 4px; padding: 6px 8px; font-size: 12px; box-shadow: 0 2px 8px rgba(0,0,0,0.15); max-width: 520px; }
 #tooltip table { border: 0; } #tooltip td { border: 0; padding: 0 6px 0 0; }
 .tip-head { font-weight: 600; margin: 2px 0; } .tip-allocs { margin: 0; padding-left: 18px; word-break: break-all; }
@@ -63,7 +65,7 @@ export function renderReportHtml(data: ReportData, appJs: string): string {
 <section id="kernels"><h2>Top kernels by memory added</h2><div id="kernels-body"></div></section>
 <section id="allocations"><h2>Largest allocations</h2><div id="allocations-body"></div></section>
 <section id="segments"><h2>Segments and blocks</h2><div id="segments-body"></div></section>
-<script type="application/json" id="memscope-data">${jsonForScript(data)}</script>
+<script type="application/json" id="memscope-data">${jsonForScript(packReportData(data)) /* speed: long number columns packed (unpackReportData reads them) */}</script>
 `,
     script: appJs,
   });

@@ -111,6 +111,51 @@ describe('snapshot report in the browser', () => {
     const total = Number(allocs.stdout) + dev.liveBeforeTrace;
     expect(await page.locator('#allocations-body').innerText()).toContain(`of ${total.toLocaleString('en-US')} allocations`);
 
+    // Full byte range: a pixel is ~128 MiB, so most allocations are summed. The chart still reads:
+    // sites' sums in their colours, the rest in the hatched "smaller allocations" band, both in the
+    // legend and on hover with their bytes.
+    expect(await page.locator('#legend').innerText()).toContain('smaller allocations');
+    expect(await colouredPixels(page)).toBeGreaterThan(5000);
+    const plotBox = (await canvas.boundingBox())!;
+    const tipAt = async (x: number, y: number): Promise<string> => {
+      await page.mouse.move(x, y);
+      await expect.poll(() => page.locator('#tooltip').isVisible()).toBe(true);
+      return page.locator('#tooltip').innerText();
+    };
+    // Just above the time axis, left of the first event: the blocks live before the trace, summed.
+    const summedTip = await tipAt(plotBox.x + 80, plotBox.y + plotBox.height - 28);
+    expect(summedTip).toMatch(/^\s*[\d.]+ \w?i?B in [\d,]+ allocations? under a pixel each, (from |summed in "smaller allocations")/);
+
+    // The overview strip: dragging the window pans (same span), dragging its right edge zooms.
+    const strip = page.locator('#overview');
+    const stripBox = (await strip.boundingBox())!;
+    await redrawn(page, () => page.evaluate(() => window.memscopeViewer!.setRange(100, 150)));
+    const win = (await strip.getAttribute('data-window'))!.split(',').map(Number);
+    const before0 = await page.evaluate(() => window.memscopeViewer!.range());
+    const midX = stripBox.x + ((win[0] + win[1]) / 2) * stripBox.width;
+    await redrawn(page, async () => {
+      await page.mouse.move(midX, stripBox.y + stripBox.height / 2);
+      await page.mouse.down();
+      await page.mouse.move(midX + stripBox.width * 0.2, stripBox.y + stripBox.height / 2, { steps: 4 });
+      await page.mouse.up();
+    });
+    const panned = await page.evaluate(() => window.memscopeViewer!.range());
+    expect(panned.t1 - panned.t0).toBeCloseTo(before0.t1 - before0.t0, 6);
+    expect(panned.t0).toBeGreaterThan(before0.t0 + 40);
+    const win2 = (await strip.getAttribute('data-window'))!.split(',').map(Number);
+    const rightX = stripBox.x + win2[1] * stripBox.width;
+    await redrawn(page, async () => {
+      await page.mouse.move(rightX - 1, stripBox.y + stripBox.height / 2);
+      await page.mouse.down();
+      await page.mouse.move(rightX + stripBox.width * 0.15, stripBox.y + stripBox.height / 2, { steps: 4 });
+      await page.mouse.up();
+    });
+    const widened = await page.evaluate(() => window.memscopeViewer!.range());
+    expect(widened.t0).toBeCloseTo(panned.t0, 6);
+    expect(widened.t1 - widened.t0).toBeGreaterThan(panned.t1 - panned.t0 + 30);
+    await page.screenshot({ path: join(artifacts, 'snapshot-timeline-overview.png') });
+    await redrawn(page, () => page.evaluate(() => window.memscopeViewer!.setRange(0, 1e9)));
+
     // The largest allocation gets its own band once the byte axis is zoomed: hover shows size, address, user frame.
     await redrawn(page, () => page.evaluate(() => window.memscopeViewer!.setBytes(12 * 2 ** 30, 20 * 2 ** 30)));
     expect(await colouredPixels(page)).toBeGreaterThan(500);

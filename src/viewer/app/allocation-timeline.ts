@@ -1,23 +1,58 @@
 /**
  * The Active Memory Timeline's model and its pixel renderer: one band per allocation, stacked in
  * allocation order on top of the blocks live before the trace (as PyTorch's
- * torch/utils/viz/MemoryViz.js stacks them: freeing one lowers every band above it), allocations
- * thinner than a pixel summarised in one grey band at the bottom (MemoryViz.js's "summarized"
- * band). Each pixel column shows the state at the column's highest total, so a short-lived peak
- * is never averaged away; a frame replays the device's events once, so its cost is the number
- * of events plus the bands drawn, whatever the zoom.
+ * torch/utils/viz/MemoryViz.js stacks them: freeing one lowers every band above it).
+ *
+ * Level of detail: an allocation at least one pixel tall is drawn as its own band. The ones under
+ * a pixel are summed per pixel column by allocating site, and a site's sum that reaches a pixel is
+ * drawn as one lighter band of the site's colour; what is left (sites whose sum is under a pixel
+ * too) is one hatched "smaller allocations" band at the bottom. MemoryViz.js summarises too (the
+ * allocations beyond its `max_entries` become one band); here the cut is the pixel, so zooming the
+ * byte axis turns summed bands back into allocations.
+ *
+ * Each pixel column shows the state at the column's highest total, so a short-lived peak is
+ * never averaged away. A frame costs one binary search per column, a scan of block maxima, a
+ * replay of at most CHECKPOINT events per column for the per-site sums, one pass over the
+ * allocations at least a pixel tall, and the pixels drawn; never a replay of the whole trace.
  */
 import type { ReportData, ReportDeviceMemory } from '../report-data.js';
 import { lowerBound } from './canvas.js';
 
-/** Entry id of the summarised band in a column's hover list. */
+/** Entry id of the "smaller allocations" band in a column's hover list. */
 export const SUMMARISED = -2;
+/** Entry ids at or below this are a site's summed band: `SITE_SUM - id` is its group. */
+const SITE_SUM = -3;
+
+/** The group of a summed site band from its hover id, or -1 when the id is not one. */
+export function summedGroup(id: number): number {
+  return id <= SITE_SUM ? SITE_SUM - id : -1;
+}
+
+/** Sites with their own summed band; the rest share the last group. */
+const MAX_GROUPS = 64;
+/** Events per checkpoint of the per-group live bytes. */
+const CHECKPOINT = 256;
+/** Events per block of the running total's and the reserved line's maxima. */
+const BLOCK = 64;
+/** Size classes: class c holds sizes in [2^(c-1), 2^c) (class 0: under one byte). */
+const SIZE_CLASSES = 64;
+
+function sizeClass(bytes: number): number {
+  return bytes < 1 ? 0 : Math.min(SIZE_CLASSES - 1, Math.floor(Math.log2(bytes)) + 1);
+}
 
 const PALETTE = ['#4e79a7', '#f28e2b', '#e15759', '#76b7b2', '#59a14f', '#edc948', '#b07aa1', '#ff9da7', '#9c755f', '#86bcb6', '#d37295', '#fabfd2', '#8cd17d', '#b6992d', '#499894', '#79706e', '#d4a6c8', '#a0cbe8', '#ffbe7d', '#f1ce63'];
-const SUMMARY_RGB = 0xc8c8c8;
+/** The "smaller allocations" band: light grey hatched with a darker grey. */
+export const SMALLER_COLOR = '#d9d9d9';
+const SMALLER_RGB = 0xd9d9d9;
+const SMALLER_HATCH_RGB = 0xa6a6a6;
+/** Summed bands of the sites beyond the first MAX_GROUPS - 1. */
+export const OTHER_SITES_COLOR = '#bab0ac';
 const RESERVED_RGB = 0x333333;
 const PINNED_RGB = 0x111111;
 const MATCH_MARK_RGB = 0xd62728;
+/** How far toward white a site's summed band is drawn, so it reads apart from single allocations. */
+const SUMMED_TINT = 0.4;
 
 /** 0xRRGGBB → the little-endian RGBA word ImageData's Uint32 view takes. */
 function rgba(rgb: number, alpha = 255): number {
@@ -39,6 +74,12 @@ export function siteColor(site: number): string {
   return site === 0 ? '#8e9aaf' : PALETTE[site % PALETTE.length];
 }
 
+/** The colour of a site's summed band (lighter than its single allocations). */
+export function summedColor(site: number): string {
+  if (site < 0) return OTHER_SITES_COLOR;
+  return `#${towardWhite(parseInt(siteColor(site).slice(1), 16), SUMMED_TINT).toString(16).padStart(6, '0')}`;
+}
+
 export interface PlotView {
   /** Time of the view's left and right edges. */
   t0: number;
@@ -54,7 +95,15 @@ export interface PlotView {
   matches: Uint8Array | null;
 }
 
-/** One device's allocations as typed arrays, ready to replay. */
+/** What a frame drew in each pixel column, for hover: the moment shown (events applied). */
+export interface FrameColumns {
+  /** Per column: how many events are applied in the state it shows. */
+  readonly moment: Int32Array;
+  /** Bytes per pixel of the frame: allocations under this are summed. */
+  readonly threshold: number;
+}
+
+/** One device's allocations as typed arrays, with the sums a frame reads instead of replaying the trace. */
 export class DeviceTimeline {
   readonly n: number;
   readonly time: Float64Array;
@@ -69,19 +118,35 @@ export class DeviceTimeline {
   /** Per event: reserved bytes after it. */
   readonly reserved: Float64Array;
   readonly reservedBase: number;
+  /** Live bytes after the first m events, m = 0 … n. */
+  readonly totalAfter: Float64Array;
+  /** Per block of BLOCK moments (m = b·BLOCK+1 … (b+1)·BLOCK): the highest total and its first moment. */
+  private readonly blockMax: Float64Array;
+  private readonly blockMaxAt: Int32Array;
+  /** Per block of BLOCK events: the highest reserved bytes. */
+  private readonly blockReserved: Float64Array;
+  /** Allocation ids by size class (`sizeClass`), each class in allocation order, and where each class starts. */
+  private readonly byClass: Int32Array;
+  private readonly classStart: Int32Array;
+  /** Per allocation: its site group; per group: the site (-1: the sites beyond the first MAX_GROUPS - 1). */
+  readonly groupOf: Uint8Array;
+  readonly groupSite: number[];
+  /** Per group, live bytes after every CHECKPOINT-th event. */
+  private readonly groupCheckpoints: Float64Array;
   private readonly color: Uint32Array;
   private readonly faded: Uint32Array;
   /** A band's top edge, darker, so neighbouring bands of one site stay apart. */
   private readonly edge: Uint32Array;
+  private readonly groupColor: Uint32Array;
+  private readonly groupFaded: Uint32Array;
   readonly tMin: number;
   readonly tMax: number;
-  /** The linked list of drawn bands, reused by every frame. */
-  private readonly prev: Int32Array;
-  private readonly next: Int32Array;
+  /** What the last frame drew, for hover. */
+  lastFrame: FrameColumns = { moment: new Int32Array(0), threshold: Infinity };
 
   constructor(
     readonly data: ReportDeviceMemory,
-    sitesOf: number[],
+    sitesOf: ArrayLike<number>,
   ) {
     const n = data.eventDt.length;
     this.n = n;
@@ -98,17 +163,17 @@ export class DeviceTimeline {
     this.bytes = new Float64Array(count);
     this.allocAt = new Int32Array(n).fill(-1);
     this.freeAt = new Int32Array(n).fill(-1);
+    let before = 0;
     for (let a = 0; a < count; a++) {
       const s = data.start[a];
       const e = data.end[a];
       this.start[a] = s;
       this.end[a] = e < 0 ? n : e;
       this.bytes[a] = data.bytes[a];
-      if (s >= 0) this.allocAt[s] = a;
+      if (s >= 0 && s < n) this.allocAt[s] = a;
+      else if (s < 0 && this.end[a] >= 0) before += data.bytes[a];
       if (e >= 0 && e < n) this.freeAt[e] = a;
     }
-    this.prev = new Int32Array(count);
-    this.next = new Int32Array(count);
     this.reservedBase = data.reservedBase;
     this.reserved = new Float64Array(n);
     let r = data.reservedBase;
@@ -117,10 +182,67 @@ export class DeviceTimeline {
       while (k < data.reservedAt.length && data.reservedAt[k] === i) r += data.reservedDelta[k++];
       this.reserved[i] = r;
     }
+
+    // Running total and its block maxima; the reserved line's block maxima.
+    this.totalAfter = new Float64Array(n + 1);
+    this.totalAfter[0] = before;
+    const nBlocks = Math.ceil(n / BLOCK);
+    this.blockMax = new Float64Array(nBlocks).fill(-Infinity);
+    this.blockMaxAt = new Int32Array(nBlocks);
+    this.blockReserved = new Float64Array(nBlocks).fill(-Infinity);
+    let total = before;
+    for (let i = 0; i < n; i++) {
+      const a = this.allocAt[i];
+      if (a >= 0) total += this.bytes[a];
+      const d = this.freeAt[i];
+      if (d >= 0) total -= this.bytes[d];
+      this.totalAfter[i + 1] = total;
+      const b = Math.floor(i / BLOCK);
+      if (total > this.blockMax[b]) {
+        this.blockMax[b] = total;
+        this.blockMaxAt[b] = i + 1;
+      }
+      if (this.reserved[i] > this.blockReserved[b]) this.blockReserved[b] = this.reserved[i];
+    }
+
+    // Site groups: the sites holding the most bytes over the device's allocations first.
+    const bySite = new Map<number, number>();
+    for (let a = 0; a < count; a++) bySite.set(sitesOf[a], (bySite.get(sitesOf[a]) ?? 0) + this.bytes[a]);
+    const ranked = [...bySite].sort((x, y) => y[1] - x[1] || x[0] - y[0]).map(([site]) => site);
+    const own = ranked.length <= MAX_GROUPS ? ranked : ranked.slice(0, MAX_GROUPS - 1);
+    this.groupSite = ranked.length <= MAX_GROUPS ? own : [...own, -1];
+    const groupIds = new Map<number, number>(own.map((site, g) => [site, g]));
+    const G = this.groupSite.length;
+    this.groupOf = new Uint8Array(count);
+    for (let a = 0; a < count; a++) this.groupOf[a] = groupIds.get(sitesOf[a]) ?? G - 1;
+    this.groupCheckpoints = new Float64Array((Math.floor(n / CHECKPOINT) + 1) * G);
+    const live = new Float64Array(G);
+    for (let a = 0; a < count; a++) if (this.start[a] < 0 && this.end[a] >= 0) live[this.groupOf[a]] += this.bytes[a];
+    for (let i = 0; i <= n; i++) {
+      if (i % CHECKPOINT === 0) this.groupCheckpoints.set(live, (i / CHECKPOINT) * G);
+      if (i === n) break;
+      this.applyGroup(i, live);
+    }
+
+    // Size classes by counting sort: a frame visits only the classes that can reach a pixel.
+    this.classStart = new Int32Array(SIZE_CLASSES + 1);
+    for (let a = 0; a < count; a++) this.classStart[sizeClass(this.bytes[a]) + 1]++;
+    for (let c = 0; c < SIZE_CLASSES; c++) this.classStart[c + 1] += this.classStart[c];
+    this.byClass = new Int32Array(count);
+    const next = this.classStart.slice(0, SIZE_CLASSES);
+    for (let a = 0; a < count; a++) this.byClass[next[sizeClass(this.bytes[a])]++] = a;
+
     this.color = new Uint32Array(count);
     this.faded = new Uint32Array(count);
     this.edge = new Uint32Array(count);
     this.recolor(sitesOf, siteColor);
+    this.groupColor = new Uint32Array(G);
+    this.groupFaded = new Uint32Array(G);
+    for (let g = 0; g < G; g++) {
+      const rgb = parseInt(summedColor(this.groupSite[g]).slice(1), 16);
+      this.groupColor[g] = rgba(rgb);
+      this.groupFaded[g] = rgba(towardWhite(rgb, 0.7));
+    }
     this.tMin = 0;
     this.tMax = Math.max(n ? this.time[n - 1] * 1.0001 : 1, 1e-3);
   }
@@ -141,19 +263,80 @@ export class DeviceTimeline {
     }
   }
 
+  private applyGroup(i: number, live: Float64Array): void {
+    const a = this.allocAt[i];
+    if (a >= 0) live[this.groupOf[a]] += this.bytes[a];
+    const d = this.freeAt[i];
+    if (d >= 0) live[this.groupOf[d]] -= this.bytes[d];
+  }
+
   /** Index of the first event at or after `t`. */
   lowerBound(t: number): number {
     return lowerBound(this.time, this.n, t);
   }
 
-  /** Allocations under `threshold` bytes live after the first `events` events: how many, their bytes, the `k` largest. */
-  smallLiveAfter(events: number, threshold: number, k: number): { count: number; bytes: number; largest: number[] } {
+  /** The first moment in [lo, hi] (events applied) with the highest total. */
+  argmaxTotal(lo: number, hi: number): number {
+    const tot = this.totalAfter;
+    let best = lo;
+    let m = lo + 1;
+    // Moments one by one up to a block boundary, whole blocks, then the rest one by one.
+    while (m <= hi && (m - 1) % BLOCK !== 0) {
+      if (tot[m] > tot[best]) best = m;
+      m++;
+    }
+    while (m + BLOCK - 1 <= hi) {
+      const b = (m - 1) / BLOCK;
+      if (this.blockMax[b] > tot[best]) best = this.blockMaxAt[b];
+      m += BLOCK;
+    }
+    for (; m <= hi; m++) if (tot[m] > tot[best]) best = m;
+    return best;
+  }
+
+  /** The highest reserved bytes after any of events [lo, hi), or before them when the range is empty. */
+  maxReserved(lo: number, hi: number): number {
+    let best = lo > 0 ? this.reserved[lo - 1] : this.reservedBase;
+    let i = lo;
+    while (i < hi && i % BLOCK !== 0) best = Math.max(best, this.reserved[i++]);
+    while (i + BLOCK <= hi) {
+      best = Math.max(best, this.blockReserved[i / BLOCK]);
+      i += BLOCK;
+    }
+    for (; i < hi; i++) best = Math.max(best, this.reserved[i]);
+    return best;
+  }
+
+  /** Per group, live bytes after the first `m` events, into `out`. */
+  groupsAfter(m: number, out: Float64Array): Float64Array {
+    const G = this.groupSite.length;
+    const c = Math.floor(m / CHECKPOINT);
+    out.set(this.groupCheckpoints.subarray(c * G, (c + 1) * G));
+    for (let i = c * CHECKPOINT; i < m; i++) this.applyGroup(i, out);
+    return out;
+  }
+
+  /**
+   * Allocations under `threshold` bytes live after the first `m` events, in group `group` (-1:
+   * in the groups whose sum there is under the threshold too, the "smaller allocations" band):
+   * how many, their bytes, the `k` largest.
+   */
+  smallLiveAt(m: number, threshold: number, group: number, k: number): { count: number; bytes: number; largest: number[] } {
+    let groups: Uint8Array | null = null;
+    if (group < 0) {
+      // The groups the band holds: their allocations under a pixel sum to under a pixel.
+      const sums = new Float64Array(this.groupSite.length);
+      for (let a = 0; a < this.count; a++) if (this.bytes[a] < threshold && this.start[a] < m && this.end[a] >= m) sums[this.groupOf[a]] += this.bytes[a];
+      groups = new Uint8Array(sums.length);
+      for (let g = 0; g < sums.length; g++) groups[g] = sums[g] < threshold ? 1 : 0;
+    }
     let count = 0;
     let sum = 0;
     const largest: number[] = [];
     for (let a = 0; a < this.count; a++) {
       const b = this.bytes[a];
-      if (b >= threshold || this.start[a] >= events || this.end[a] < events) continue;
+      if (b >= threshold || this.start[a] >= m || this.end[a] < m) continue;
+      if (groups ? !groups[this.groupOf[a]] : this.groupOf[a] !== group) continue;
       count++;
       sum += b;
       if (largest.length < k || b > this.bytes[largest[largest.length - 1]]) {
@@ -173,63 +356,102 @@ export class DeviceTimeline {
     return out;
   }
 
+  /** Per pixel column of [t0, t1]: the moment shown (the first with the column's highest total) and the event range it covers. */
+  columnMoments(t0: number, t1: number, cols: number): { moment: Int32Array; first: Int32Array } {
+    const moment = new Int32Array(cols);
+    const first = new Int32Array(cols + 1);
+    const span = t1 - t0;
+    first[0] = this.lowerBound(t0);
+    for (let c = 0; c < cols; c++) {
+      // The last column takes the events at exactly t1 too.
+      first[c + 1] = c === cols - 1 ? lowerBound(this.time, this.n, t1 + Math.max(1e-9, span * 1e-12)) : this.lowerBound(t0 + ((c + 1) / cols) * span);
+      if (first[c + 1] < first[c]) first[c + 1] = first[c];
+      moment[c] = this.argmaxTotal(first[c], first[c + 1]);
+    }
+    return { moment, first };
+  }
+
+  /** Per pixel column of the whole trace: the highest live bytes and reserved bytes (the overview strip). */
+  profile(cols: number): { total: Float64Array; reserved: Float64Array } {
+    const { moment, first } = this.columnMoments(this.tMin, this.tMax, cols);
+    const total = new Float64Array(cols);
+    const reserved = new Float64Array(cols);
+    for (let c = 0; c < cols; c++) {
+      total[c] = this.totalAfter[moment[c]];
+      reserved[c] = this.maxReserved(first[c], first[c + 1]);
+    }
+    return { total, reserved };
+  }
+
   /**
    * Draws the bands into `pixels` (cols × rows, row 0 at the top) and fills `hit` with each
    * column's bands, bottom first, for hover.
    */
   render(f: PlotView, pixels: Uint32Array, hit: ColumnHits): { totals: Float64Array } {
     const { cols, rows } = f;
-    const n = this.n;
-    const span = f.t1 - f.t0;
     const scale = rows / (f.yMax - f.y0);
     const thr = (f.yMax - f.y0) / rows;
-    const bytes = this.bytes;
-    const big = (a: number): boolean => bytes[a] >= thr;
-    // Live bands at least a pixel tall, a linked list in stacking order (new ones go on top).
-    const prev = this.prev;
-    const next = this.next;
-    let head = -1;
-    let tail = -1;
-    let small = 0;
-    let smallMatched = 0;
-    let total = 0;
+    const { moment, first } = this.columnMoments(f.t0, f.t1, cols);
+    this.lastFrame = { moment, threshold: thr };
+    const G = this.groupSite.length;
     const matches = f.matches;
-    const add = (a: number): void => {
-      total += this.bytes[a];
-      if (!big(a)) {
-        small += this.bytes[a];
-        if (matches && matches[a]) smallMatched++;
-        return;
-      }
-      prev[a] = tail;
-      next[a] = -1;
-      if (tail >= 0) next[tail] = a;
-      else head = a;
-      tail = a;
-    };
-    const remove = (a: number): void => {
-      total -= this.bytes[a];
-      if (!big(a)) {
-        small -= this.bytes[a];
-        if (matches && matches[a]) smallMatched--;
-        return;
-      }
-      const p = prev[a];
-      const q = next[a];
-      if (p >= 0) next[p] = q;
-      else head = q;
-      if (q >= 0) prev[q] = p;
-      else tail = p;
-    };
-    const apply = (i: number): void => {
-      const a = this.allocAt[i];
-      if (a >= 0) add(a);
-      const d = this.freeAt[i];
-      if (d >= 0) remove(d);
-    };
-    for (let a = 0; a < this.count; a++) if (this.start[a] < 0) add(a);
 
-    const summaryColor = rgba(matches ? towardWhite(SUMMARY_RGB, 0.6) : SUMMARY_RGB);
+    // Allocations at least a pixel tall, per column, in stacking order (allocation order); search
+    // matches under a pixel mark their columns.
+    const lastMoment = cols ? moment[cols - 1] : 0;
+    const firstMoment = cols ? moment[0] : 0;
+    const colFrom = (m: number): number => {
+      // First column whose moment is above m.
+      let lo = 0;
+      let hi = cols;
+      while (lo < hi) {
+        const mid = (lo + hi) >>> 1;
+        if (moment[mid] > m) hi = mid;
+        else lo = mid + 1;
+      }
+      return lo;
+    };
+    const counts = new Int32Array(cols + 1);
+    const marks = matches ? new Int32Array(cols + 1) : null;
+    const bigList: number[] = [];
+    const bigFrom: number[] = [];
+    const bigTo: number[] = [];
+    // Without a search, only allocations of a size class that can reach a pixel are visited
+    // (in allocation order); a search visits every allocation for its marks.
+    const minClass = sizeClass(thr);
+    const candidates = matches || this.count - this.classStart[minClass] > this.count / 4 ? null : this.byClass.slice(this.classStart[minClass]).sort();
+    const visits = candidates ? candidates.length : this.count;
+    for (let v = 0; v < visits; v++) {
+      const a = candidates ? candidates[v] : v;
+      if (this.start[a] >= lastMoment || this.end[a] < firstMoment) continue;
+      const big = this.bytes[a] >= thr;
+      if (!big && !(marks && matches![a])) continue;
+      const c0 = colFrom(this.start[a]);
+      const c1 = colFrom(this.end[a]);
+      if (c0 >= c1) continue;
+      if (big) {
+        bigList.push(a);
+        bigFrom.push(c0);
+        bigTo.push(c1);
+        counts[c0]++;
+        counts[c1]--;
+      } else {
+        marks![c0]++;
+        marks![c1]--;
+      }
+    }
+    const offsets = new Int32Array(cols + 1);
+    let run = 0;
+    for (let c = 0; c < cols; c++) {
+      run += counts[c];
+      offsets[c + 1] = offsets[c] + run;
+    }
+    const ids = new Int32Array(offsets[cols]);
+    const fillAt = offsets.slice(0, cols);
+    for (let k = 0; k < bigList.length; k++) for (let c = bigFrom[k]; c < bigTo[k]; c++) ids[fillAt[c]++] = bigList[k];
+
+    const hatch = rgba(matches ? towardWhite(SMALLER_HATCH_RGB, 0.6) : SMALLER_HATCH_RGB);
+    const smallerColor = rgba(matches ? towardWhite(SMALLER_RGB, 0.6) : SMALLER_RGB);
     const reservedColor = rgba(RESERVED_RGB);
     const pinnedColor = rgba(PINNED_RGB);
     const markColor = rgba(MATCH_MARK_RGB);
@@ -241,85 +463,51 @@ export class DeviceTimeline {
       const bottom = Math.min(rows, rowOf(fromBytes));
       for (let y = top; y < bottom; y++) pixels[y * cols + col] = color;
     };
-    const drawColumn = (col: number, reserved: number): void => {
-      totals[col] = total;
+    const groups = new Float64Array(G);
+    let groupsAt = -1;
+    let marked = 0;
+    for (let col = 0; col < cols; col++) {
+      const m = moment[col];
+      totals[col] = this.totalAfter[m];
+      // Per-group sums at m: replayed from the last column's moment when near, else from a checkpoint.
+      if (groupsAt >= 0 && m >= groupsAt && m - groupsAt <= CHECKPOINT) for (let i = groupsAt; i < m; i++) this.applyGroup(i, groups);
+      else this.groupsAfter(m, groups);
+      groupsAt = m;
+      const small = groups.slice();
+      for (let k = offsets[col]; k < offsets[col + 1]; k++) small[this.groupOf[ids[k]]] -= this.bytes[ids[k]];
       hit.begin(col);
+      let rest = 0;
+      for (let g = 0; g < G; g++) if (small[g] > 0 && small[g] < thr) rest += small[g];
       let y = 0;
-      if (small > 0) {
-        fill(col, 0, small, summaryColor);
-        y = small;
+      if (rest > 0) {
+        const top = Math.max(0, rowOf(rest));
+        const bottom = Math.min(rows, rowOf(0));
+        for (let yy = top; yy < bottom; yy++) pixels[yy * cols + col] = (yy + col) % 4 === 0 ? hatch : smallerColor;
+        y = rest;
         hit.push(SUMMARISED, y);
       }
-      for (let a = head; a >= 0; a = next[a]) {
+      for (let g = 0; g < G; g++) {
+        if (!(small[g] >= thr)) continue;
+        fill(col, y, y + small[g], matches ? this.groupFaded[g] : this.groupColor[g]);
+        y += small[g];
+        hit.push(SITE_SUM - g, y);
+      }
+      for (let k = offsets[col]; k < offsets[col + 1]; k++) {
+        const a = ids[k];
         const top = y + this.bytes[a];
         const faded = matches !== null && !matches[a];
-        const color = a === f.pinned ? pinnedColor : faded ? this.faded[a] : this.color[a];
-        fill(col, y, top, color);
+        fill(col, y, top, a === f.pinned ? pinnedColor : faded ? this.faded[a] : this.color[a]);
         const edgeRow = rowOf(top);
         if (!faded && a !== f.pinned && rowOf(y) - edgeRow >= 3 && edgeRow >= 0 && edgeRow < rows) pixels[edgeRow * cols + col] = this.edge[a];
         hit.push(a, top);
         y = top;
       }
-      const r = rowOf(reserved);
+      const r = rowOf(this.maxReserved(first[col], first[col + 1]));
       if (r >= 0 && r < rows) pixels[r * cols + col] = reservedColor;
-      if (smallMatched > 0) for (let yy = 0; yy < Math.min(4, rows); yy++) pixels[yy * cols + col] = markColor;
-    };
-
-    let i = 0;
-    const firstIn = this.lowerBound(f.t0);
-    // Events left of the view: only the stacking order and the sums matter.
-    const allocAt = this.allocAt;
-    const freeAt = this.freeAt;
-    for (; i < firstIn; i++) {
-      const a = allocAt[i];
-      if (a >= 0) {
-        const b = bytes[a];
-        total += b;
-        if (b < thr) {
-          small += b;
-          if (matches !== null && matches[a]) smallMatched++;
-        } else {
-          prev[a] = tail;
-          next[a] = -1;
-          if (tail >= 0) next[tail] = a;
-          else head = a;
-          tail = a;
-        }
+      if (marks) {
+        marked += marks[col];
+        if (marked > 0) for (let yy = 0; yy < Math.min(4, rows); yy++) pixels[yy * cols + col] = markColor;
       }
-      const d = freeAt[i];
-      if (d >= 0) remove(d);
-    }
-    let col = 0;
-    while (col < cols) {
-      // Events that fall in this column (none for a column between events).
-      const colEnd = f.t0 + ((col + 1) / cols) * span;
-      let j = i;
-      while (j < n && this.time[j] < colEnd && this.time[j] <= f.t1) j++;
-      if (j === i) {
-        drawColumn(col, i > 0 ? this.reserved[i - 1] : this.reservedBase);
-        col++;
-        continue;
-      }
-      // The column shows the moment of its highest total: find it, replay to it, draw, replay the rest.
-      let t = total;
-      let best = t;
-      let at = i;
-      for (let k = i; k < j; k++) {
-        const a = this.allocAt[k];
-        if (a >= 0) t += this.bytes[a];
-        const d = this.freeAt[k];
-        if (d >= 0) t -= this.bytes[d];
-        if (t > best) {
-          best = t;
-          at = k + 1;
-        }
-      }
-      let maxReserved = i > 0 ? this.reserved[i - 1] : this.reservedBase;
-      for (let k = i; k < j; k++) if (this.reserved[k] > maxReserved) maxReserved = this.reserved[k];
-      for (; i < at; i++) apply(i);
-      drawColumn(col, maxReserved);
-      for (; i < j; i++) apply(i);
-      col++;
     }
     return { totals };
   }
@@ -371,6 +559,15 @@ export class ColumnHits {
       }
     }
     return null;
+  }
+
+  /** Column `col`'s entries, bottom first: [id, bytes at its top]. */
+  column(col: number): [number, number][] {
+    const from = this.offsets[col];
+    if (from < 0) return [];
+    const out: [number, number][] = [];
+    for (let k = from; k < this.offsets[col + 1]; k++) out.push([this.ids[k], this.tops[k]]);
+    return out;
   }
 
   /** The band at `bytes` height in column `col`, or -1 above the stack. */

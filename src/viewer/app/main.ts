@@ -4,6 +4,7 @@
  * reaches the page through `textContent`, never as HTML.
  */
 import type { ReportData } from '../report-data.js';
+import { unpackReportData } from '../report-columns.js';
 import { TimelineModel, axisBytes, formatTick, formatTime, humanBytes, niceBytesStep, seriesColors, timeStep, type ViewRange } from './timeline.js';
 import { renderSegments } from './segments.js';
 import { el } from './dom.js';
@@ -68,7 +69,8 @@ function location(frame: string | null): string {
 
 // Marks for the benchmark: where the time before the first frame goes.
 performance.mark('memscope-start');
-const data: ReportData = JSON.parse(document.getElementById('memscope-data')!.textContent!);
+// speed: the embedded data's long number columns are packed (packReportData).
+const data: ReportData = unpackReportData(JSON.parse(document.getElementById('memscope-data')!.textContent!));
 performance.mark('memscope-parsed');
 const str = (i: number): string => data.strings[i] ?? '';
 const frames = (stack: number): string[] => (stack >= 0 ? (data.stacks[stack] ?? []).map(str) : []);
@@ -510,7 +512,7 @@ function main(): void {
   if (data.memory) {
     document.querySelector('#timeline-section > h2')!.textContent = 'Active Memory Timeline';
     const help = document.querySelector('#timeline-section > p.muted');
-    if (help) help.textContent = 'One band per allocation, stacked in allocation order over the blocks live before the trace. Wheel to zoom time, shift+wheel to zoom bytes (bands under a pixel are summed in grey), drag to pan, double-click to reset; hover for an allocation, click to pin it.';
+    if (help) help.textContent = 'One band per allocation, stacked in allocation order over the blocks live before the trace. Wheel to zoom time, shift+wheel to zoom bytes (allocations under a pixel are summed per site, then in "smaller allocations"), drag to pan, double-click to reset; hover for an allocation, click to pin it.';
     // Taller than the category chart: a band per allocation needs the pixels.
     canvas.style.height = '520px';
     const pinBox = el('div', { id: 'pinned', hidden: '' });

@@ -4,11 +4,12 @@
  * search highlighting. The drawing is src/viewer/app/allocation-timeline.ts's.
  */
 import type { ReportData } from '../report-data.js';
-import { ColumnHits, DeviceTimeline, SUMMARISED, deviceTimelines, siteColor } from './allocation-timeline.js';
+import { ColumnHits, DeviceTimeline, SMALLER_COLOR, SUMMARISED, deviceTimelines, siteColor, summedColor, summedGroup } from './allocation-timeline.js';
 import { el } from './dom.js';
 import { allocationPhase } from '../query.js';
 import { axisBytes, formatTick, formatTime, humanBytes, niceBytesStep, timeStep, type ViewRange } from './timeline.js';
 import { FrameScheduler, fitCanvas, plotArea, timeAtPointer, zoomedRange, type PlotArea } from './canvas.js';
+import { OverviewStrip } from './overview.js';
 
 const NO_SITE = '(no frames recorded)';
 
@@ -102,15 +103,33 @@ export class MemoryView {
       select.addEventListener('change', () => this.selectDevice(Number(select.value)));
       legend.before(el('label', {}, 'device ', select));
     }
-    legend.append(el('span', { class: 'legend-item' }, 'one band per allocation, coloured by site; grey: allocations under a pixel, summed; line: reserved; red marks: search matches under a pixel'));
+    const smaller = el('span', { class: 'swatch', id: 'smaller-swatch' });
+    smaller.style.background = `repeating-linear-gradient(135deg, ${SMALLER_COLOR} 0 3px, #a6a6a6 3px 4px)`;
+    legend.append(
+      el('span', { class: 'legend-item' }, 'one band per allocation a pixel tall or more, coloured by site; lighter: a site\u2019s allocations under a pixel, summed;'),
+      el('span', { class: 'legend-item' }, smaller, 'smaller allocations (sites under a pixel, summed);'),
+      el('span', { class: 'legend-item' }, 'line: reserved; red marks: search matches under a pixel'),
+    );
     this.siteLegend = el('div', { class: 'toolbar', id: 'site-legend' });
     legend.parentElement!.after(this.siteLegend);
     this.fillSiteLegend();
+    // The overview strip sits right under the chart.
+    const strip = el('canvas', { id: 'overview', 'aria-label': 'overview of the whole run; drag the window to pan, its edges to zoom' }) as HTMLCanvasElement;
+    canvas.parentElement!.after(strip);
+    this.overview = new OverviewStrip(strip, {
+      extent: () => ({ t0: this.dev().tMin, t1: this.dev().tMax }),
+      profile: (cols) => this.dev().profile(cols),
+      range: () => this.range(),
+      setRange: (t0, t1) => this.setRange(t0, t1),
+      key: () => String(this.device),
+    });
+    new ResizeObserver(() => this.schedule()).observe(strip);
     this.bind();
     new ResizeObserver(() => this.schedule()).observe(canvas);
   }
 
   private siteLegend: HTMLElement | null = null;
+  private readonly overview: OverviewStrip;
 
   /** The sites holding the most bytes over the device's allocations, with their colours. */
   private fillSiteLegend(): void {
@@ -251,6 +270,13 @@ export class MemoryView {
     return this.hits.at(col, bytes);
   }
 
+  /** The plot's pixel column under `clientX`. */
+  private columnAt(clientX: number): number {
+    const rect = this.canvas.getBoundingClientRect();
+    const dpr = window.devicePixelRatio || 1;
+    return Math.max(0, Math.min(this.lastPlot.w - 1, Math.floor((clientX - rect.left) * dpr - this.lastPlot.x)));
+  }
+
   /** The time at the centre of the pixel column under `clientX`. */
   private columnTime(clientX: number): number {
     const rect = this.canvas.getBoundingClientRect();
@@ -317,12 +343,18 @@ export class MemoryView {
       return;
     }
     tip.replaceChildren();
-    if (a === SUMMARISED) {
+    const group = summedGroup(a);
+    if (a === SUMMARISED || group >= 0) {
       const d = this.dev();
-      const t = this.columnTime(clientX);
-      const thr = (this.lastPlot.yMax - this.lastPlot.y0) / this.lastPlot.h;
-      const { count, bytes, largest } = d.smallLiveAfter(d.lowerBound(t + 1e-9), thr, 5);
-      tip.append(el('div', { class: 'tip-head' }, `${formatTime(t, this.data.timeUnit)} · ${count.toLocaleString('en-US')} allocations under a pixel each, ${humanBytes(bytes)} in all`));
+      const col = this.columnAt(clientX);
+      const m = d.lastFrame.moment[col] ?? 0;
+      const t = m > 0 ? d.time[m - 1] : this.columnTime(clientX);
+      const { count, bytes, largest } = d.smallLiveAt(m, d.lastFrame.threshold, group, 5);
+      const what = group >= 0 ? `from ${d.groupSite[group] < 0 ? 'other sites' : this.str(d.groupSite[group]) || NO_SITE}` : 'summed in "smaller allocations"';
+      const sw = el('span', { class: 'swatch' });
+      sw.style.background = group >= 0 ? summedColor(d.groupSite[group]) : SMALLER_COLOR;
+      tip.append(el('div', { class: 'tip-head' }, sw, ` ${humanBytes(bytes)} in ${count.toLocaleString('en-US')} allocation${count === 1 ? '' : 's'} under a pixel each, ${what}`));
+      tip.append(el('div', { class: 'muted' }, `at ${formatTime(t, this.data.timeUnit)}; the largest:`));
       const list = el('ol', { class: 'tip-allocs' });
       for (const x of largest) list.append(el('li', {}, `${humanBytes(d.bytes[x])} · ${hexAddress(d.data.address[x])} · ${this.site(x)}`));
       tip.append(list);
@@ -498,6 +530,8 @@ export class MemoryView {
     c.dataset.peakReserved = String(d.data.peakReserved);
     const where = d.n === 0 ? 'final state' : `${formatTime(this.view.t0, this.data.timeUnit)} – ${formatTime(this.view.t1, this.data.timeUnit)} · ${d.n.toLocaleString('en-US')} events`;
     this.rangeLabel.textContent = `${d.data.device} · ${where} · ${d.count.toLocaleString('en-US')} allocations · peak ${humanBytes(d.data.peakAllocated)} allocated, ${humanBytes(d.data.peakReserved)} reserved`;
+    if (d.n > 0) this.overview.draw();
+    this.overview.canvas.style.display = d.n === 0 ? 'none' : '';
     this.frames++;
     this.lastFrameMs = performance.now() - start;
     if (this.frames === 1) this.firstFrameMs = performance.now();

@@ -1,0 +1,157 @@
+// The Active Memory Timeline's renderer against its definition, event by event: each pixel
+// column shows the state at its highest total; allocations a pixel tall or more are bands in
+// allocation order, the rest are summed per site, and sites summing under a pixel go into one
+// "smaller allocations" band at the bottom.
+import { describe, it, expect } from 'vitest';
+import { ColumnHits, DeviceTimeline, SUMMARISED, summedGroup } from '../../src/viewer/app/allocation-timeline.js';
+import type { ReportDeviceMemory } from '../../src/viewer/report-data.js';
+
+/** Random allocations over `n` events: some live before the trace, some still live at the end, sizes spanning six orders. */
+function randomDevice(n: number, seed: number): ReportDeviceMemory {
+  let x = seed;
+  const rand = () => ((x = (x * 1103515245 + 12345) >>> 0) / 2 ** 32);
+  const start: number[] = [];
+  const end: number[] = [];
+  const bytes: number[] = [];
+  const site: number[] = [];
+  const size = () => Math.floor(10 ** (2 + rand() * 6));
+  // Live before the trace: freed during it, or live throughout.
+  for (let k = 0; k < 40; k++) {
+    start.push(-1);
+    end.push(rand() < 0.5 ? -1 : -2);
+    bytes.push(size());
+    site.push(1 + Math.floor(rand() * 90));
+  }
+  const open: number[] = start.map((_, a) => a).filter((a) => end[a] === -2);
+  const eventDt: number[] = [];
+  for (let i = 0; i < n; i++) {
+    eventDt.push(rand() < 0.2 ? 0 : 1 + Math.floor(rand() * 40));
+    if (open.length && rand() < 0.45) {
+      const a = open.splice(Math.floor(rand() * open.length), 1)[0];
+      end[a] = i;
+    } else {
+      open.push(start.length);
+      start.push(i);
+      end.push(-2);
+      bytes.push(size());
+      // 90 sites: more than the renderer's own groups, so some share the "other sites" group.
+      site.push(1 + Math.floor(rand() * 90));
+    }
+  }
+  for (const a of open) end[a] = -1;
+  return {
+    device: 'cuda:0',
+    eventDt,
+    start,
+    end,
+    bytes,
+    address: bytes.map((_, a) => 0x1000 * a),
+    stack: bytes.map(() => -1),
+    site,
+    reservedBase: 0,
+    reservedAt: [],
+    reservedDelta: [],
+    peakAllocated: 0,
+    peakReserved: 0,
+  };
+}
+
+/** What a column must show, replaying the events one by one. */
+function expected(d: DeviceTimeline, t0: number, t1: number, cols: number, c: number, thr: number): [number, number][] {
+  const span = t1 - t0;
+  const firstEvent = (t: number) => {
+    let i = 0;
+    while (i < d.n && d.time[i] < t) i++;
+    return i;
+  };
+  const lo = firstEvent(t0 + (c / cols) * span);
+  let hi = c === cols - 1 ? d.n : firstEvent(t0 + ((c + 1) / cols) * span);
+  if (c === cols - 1) while (hi > 0 && d.time[hi - 1] > t1) hi--;
+  const liveAt = (m: number) => Array.from({ length: d.count }, (_, a) => a).filter((a) => d.start[a] < m && d.end[a] >= m);
+  const totalAt = (m: number) => liveAt(m).reduce((s, a) => s + d.bytes[a], 0);
+  let m = lo;
+  for (let k = lo + 1; k <= Math.max(lo, hi); k++) if (totalAt(k) > totalAt(m)) m = k;
+  const live = liveAt(m);
+  const small = new Map<number, number>();
+  for (const a of live) if (d.bytes[a] < thr) small.set(d.groupOf[a], (small.get(d.groupOf[a]) ?? 0) + d.bytes[a]);
+  const out: [number, number][] = [];
+  let y = 0;
+  let rest = 0;
+  for (const v of small.values()) if (v < thr) rest += v;
+  if (rest > 0) out.push([SUMMARISED, (y += rest)]);
+  for (const g of [...small.keys()].sort((p, q) => p - q)) if (small.get(g)! >= thr) out.push([-3 - g, (y += small.get(g)!)]);
+  for (const a of live) if (d.bytes[a] >= thr) out.push([a, (y += d.bytes[a])]);
+  return out;
+}
+
+describe('Active Memory Timeline renderer', () => {
+  it('each column holds the bands, site sums and smaller-allocations band of its highest moment', () => {
+    const d = new DeviceTimeline(randomDevice(3000, 11), randomDevice(3000, 11).site);
+    expect(d.groupSite.length).toBe(64);
+    expect(d.groupSite[63]).toBe(-1);
+    const hits = new ColumnHits();
+    const full = d.time[d.n - 1];
+    let summed = 0;
+    let smaller = 0;
+    let bands = 0;
+    for (const [t0, t1, cols, yMax] of [
+      [0, full, 97, 4e8],
+      [full * 0.25, full * 0.26, 40, 4e8],
+      [full * 0.4, full * 0.7, 64, 5e7],
+      [0, full, 13, 1e10],
+    ] as const) {
+      const rows = 100;
+      const pixels = new Uint32Array(cols * rows);
+      d.render({ t0, t1, cols, rows, y0: 0, yMax, pinned: -1, matches: null }, pixels, hits);
+      for (let c = 0; c < cols; c++) {
+        const want = expected(d, t0, t1, cols, c, yMax / rows);
+        const got = hits.column(c);
+        expect(got.map(([id]) => id)).toEqual(want.map(([id]) => id));
+        got.forEach(([, top], k) => expect(top).toBeCloseTo(want[k][1], 0));
+        for (const [id] of got) {
+          if (id === SUMMARISED) smaller++;
+          else if (summedGroup(id) >= 0) summed++;
+          else bands++;
+        }
+      }
+    }
+    // The cases reach all three kinds of entry.
+    expect(smaller).toBeGreaterThan(0);
+    expect(summed).toBeGreaterThan(0);
+    expect(bands).toBeGreaterThan(0);
+  });
+
+  it('hover sums of a summed band equal the bytes the column stacked for it', () => {
+    const dev = randomDevice(2000, 5);
+    const d = new DeviceTimeline(dev, dev.site);
+    const hits = new ColumnHits();
+    const cols = 50;
+    const rows = 80;
+    d.render({ t0: 0, t1: d.tMax, cols, rows, y0: 0, yMax: 2e8, pinned: -1, matches: null }, new Uint32Array(cols * rows), hits);
+    let checked = 0;
+    for (let c = 0; c < cols; c++) {
+      let below = 0;
+      for (const [id, top] of hits.column(c)) {
+        if (id === SUMMARISED || summedGroup(id) >= 0) {
+          const s = d.smallLiveAt(d.lastFrame.moment[c], d.lastFrame.threshold, id === SUMMARISED ? -1 : summedGroup(id), 3);
+          expect(s.bytes).toBeCloseTo(top - below, 0);
+          expect(s.largest.length).toBe(Math.min(3, s.count));
+          checked++;
+        }
+        below = top;
+      }
+    }
+    expect(checked).toBeGreaterThan(cols);
+  });
+
+  it('the overview profile is each column\u2019s highest live bytes over the whole trace', () => {
+    const dev = randomDevice(1500, 9);
+    const d = new DeviceTimeline(dev, dev.site);
+    const cols = 31;
+    const { total } = d.profile(cols);
+    for (let c = 0; c < cols; c++) {
+      const top = expected(d, d.tMin, d.tMax, cols, c, Infinity);
+      expect(total[c]).toBe(top.length ? top[top.length - 1][1] : 0);
+    }
+  });
+});
