@@ -8,6 +8,8 @@ export const VERB_MODULES: Readonly<Record<string, VerbModule>> = {
   run: () => import('./run.js'),
   leaks: () => import('./leaks.js'),
   report: () => import('./report.js'),
+  view: () => import('./view.js'),
+  viewer: () => import('./viewer.js'),
   replay: () => import('./replay.js'),
   ...PYTORCH_FILE_VERB_MODULES,
 };

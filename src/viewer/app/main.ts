@@ -9,6 +9,7 @@ import { renderSegments } from './segments.js';
 import { el } from './dom.js';
 import { MemoryView, allocationMatcher, hexAddress } from './memory-view.js';
 import { FrameScheduler, fitCanvas, plotArea, timeAtPointer, zoomedRange, type PlotArea } from './canvas.js';
+import { beginPage } from './drop.js';
 
 declare global {
   interface Window {
@@ -67,7 +68,8 @@ function location(frame: string | null): string {
 
 // Marks for the benchmark: where the time before the first frame goes.
 performance.mark('memscope-start');
-const data: ReportData = JSON.parse(document.getElementById('memscope-data')!.textContent!);
+// The embedded report, or a file dropped on the page (drop.ts); null on the empty viewer, where main() does not run.
+const data = beginPage() as ReportData;
 performance.mark('memscope-parsed');
 const str = (i: number): string => data.strings[i] ?? '';
 const frames = (stack: number): string[] => (stack >= 0 ? (data.stacks[stack] ?? []).map(str) : []);
@@ -568,4 +570,4 @@ function main(): void {
   input.addEventListener('input', () => search(input.value));
 }
 
-main();
+if (data) main();
