@@ -24,7 +24,7 @@ body:not(.empty) #drop-zone .drop-accepts { display: none; }
 body.empty > :not(header):not(#drop):not(#drop-veil):not(script) { display: none !important; }
 #drop-status { margin: 6px 0; font-size: 13px; color: #333; font-variant-numeric: tabular-nums; }
 #drop-error { margin: 6px 0; padding: 6px 10px; border: 1px solid #e6b0b0; border-left: 4px solid #e15759; background: #fff; font: 12px ui-monospace, monospace; white-space: pre-wrap; word-break: break-all; }
-#drop-veil { position: fixed; inset: 0; display: flex; align-items: center; justify-content: center; background: rgba(30, 80, 160, 0.12); border: 4px dashed #4e79a7; font-size: 22px; color: #234; pointer-events: none; z-index: 10; }
+#drop-veil { position: fixed; inset: 0; display: flex; align-items: center; justify-content: center; background: rgba(240, 245, 252, 0.93); border: 4px dashed #4e79a7; font-size: 22px; font-weight: 600; color: #234; pointer-events: none; z-index: 10; }
 #drop-veil[hidden] { display: none; }
 `;
 
