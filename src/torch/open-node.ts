@@ -7,7 +7,8 @@
  */
 import { MemscopeError } from '../core/errors.js';
 import { describeContent, inFile, isCaptureDescription, requireReadableFile, unreadableFile } from '../core/input-file.js';
-import { fileChunks, isGzip, looksLikeTextPickle, readFileHead, readJsonTraceFile, textPickleRefusal, type FileReadOptions } from './chrome-trace-node.js';
+import { fileChunks, readFileHead, readJsonTraceFile, type FileReadOptions } from './chrome-trace-node.js';
+import { isGzip, looksLike, looksLikeTextPickle, startsLikeJson, textPickleRefusal } from './memory-file-stream.js';
 import type { MemoryTrace } from './memory-trace.js';
 import { readSnapshotFile } from './snapshot-node.js';
 import { readSnapshotStream } from './snapshot-stream.js';
@@ -63,17 +64,6 @@ async function contentHead(path: string): Promise<{ head: Uint8Array; gz: boolea
   return { head, gz };
 }
 
-/** Whether the first character after whitespace (and a UTF-8 byte-order mark) is '{' or '['. */
-function startsLikeJson(head: Uint8Array): boolean {
-  const bom = head[0] === 0xef && head[1] === 0xbb && head[2] === 0xbf ? 3 : 0;
-  for (let i = bom; i < head.length; i++) {
-    const b = head[i]!;
-    if (b === 0x20 || b === 0x09 || b === 0x0a || b === 0x0d) continue;
-    return b === 0x7b || b === 0x5b;
-  }
-  return false;
-}
-
 async function readSnapshotContent(path: string, gz: boolean, options: OpenOptions): Promise<MemorySnapshot> {
   const onProgress = options.onProgress ? (bytesRead: number, totalBytes: number) => options.onProgress!({ bytesRead, totalBytes }) : undefined;
   try {
@@ -103,12 +93,6 @@ export async function openMemoryFile(path: string, options: OpenOptions = {}): P
   } catch (err) {
     throw inFile(path, err);
   }
-}
-
-function looksLike(description: string): string {
-  return isCaptureDescription(description)
-    ? `${description}; read it with \`memscope leaks\` or \`memscope report\``
-    : `looks like ${description}`;
 }
 
 /**

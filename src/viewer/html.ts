@@ -2,6 +2,7 @@ import { escapeHtml } from '../render/escape.js';
 import { jsonForScript, renderHtmlPage } from '../render/html-page.js';
 import type { ReportData } from './report-data.js';
 import { packReportData } from './report-columns.js';
+import { DROP_CSS, dropZoneHtml, VIEWER_TITLE } from './drop-page.js';
 
 const CSS = `
 :root { font: 14px/1.45 system-ui, -apple-system, "Segoe UI", sans-serif; color: #222; background: #fafafa; }
@@ -40,17 +41,15 @@ ol.stack { font: 12px ui-monospace, monospace; margin: 4px 0; padding-left: 28px
 `;
 
 /**
- * The report page: one self-contained HTML file. The data is embedded as
- * JSON, the app as one inline script; nothing is fetched.
+ * The report page's markup between `<body>` and the data: the same for a report, the empty viewer
+ * and a file dropped on either (the app rebuilds the page from it, src/viewer/app/drop.ts).
  */
-export function renderReportHtml(data: ReportData, appJs: string): string {
-  return renderHtmlPage({
-    title: data.title,
-    css: CSS,
-    body: `<header>
-<h1 id="title">${escapeHtml(data.title)}</h1>
-<div id="source">${escapeHtml(data.source.file)}</div>
+export function reportBody(title: string, file: string): string {
+  return `<header>
+<h1 id="title">${escapeHtml(title)}</h1>
+<div id="source">${escapeHtml(file)}</div>
 </header>
+${dropZoneHtml()}
 <div id="truncated" role="alert" hidden></div>
 <ul id="notices"></ul>
 <section id="timeline-section">
@@ -65,8 +64,16 @@ export function renderReportHtml(data: ReportData, appJs: string): string {
 <section id="kernels"><h2>Top kernels by memory added</h2><div id="kernels-body"></div></section>
 <section id="allocations"><h2>Largest allocations</h2><div id="allocations-body"></div></section>
 <section id="segments"><h2>Segments and blocks</h2><div id="segments-body"></div></section>
-<script type="application/json" id="memscope-data">${jsonForScript(packReportData(data)) /* speed: long number columns packed (unpackReportData reads them) */}</script>
-`,
-    script: appJs,
-  });
+`;
+}
+
+/**
+ * The report page: one self-contained HTML file. The data is embedded as JSON, the app as one
+ * inline script; nothing is fetched. Without data it is the empty viewer, which reads a file
+ * dropped on it (`memscope viewer`); a report reads one too.
+ */
+export function renderReportHtml(data: ReportData | null, appJs: string): string {
+  const title = data?.title ?? VIEWER_TITLE;
+  const embedded = data ? `<script type="application/json" id="memscope-data">${jsonForScript(packReportData(data))}</script>\n` : '';
+  return renderHtmlPage({ title, css: CSS + DROP_CSS, body: `${reportBody(title, data?.source.file ?? '')}${embedded}`, script: appJs });
 }

@@ -9,6 +9,8 @@ export const VERB_MODULES: Readonly<Record<string, VerbModule>> = {
   leaks: () => import('./leaks.js'),
   report: () => import('./report.js'),
   query: () => import('./query.js'),
+  view: () => import('./view.js'),
+  viewer: () => import('./viewer.js'),
   replay: () => import('./replay.js'),
   ...PYTORCH_FILE_VERB_MODULES,
 };

@@ -4,13 +4,13 @@
  * reaches the page through `textContent`, never as HTML.
  */
 import type { ReportData } from '../report-data.js';
-import { unpackReportData } from '../report-columns.js';
 import { TimelineModel, axisBytes, formatTick, formatTime, humanBytes, niceBytesStep, seriesColors, timeStep, type ViewRange } from './timeline.js';
 import { renderSegments } from './segments.js';
 import { el } from './dom.js';
 import { MemoryView, allocationMatcher, hexAddress } from './memory-view.js';
 import { FrameScheduler, fitCanvas, plotArea, timeAtPointer, zoomedRange, type PlotArea } from './canvas.js';
 import { mountQueryBox } from './query-box.js';
+import { beginPage } from './drop.js';
 
 declare global {
   interface Window {
@@ -69,8 +69,8 @@ function location(frame: string | null): string {
 
 // Marks for the benchmark: where the time before the first frame goes.
 performance.mark('memscope-start');
-// speed: the embedded data's long number columns are packed (packReportData).
-const data: ReportData = unpackReportData(JSON.parse(document.getElementById('memscope-data')!.textContent!));
+// The embedded report, or a file dropped on the page (drop.ts); null on the empty viewer, where main() does not run.
+const data = beginPage() as ReportData;
 performance.mark('memscope-parsed');
 const str = (i: number): string => data.strings[i] ?? '';
 const frames = (stack: number): string[] => (stack >= 0 ? (data.stacks[stack] ?? []).map(str) : []);
@@ -573,4 +573,4 @@ function main(): void {
   input.addEventListener('input', () => search(input.value));
 }
 
-main();
+if (data) main();

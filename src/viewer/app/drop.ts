@@ -1,0 +1,199 @@
+/**
+ * Reading a file dropped on the page (or opened with its button) and showing it in place of what
+ * the page showed. The file becomes report data in the page itself, through the readers
+ * `memscope report` uses (src/viewer/open-file.ts); then the page is rebuilt from the same markup
+ * and the app runs again on the new data. Running the app again, rather than resetting every view
+ * by hand, keeps each view free of any notion of "the next file": each run of the bundle starts
+ * from a fresh page with fresh module state.
+ *
+ * A run's listeners on `window` and `document` are tied to that run (an AbortSignal), so a view of
+ * the previous file stops receiving events, and its data can be collected, once the next runs.
+ */
+import { humanBytes } from '../../core/units.js';
+import type { ReportData } from '../report-data.js';
+import { reportBody } from '../html.js';
+import { errorLine, reportDataFromBlob, type OpenProgress } from '../open-file.js';
+import { unpackReportData } from '../report-columns.js';
+
+declare global {
+  interface Window {
+    /** For tests: where reading a dropped file is, and the data the page shows. */
+    memscopeDrop?: {
+      /** `empty` (nothing to show), `shown` (data drawn), `reading`, or `error` (the line is on the page). */
+      readonly state: 'empty' | 'reading' | 'shown' | 'error';
+      /** How many files were dropped or opened on this page. */
+      readonly opened: number;
+      data(): ReportData | null;
+    };
+  }
+}
+
+/** What outlives one run of the app: the app's own source, the listeners' scope, the count of opened files. */
+interface PageState {
+  appSource: string;
+  run: AbortController;
+  opened: number;
+  /** Increases with each file chosen; a read that finishes after a newer one started is dropped. */
+  reads: number;
+  state: 'empty' | 'reading' | 'shown' | 'error';
+  data: ReportData | null;
+  readonly addListener: typeof EventTarget.prototype.addEventListener;
+}
+
+const STATE_KEY = Symbol.for('memscope.viewer.page');
+const HANDOFF_KEY = Symbol.for('memscope.viewer.dropped');
+
+type Globals = typeof globalThis & { [STATE_KEY]?: PageState; [HANDOFF_KEY]?: ReportData };
+
+/** The page state, made on the first run: it ties listeners on `window` and `document` to the current run. */
+function pageState(): PageState {
+  const g = globalThis as Globals;
+  const existing = g[STATE_KEY];
+  if (existing) return existing;
+  const addListener = EventTarget.prototype.addEventListener;
+  const state: PageState = { appSource: '', run: new AbortController(), opened: 0, reads: 0, state: 'empty', data: null, addListener };
+  for (const target of [window, document] as EventTarget[]) {
+    target.addEventListener = function (type: string, listener: EventListenerOrEventListenerObject | null, options?: boolean | AddEventListenerOptions): void {
+      const opts: AddEventListenerOptions = typeof options === 'object' ? options : { capture: options === true };
+      addListener.call(this, type, listener, opts.signal ? opts : { ...opts, signal: state.run.signal });
+    };
+  }
+  g[STATE_KEY] = state;
+  return state;
+}
+
+/** The data a report page embeds, or null on the empty viewer. */
+function embeddedData(): ReportData | null {
+  const script = document.getElementById('memscope-data');
+  return script?.textContent ? unpackReportData(JSON.parse(script.textContent)) : null;
+}
+
+/**
+ * Starts a run of the app: ends the previous run's listeners, wires the drop zone, and returns the
+ * data to show — a dropped file's, else the embedded report's, else null (the empty viewer, where
+ * the app draws nothing and the page says what it reads).
+ */
+export function beginPage(): ReportData | null {
+  const state = pageState();
+  const script = document.currentScript;
+  if (script?.textContent) state.appSource = script.textContent;
+  state.run.abort();
+  state.run = new AbortController();
+  const g = globalThis as Globals;
+  const data = g[HANDOFF_KEY] ?? embeddedData();
+  delete g[HANDOFF_KEY];
+  state.data = data;
+  state.state = data ? 'shown' : 'empty';
+  document.body.classList.toggle('empty', !data);
+  wireDropZone(state);
+  window.memscopeDrop = {
+    get state() {
+      return state.state;
+    },
+    get opened() {
+      return state.opened;
+    },
+    data: () => state.data,
+  };
+  return data;
+}
+
+function element(id: string): HTMLElement {
+  return document.getElementById(id)!;
+}
+
+function showError(state: PageState, line: string): void {
+  state.state = 'error';
+  element('drop-status').hidden = true;
+  const box = element('drop-error');
+  box.textContent = line;
+  box.hidden = false;
+}
+
+function progressLine(name: string, p: OpenProgress): string {
+  if (p.phase === 'building') return `Read ${name} (${humanBytes(p.totalBytes)}); building the views…`;
+  const share = p.totalBytes > 0 ? Math.floor((100 * p.bytesRead) / p.totalBytes) : 100;
+  return `Reading ${name}: ${humanBytes(p.bytesRead)} of ${humanBytes(p.totalBytes)} (${share} %)`;
+}
+
+/** Reads `file` and, unless a newer file was chosen meanwhile, shows it. */
+async function openFile(state: PageState, file: File): Promise<void> {
+  const read = ++state.reads;
+  state.opened++;
+  state.state = 'reading';
+  element('drop-error').hidden = true;
+  const status = element('drop-status');
+  status.hidden = false;
+  status.textContent = progressLine(file.name, { phase: 'reading', bytesRead: 0, totalBytes: file.size });
+  let shownShare = -1;
+  const onProgress = (p: OpenProgress): void => {
+    if (read !== state.reads) return;
+    // One DOM write per percent: a gigabyte arrives in some ten thousand chunks.
+    const share = p.phase === 'building' ? 101 : Math.floor((100 * p.bytesRead) / Math.max(1, p.totalBytes));
+    if (share === shownShare) return;
+    shownShare = share;
+    status.textContent = progressLine(file.name, p);
+  };
+  let data: ReportData;
+  try {
+    data = await reportDataFromBlob(file, file.name, { onProgress });
+  } catch (err) {
+    if (read === state.reads) showError(state, errorLine(err));
+    return;
+  }
+  if (read === state.reads) showData(state, data);
+}
+
+/** Rebuilds the page for `data` and runs the app on it. */
+function showData(state: PageState, data: ReportData): void {
+  (globalThis as Globals)[HANDOFF_KEY] = data;
+  document.title = data.title;
+  document.body.innerHTML = reportBody(data.title, data.source.file);
+  window.scrollTo(0, 0);
+  let failure: unknown = null;
+  // The app's own errors on this data become the page's error line, not an uncaught error.
+  const scope = new AbortController();
+  state.addListener.call(
+    window,
+    'error',
+    (e: Event) => {
+      const ev = e as ErrorEvent;
+      ev.preventDefault();
+      failure = ev.error ?? new Error(ev.message);
+    },
+    { signal: scope.signal },
+  );
+  const script = document.createElement('script');
+  script.textContent = state.appSource;
+  document.body.append(script);
+  scope.abort();
+  if (failure !== null) showError(state, errorLine(failure));
+}
+
+function wireDropZone(state: PageState): void {
+  const input = element('drop-input') as HTMLInputElement;
+  element('drop-pick').addEventListener('click', () => input.click());
+  input.addEventListener('change', () => {
+    const file = input.files?.[0];
+    if (file) void openFile(state, file);
+  });
+  const veil = element('drop-veil');
+  const carriesFiles = (e: DragEvent): boolean => !!e.dataTransfer && Array.from(e.dataTransfer.types).includes('Files');
+  document.addEventListener('dragover', (e) => {
+    if (!carriesFiles(e)) return;
+    e.preventDefault();
+    e.dataTransfer!.dropEffect = 'copy';
+    veil.hidden = false;
+  });
+  document.addEventListener('dragleave', (e) => {
+    // Leaving the window (no element under the pointer any more) hides the veil.
+    if (e.relatedTarget === null) veil.hidden = true;
+  });
+  document.addEventListener('drop', (e) => {
+    if (!carriesFiles(e)) return;
+    e.preventDefault();
+    veil.hidden = true;
+    const file = e.dataTransfer!.files[0];
+    if (file) void openFile(state, file);
+  });
+}
