@@ -9,7 +9,8 @@
  * `bytes[i]` (negative for a free) to series `series[i]`.
  */
 import { CATEGORIES } from '../capture/types.js';
-import { findLeaks, userFrame } from '../capture/leaks.js';
+import { DEFAULT_SITE_RULE, siteFrame, type SiteRule } from '../core/site-rule.js';
+import { findLeaks } from '../capture/leaks.js';
 import type { Capture } from '../capture/reader.js';
 
 export const REPORT_DATA_VERSION = 2;
@@ -67,6 +68,8 @@ export interface ReportAllocations {
   readonly kernel: number[];
   /** Index into `stacks` (-1 = none). */
   readonly stack: number[];
+  /** Index into `strings`: the site (the first frame outside the allocator and the framework; 0 = none). */
+  readonly site: number[];
 }
 
 export interface ReportSegment {
@@ -152,10 +155,10 @@ export interface ReportCaps {
   /** Frames kept per stack. */
   readonly maxFrames: number;
   /**
-   * PyTorch snapshots: file path fragments (e.g. "site-packages/transformers/") whose frames count
-   * as framework when choosing an allocation's site, besides the allocator and torch itself.
+   * Which frame is an allocation's site (src/core/site-rule.ts); `siteRule(["site-packages/transformers/"])`
+   * makes a library's frames count as framework too. Default: PyTorch's and TFJS's internal frames.
    */
-  readonly frameworkPaths?: readonly string[];
+  readonly site?: SiteRule;
 }
 
 export const DEFAULT_CAPS: ReportCaps = {
@@ -274,7 +277,9 @@ export function captureToReport(capture: Capture, file: string, caps: ReportCaps
   if (order.length > kept.length) {
     notices.push(`Allocation details embedded for the ${kept.length.toLocaleString('en-US')} largest of ${order.length.toLocaleString('en-US')} allocations; hover and the table list only those.`);
   }
-  const allocations: ReportAllocations = { t0: [], t1: [], bytes: [], series: [], layer: [], kernel: [], stack: [] };
+  const allocations: ReportAllocations = { t0: [], t1: [], bytes: [], series: [], layer: [], kernel: [], stack: [], site: [] };
+  const rule = caps.site ?? DEFAULT_SITE_RULE;
+  const siteOf = new Map<number, number>();
   for (const i of kept) {
     const a = capture.allocs[i];
     allocations.t0.push(a.t);
@@ -284,6 +289,9 @@ export function captureToReport(capture: Capture, file: string, caps: ReportCaps
     allocations.layer.push(table.str(a.layer));
     allocations.kernel.push(table.str(a.kernel));
     allocations.stack.push(a.stack ? table.stack(a.stack, () => capture.stacks.get(a.stack) ?? [], caps.maxFrames) : -1);
+    let site = siteOf.get(a.stack);
+    if (site === undefined) siteOf.set(a.stack, (site = a.stack ? table.str(siteFrame(rule, capture.stacks.get(a.stack) ?? [])) : 0));
+    allocations.site.push(site);
   }
 
   // Modules in tree order (parents before children, siblings by natural path order).
@@ -369,7 +377,7 @@ export function captureToReport(capture: Capture, file: string, caps: ReportCaps
     kernels = kernels.slice(0, caps.maxKernels);
   }
 
-  const leakReport = findLeaks(capture);
+  const leakReport = findLeaks(capture, rule);
   let leaks: ReportLeak[] = leakReport.groups.map((g) => ({
     bytes: g.bytes,
     count: g.count,
@@ -377,7 +385,7 @@ export function captureToReport(capture: Capture, file: string, caps: ReportCaps
     layer: g.layer,
     device: g.device,
     categories: g.categories,
-    userFrame: g.userFrame ?? userFrame(g.stack),
+    userFrame: g.userFrame,
     frames: g.stack.slice(0, caps.maxFrames),
     perStep: g.perStep,
     liveAtStepEnd: g.liveAtStepEnd,

@@ -58,7 +58,7 @@ function emptyReport(kind: 'snapshot' | 'trace', file: string, detail: string): 
     steps: [],
     strings: [''],
     stacks: [],
-    allocations: { t0: [], t1: [], bytes: [], series: [], layer: [], kernel: [], stack: [] },
+    allocations: { t0: [], t1: [], bytes: [], series: [], layer: [], kernel: [], stack: [], site: [] },
     allocationsTotal: 0,
     modules: [],
     kernels: [],
@@ -86,11 +86,11 @@ function oomNotice(o: OomEvent): string {
 export function snapshotToReport(snap: MemorySnapshot, file: string, caps: ReportCaps): ReportData {
   const notices: string[] = [];
   const table = new StringTable();
-  const memory = snapshotMemory(snap, table, notices, caps.frameworkPaths);
+  const memory = snapshotMemory(snap, table, notices, caps.site);
   const traced = snap.traces.filter((t) => hasHistory(snap, t));
   const timeUnit: ReportData['timeUnit'] = traced.some((t) => t.timeUs.some((x) => !Number.isNaN(x))) ? 'ms' : 'event';
   if (!traced.length) notices.push('This snapshot has no allocation history (device_traces empty): the timeline shows only its final state; the segments view and the largest blocks are exact.');
-  for (const o of outOfMemoryEvents(snap, 3, 2)) notices.push(oomNotice(o));
+  for (const o of outOfMemoryEvents(snap, 3, 2, caps.site)) notices.push(oomNotice(o));
   for (const w of snap.warnings) notices.push(`Reading note: ${w}.`);
   const finalReserved = snap.segments.reduce((s, seg) => s + seg.totalSize, 0);
   let finalAllocated = 0;

@@ -194,7 +194,7 @@ class TimelineView {
       tip.append(el('div', { class: 'tip-head' }, 'largest allocations alive'));
       const list = el('ol', { class: 'tip-allocs' });
       for (const i of top) {
-        const where = location(userFrameOf(data.allocations.stack[i])) || str(data.allocations.layer[i]) || str(data.allocations.kernel[i]) || '—';
+        const where = location(str(data.allocations.site[i])) || str(data.allocations.layer[i]) || str(data.allocations.kernel[i]) || '—';
         list.append(el('li', {}, `${humanBytes(data.allocations.bytes[i])} · ${str(data.allocations.kernel[i]) || '—'} · ${where}`));
       }
       tip.append(list);
@@ -306,15 +306,6 @@ function topAllocationsAt(t: number, k: number): number[] {
   }
   alive.sort((x, y) => a.bytes[y] - a.bytes[x]);
   return alive.slice(0, k);
-}
-
-function userFrameOf(stack: number): string | null {
-  for (const f of frames(stack)) {
-    // "[N frames in pkg, …]" is a folded run of library frames (docs/CAPTURE_FORMAT.md).
-    if (f.startsWith('[') || /node_modules|node:|[\\/]tfjs-[\w-]+[\\/]src[\\/]/.test(f) || f.endsWith('(<anonymous>)')) continue;
-    return f;
-  }
-  return null;
 }
 
 function legend(colors: string[]): void {
@@ -430,7 +421,8 @@ function allocationsSection(): void {
         str(a.kernel[i]) || '—',
         formatTime(a.t0[i], data.timeUnit),
         a.t1[i] < 0 ? 'alive at end' : formatTime(a.t1[i], data.timeUnit),
-        location(userFrameOf(a.stack[i])) || (fr[0] ?? '—'),
+        // The site (computed with the report: src/core/site-rule.ts); a stack wholly inside the framework has none.
+        location(str(a.site[i])) || (fr.length ? 'framework frames only' : '—'),
       ],
       search: [str(a.layer[i]), str(a.kernel[i]), ...fr].join(' '),
       detail: fr.length ? stackList(fr) : undefined,
