@@ -25,6 +25,7 @@ export interface ReportModule {
   readonly path: string;
   readonly className: string;
   readonly depth: number;
+  /** Bytes of its parameters and buffers, its submodules' included. */
   readonly parameterBytes: number;
   readonly bufferBytes: number;
   /** State name → device → category → bytes. */
@@ -70,6 +71,8 @@ export interface ReportAllocations {
   readonly stack: number[];
   /** Index into `strings`: the site (the first frame outside the allocator and the framework; 0 = none). */
   readonly site: number[];
+  /** Block addresses (profiler traces that record them; absent for captures). */
+  readonly address?: number[];
 }
 
 export interface ReportSegment {
@@ -128,7 +131,8 @@ export interface ReportData {
   readonly timeUnit: 'ms' | 'event';
   readonly series: ReportSeries[];
   readonly timeline: { dt: number[]; series: number[]; bytes: number[] };
-  readonly steps: { t: number; step: number }[];
+  /** Step marks: a capture's step ends; a profiler trace's `ProfilerStep#N` starts, with their name as `label`. */
+  readonly steps: { t: number; step: number; label?: string }[];
   readonly strings: string[];
   /** Each stack: indexes into `strings`, innermost first. */
   readonly stacks: number[][];
@@ -353,6 +357,8 @@ export function captureToReport(capture: Capture, file: string, caps: ReportCaps
     }
   }
 
+  rollUpWeights(modules);
+
   // Kernels: the recorder's statistics; derived from allocations if the capture ended before any were written.
   // "Retained" is what the kernel's outputs still hold when the record ends (tidy frees most of them).
   const aliveAtEnd = new Map<string, number>();
@@ -430,6 +436,31 @@ export function captureToReport(capture: Capture, file: string, caps: ReportCaps
     blockStates: [],
     memory: null,
   };
+}
+
+/**
+ * A module's parameters and buffers include its submodules', as PyTorch's `module.parameters()`
+ * recurses and as its state table counts them: a TFJS container (`sequential_1`) holds no
+ * weights of its own, its layers do. `modules` is in tree order (each parent before its subtree,
+ * one level shallower), so each module's parent is the nearest earlier module one level up.
+ */
+function rollUpWeights(modules: ReportModule[]): void {
+  const parent = new Int32Array(modules.length).fill(-1);
+  const open: number[] = [];
+  modules.forEach((m, i) => {
+    open.length = Math.min(open.length, m.depth);
+    if (m.depth > 0 && open.length === m.depth) parent[i] = open[m.depth - 1]!;
+    open.push(i);
+  });
+  const params = modules.map((m) => m.parameterBytes);
+  const buffers = modules.map((m) => m.bufferBytes);
+  for (let i = modules.length - 1; i >= 0; i--) {
+    const p = parent[i]!;
+    if (p < 0) continue;
+    params[p] += params[i]!;
+    buffers[p] += buffers[i]!;
+  }
+  modules.forEach((m, i) => (modules[i] = { ...m, parameterBytes: params[i]!, bufferBytes: buffers[i]! }));
 }
 
 function catOrder(c: string): number {
