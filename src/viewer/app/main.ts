@@ -6,7 +6,7 @@
 import type { ReportData } from '../report-data.js';
 import { TimelineModel, axisBytes, formatTick, formatTime, humanBytes, niceBytesStep, placeStepLabels, seriesColors, timeStep, type ViewRange } from './timeline.js';
 import { renderSegments } from './segments.js';
-import { deviceSelector, deviceSlices, sourceWords, stepLabel, traceAllocationsSection, type DeviceSlice } from './sources.js';
+import { deviceSelector, deviceSlices, legend, sourceWords, stepLabel, traceAllocationsSection, type DeviceSlice } from './sources.js';
 import { el } from './dom.js';
 import { MemoryView, allocationMatcher, hexAddress } from './memory-view.js';
 import { FrameScheduler, fitCanvas, plotArea, timeAtPointer, zoomedRange, type PlotArea } from './canvas.js';
@@ -133,7 +133,7 @@ class TimelineView {
     if (!s) return;
     this.slice = s;
     this.model = this.modelOf(s);
-    legend(this.colors, s.series);
+    legend(data, this.colors, s.series);
     const selector = document.getElementById('device') as HTMLSelectElement | null;
     if (selector) selector.value = String(i);
     this.setRange(this.model.tMin, this.model.tMax);
@@ -141,11 +141,8 @@ class TimelineView {
 
   /** The device whose chart opens first: the one with the highest peak. */
   busiestDevice(): number {
-    let best = 0;
-    this.slices.forEach((s, i) => {
-      if (this.modelOf(s).peak > this.modelOf(this.slices[best]!).peak) best = i;
-    });
-    return best;
+    const peaks = this.slices.map((s) => this.modelOf(s).peak);
+    return peaks.indexOf(Math.max(...peaks));
   }
 
   setRange(t0: number, t1: number): void {
@@ -337,18 +334,6 @@ function topAllocationsAt(t: number, k: number, series: ReadonlySet<number>): nu
   }
   alive.sort((x, y) => a.bytes[y] - a.bytes[x]);
   return alive.slice(0, k);
-}
-
-/** The legend of the series shown (one device's). */
-function legend(colors: string[], shown: readonly number[]): void {
-  const box = document.getElementById('legend')!;
-  box.replaceChildren();
-  shown.forEach((i) => {
-    const s = data.series[i]!;
-    const sw = el('span', { class: 'swatch' });
-    sw.style.background = colors[i];
-    box.append(el('span', { class: 'legend-item' }, sw, label(s.device, s.category)));
-  });
 }
 
 function leaksSection(): void {

@@ -51,6 +51,19 @@ export function deviceSelector(slices: readonly DeviceSlice[], anchor: HTMLEleme
   anchor.before(el('label', {}, 'device ', box));
 }
 
+/** The legend of the series shown (one device's). */
+export function legend(data: ReportData, colors: readonly string[], shown: readonly number[]): void {
+  const box = document.getElementById('legend')!;
+  const several = new Set(data.series.map((s) => s.device)).size > 1;
+  box.replaceChildren();
+  for (const i of shown) {
+    const s = data.series[i]!;
+    const sw = el('span', { class: 'swatch' });
+    sw.style.background = colors[i]!;
+    box.append(el('span', { class: 'legend-item' }, sw, several ? `${s.device} · ${s.category}` : s.category));
+  }
+}
+
 /** A step mark's text. */
 export function stepLabel(s: ReportData['steps'][number]): string {
   return s.label ?? `step ${s.step}`;
