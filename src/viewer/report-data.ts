@@ -11,6 +11,7 @@
 import { CATEGORIES } from '../capture/types.js';
 import { DEFAULT_SITE_RULE, siteFrame, type SiteRule } from '../core/site-rule.js';
 import { findLeaks } from '../capture/leaks.js';
+import type { FlameGraphData } from '../render/flamegraph-data.js';
 import type { Capture } from '../capture/reader.js';
 
 export const REPORT_DATA_VERSION = 2;
@@ -147,6 +148,8 @@ export interface ReportData {
   readonly blockStates: string[];
   /** Per-allocation timelines (PyTorch snapshots); null for other sources. */
   readonly memory: ReportMemory | null;
+  /** Flame graphs drawn, zoomed and searched in the page (PyTorch snapshots: segments, memory). */
+  readonly flames?: FlameGraphData[];
 }
 
 export interface ReportCaps {

@@ -9,6 +9,9 @@ import { memoryByOperator, type DeviceMemoryTimeline, type MemoryTrace } from '.
 import { outOfMemoryEvents, type OomEvent } from '../torch/snapshot-analysis.js';
 import type { MemorySnapshot } from '../torch/snapshot.js';
 import { deviceName, hasHistory, snapshotMemory } from './snapshot-memory.js';
+import { blockFlameStacks } from '../torch/snapshot-flamegraph.js';
+import { buildFlameTree } from '../render/flamegraph-svg.js';
+import { flameGraphData, type FlameGraphData } from '../render/flamegraph-data.js';
 import { REPORT_DATA_VERSION, StringTable, TimelineBuilder, type ReportAllocations, type ReportCaps, type ReportData, type ReportKernel, type ReportSegment, type ReportSeries } from './report-data.js';
 
 const ALLOCATED = 'allocated';
@@ -83,6 +86,16 @@ function oomNotice(o: OomEvent): string {
 }
 
 
+/** The `segments` and `memory` flame graphs (`memscope segments` / `memory`, _memory_viz.py's) for the page. */
+function snapshotFlames(snap: MemorySnapshot): FlameGraphData[] {
+  if (snap.blocks.count === 0) return [];
+  const unit = 'bytes (requested; <gaps>: rounding or free space)';
+  return [
+    flameGraphData(buildFlameTree(blockFlameStacks(snap, false), 'all'), 'Memory: reserved memory by allocating stack', unit),
+    flameGraphData(buildFlameTree(blockFlameStacks(snap, true), 'all'), 'Segments: what each allocator segment holds', unit),
+  ];
+}
+
 export function snapshotToReport(snap: MemorySnapshot, file: string, caps: ReportCaps): ReportData {
   const notices: string[] = [];
   const table = new StringTable();
@@ -129,6 +142,7 @@ export function snapshotToReport(snap: MemorySnapshot, file: string, caps: Repor
     segments,
     blockStates: [...snap.stateNames],
     memory,
+    flames: snapshotFlames(snap),
   };
 }
 

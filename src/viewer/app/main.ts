@@ -6,6 +6,7 @@
 import type { ReportData } from '../report-data.js';
 import { TimelineModel, axisBytes, formatTick, formatTime, humanBytes, niceBytesStep, placeStepLabels, seriesColors, timeStep, type ViewRange } from './timeline.js';
 import { renderSegments } from './segments.js';
+import { flameGraphs } from './flamegraph.js';
 import { deviceSelector, deviceSlices, legend, sourceWords, stepLabel, traceAllocationsSection, type DeviceSlice } from './sources.js';
 import { el } from './dom.js';
 import { MemoryView, allocationMatcher, hexAddress } from './memory-view.js';
@@ -579,6 +580,7 @@ function main(): void {
   else if (data.allocations.bytes.length) traceAllocationsSection(data, document.getElementById('allocations-body')!);
   else document.getElementById('allocations')!.hidden = true;
   sourceWords(data);
+  flameGraphs(data);
   if (data.segments.length) renderSegments(document.getElementById('segments-body')!, data);
   else document.getElementById('segments')!.hidden = true;
   const input = document.getElementById('search') as HTMLInputElement;
