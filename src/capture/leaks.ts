@@ -1,3 +1,4 @@
+import { DEFAULT_SITE_RULE, siteFrame, type SiteRule } from '../core/site-rule.js';
 import { OWNED_CATEGORIES } from './types.js';
 import type { Capture, CapturedAlloc } from './reader.js';
 
@@ -9,7 +10,7 @@ export interface LeakGroup {
   readonly categories: string[];
   /** Frames of the allocating stack, library runs folded into "[N frames in pkg, …]" entries (empty without stacks). */
   readonly stack: string[];
-  /** The first frame that is not a folded run nor a library frame: the program's own line, if any. */
+  /** The site (src/core/site-rule.ts): the first frame outside the allocator and the framework, the program's own line, if any. */
   readonly userFrame: string | null;
   /** Per completed step: how many storages (and bytes) allocated in it were still alive when the capture ended. */
   readonly perStep: { step: number; count: number; bytes: number }[];
@@ -86,7 +87,7 @@ function stepOf(bounds: readonly Boundary[], seq: number): number {
  *   per-epoch loss sums inside `fit`, for one — grows across steps but is
  *   released before the program ends, and is no leak.
  */
-export function findLeaks(capture: Capture): LeakReport {
+export function findLeaks(capture: Capture, site: SiteRule = DEFAULT_SITE_RULE): LeakReport {
   const bounds = stepBoundaries(capture);
   const n = bounds.length;
   const stepKind = capture.steps.length && capture.marks.length ? 'mixed' : capture.steps.length ? 'training' : capture.marks.length ? 'inference' : 'none';
@@ -155,7 +156,7 @@ export function findLeaks(capture: Capture): LeakReport {
       device: first.device,
       categories: [...new Set(list.map((a) => a.category))],
       stack,
-      userFrame: userFrame(stack),
+      userFrame: siteFrame(site, stack),
       perStep: [...perStep.values()].sort((a, b) => a.step - b.step),
       liveAtStepEnd,
       count: survivors.length,
@@ -181,26 +182,6 @@ function liveBytesAtBoundaries(list: readonly CapturedAlloc[], bounds: readonly 
   let live = 0;
   for (let k = 0; k < n; k++) out.push((live += delta[k]));
   return out;
-}
-
-/**
- * Library frames: installed packages, Node's internals, and TFJS's own sources
- * (with source maps enabled, e.g. under tsx, TFJS frames name
- * `…/tfjs-core/src/engine.ts` instead of the node_modules bundle).
- */
-const LIBRARY_FRAME = /node_modules|node:|[\\/]tfjs-[\w-]+[\\/]src[\\/]/;
-
-/**
- * The first frame that is the program's own: not a folded run of library
- * frames (captures from `memscope run`) nor, in captures whose stacks were
- * written unfolded, a library frame.
- */
-export function userFrame(stack: readonly string[]): string | null {
-  for (const f of stack) {
-    if (f.startsWith('[') || LIBRARY_FRAME.test(f) || f.startsWith('new Promise') || f.endsWith('(<anonymous>)') || f === '<anonymous>') continue;
-    return f;
-  }
-  return null;
 }
 
 /** `path:line:col` of a V8 frame ("fn (path:line:col)" or "path:line:col"). */

@@ -4,6 +4,7 @@
  * argument parser too: `.option('--top <n>', 'rows', (v) => nonNegativeInt(v, '--top'), 10)`.
  */
 import { MemscopeError, isMemscopeError } from '../core/errors.js';
+import { siteRule, type SiteRule } from '../core/site-rule.js';
 
 /** The MemscopeError code of a usage error; src/cli/cli.ts maps it to exit code 2. */
 export const USAGE_ERROR = 'usage';
@@ -80,4 +81,18 @@ export function usageOf<T>(read: () => T): T {
 export function choice<T extends string>(value: string, flag: string, choices: readonly T[]): T {
   if ((choices as readonly string[]).includes(value)) return value as T;
   throw usageError(`${flag} must be one of ${choices.join(', ')}, got ${JSON.stringify(value)}`);
+}
+
+/** `--site-skip REGEX`, repeatable: more frames that count as framework when choosing an allocation's site. */
+export const SITE_SKIP_HELP = 'frames matching this regular expression count as framework when choosing an allocation\u2019s site (repeatable; PyTorch\u2019s and TFJS\u2019s own frames always do)';
+
+/** Collects `--site-skip` values, each checked to compile as it is read. */
+export function siteSkipOption(value: string, previous: string[] = []): string[] {
+  siteRule([value], '--site-skip');
+  return [...previous, value];
+}
+
+/** The site rule of a verb's `--site-skip` values. */
+export function siteRuleOption(skip: readonly string[] | undefined): SiteRule {
+  return siteRule(skip ?? [], '--site-skip');
 }

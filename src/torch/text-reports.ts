@@ -3,6 +3,7 @@
  * `memscope summary`, `stats` and `compare`. Pure functions returning strings;
  * the CLI decides about colour by passing a `TextStyle`.
  */
+import { DEFAULT_SITE_RULE, type SiteRule } from '../core/site-rule.js';
 import { humanBytes } from '../core/units.js';
 import { renderMemorySummary } from './memory-summary.js';
 import { renderTable } from '../render/table.js';
@@ -176,6 +177,8 @@ export interface SnapshotSummaryOptions {
   readonly top?: number;
   readonly frames?: number;
   readonly style?: TextStyle;
+  /** Which frame an allocation is charged to (src/core/site-rule.ts). */
+  readonly site?: SiteRule;
 }
 
 /** memory_summary-style table per device, largest live allocations, totals by allocating frame. */
@@ -183,6 +186,7 @@ export function formatSnapshotSummary(snapshot: MemorySnapshot, options: Snapsho
   const style = options.style ?? PLAIN;
   const top = options.top ?? 10;
   const frames = options.frames ?? 3;
+  const site = options.site ?? DEFAULT_SITE_RULE;
   const out: string[] = [];
   const totals = snapshotTotals(snapshot);
   out.push(
@@ -209,7 +213,7 @@ export function formatSnapshotSummary(snapshot: MemorySnapshot, options: Snapsho
     out.push('notes:');
     for (const w of snapshot.warnings) out.push(style.dim(`  ${w}`));
   }
-  const ooms = outOfMemoryEvents(snapshot, Math.min(top, 5), frames);
+  const ooms = outOfMemoryEvents(snapshot, Math.min(top, 5), frames, site);
   if (ooms.length > 0) {
     out.push('');
     out.push(style.heading(`Out-of-memory errors (${ooms.length})`));
@@ -227,7 +231,7 @@ export function formatSnapshotSummary(snapshot: MemorySnapshot, options: Snapsho
     out.push(style.heading('Memory pools'));
     out.push(renderTable(['pool', 'segments', 'reserved', 'allocated'], pools, { align: ['left', 'right', 'right', 'right'] }));
   }
-  const largest = largestAllocations(snapshot, top, frames);
+  const largest = largestAllocations(snapshot, top, frames, null, site);
   out.push('');
   out.push(style.heading(`Largest live allocations (top ${largest.length})`));
   out.push(
@@ -237,7 +241,7 @@ export function formatSnapshotSummary(snapshot: MemorySnapshot, options: Snapsho
       { align: ['right', 'right', 'left', 'left', 'left'] },
     ),
   );
-  const byFrame = totalsByFrame(snapshot);
+  const byFrame = totalsByFrame(snapshot, null, site);
   out.push('');
   out.push(style.heading(`Live memory by allocating frame (top ${Math.min(top, byFrame.length)} of ${byFrame.length})`));
   out.push(
@@ -247,7 +251,7 @@ export function formatSnapshotSummary(snapshot: MemorySnapshot, options: Snapsho
       { align: ['left', 'right', 'right', 'right'] },
     ),
   );
-  out.push(style.dim('allocating frame: the innermost Python frame outside torch itself; else the innermost Python frame; for C++-only stacks (autograd thread) the ATen operator.'));
+  out.push(style.dim('allocating frame: the site, the innermost Python frame outside torch itself (and outside --site-skip); else the innermost Python frame; for C++-only stacks (autograd thread) the ATen operator.'));
   return out.join('\n') + '\n';
 }
 
@@ -288,7 +292,7 @@ function summarisePools(snapshot: MemorySnapshot): string[][] {
   return [...acc].sort().map(([k, a]) => [k, count(a.segments), humanBytes(a.reserved), humanBytes(a.allocated)]);
 }
 
-export function snapshotSummaryJson(snapshot: MemorySnapshot, top = 10, frames = 3): unknown {
+export function snapshotSummaryJson(snapshot: MemorySnapshot, top = 10, frames = 3, site: SiteRule = DEFAULT_SITE_RULE): unknown {
   return {
     kind: 'snapshot',
     segments: snapshot.segments.length,
@@ -296,9 +300,9 @@ export function snapshotSummaryJson(snapshot: MemorySnapshot, top = 10, frames =
     totals: snapshotTotals(snapshot),
     traceActions: traceActionCounts(snapshot),
     devices: snapshotDevices(snapshot).map((device) => ({ device, ...snapshotMemoryStats(snapshot, device) })),
-    largestAllocations: largestAllocations(snapshot, top, frames),
-    byAllocatingFrame: totalsByFrame(snapshot).slice(0, top),
-    outOfMemory: outOfMemoryEvents(snapshot, Math.min(top, 5), frames),
+    largestAllocations: largestAllocations(snapshot, top, frames, null, site),
+    byAllocatingFrame: totalsByFrame(snapshot, null, site).slice(0, top),
+    outOfMemory: outOfMemoryEvents(snapshot, Math.min(top, 5), frames, site),
     warnings: snapshot.warnings,
   };
 }

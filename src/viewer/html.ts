@@ -64,6 +64,8 @@ ${dropZoneHtml()}
 <section id="kernels"><h2>Top kernels by memory added</h2><div id="kernels-body"></div></section>
 <section id="allocations"><h2>Largest allocations</h2><div id="allocations-body"></div></section>
 <section id="segments"><h2>Segments and blocks</h2><div id="segments-body"></div></section>
+<!-- flame graphs (src/viewer/app/flamegraph.ts) -->
+<section id="flames"><h2>Flame graphs</h2><div id="flames-body"></div><p class="muted">Click a frame to zoom to it, the top frame or "reset zoom" to zoom out; the search box highlights frames and totals them.</p></section>
 `;
 }
 

@@ -9,7 +9,9 @@
  * `bytes[i]` (negative for a free) to series `series[i]`.
  */
 import { CATEGORIES } from '../capture/types.js';
-import { findLeaks, userFrame } from '../capture/leaks.js';
+import { DEFAULT_SITE_RULE, siteFrame, type SiteRule } from '../core/site-rule.js';
+import { findLeaks } from '../capture/leaks.js';
+import type { FlameGraphData } from '../render/flamegraph-data.js';
 import type { Capture } from '../capture/reader.js';
 
 export const REPORT_DATA_VERSION = 2;
@@ -24,6 +26,7 @@ export interface ReportModule {
   readonly path: string;
   readonly className: string;
   readonly depth: number;
+  /** Bytes of its parameters and buffers, its submodules' included. */
   readonly parameterBytes: number;
   readonly bufferBytes: number;
   /** State name → device → category → bytes. */
@@ -67,6 +70,10 @@ export interface ReportAllocations {
   readonly kernel: number[];
   /** Index into `stacks` (-1 = none). */
   readonly stack: number[];
+  /** Index into `strings`: the site (the first frame outside the allocator and the framework; 0 = none). */
+  readonly site: number[];
+  /** Block addresses (profiler traces that record them; absent for captures). */
+  readonly address?: number[];
 }
 
 export interface ReportSegment {
@@ -154,7 +161,8 @@ export interface ReportData {
   readonly timeUnit: 'ms' | 'event';
   readonly series: ReportSeries[];
   readonly timeline: { dt: number[]; series: number[]; bytes: number[] };
-  readonly steps: { t: number; step: number }[];
+  /** Step marks: a capture's step ends; a profiler trace's `ProfilerStep#N` starts, with their name as `label`. */
+  readonly steps: { t: number; step: number; label?: string }[];
   readonly strings: string[];
   /** Each stack: indexes into `strings`, innermost first. */
   readonly stacks: number[][];
@@ -169,6 +177,8 @@ export interface ReportData {
   readonly blockStates: string[];
   /** Per-allocation timelines (PyTorch snapshots); null for other sources. */
   readonly memory: ReportMemory | null;
+  /** Flame graphs drawn, zoomed and searched in the page (PyTorch snapshots: segments, memory). */
+  readonly flames?: FlameGraphData[];
 }
 
 export interface ReportCaps {
@@ -181,10 +191,10 @@ export interface ReportCaps {
   /** Frames kept per stack. */
   readonly maxFrames: number;
   /**
-   * PyTorch snapshots: file path fragments (e.g. "site-packages/transformers/") whose frames count
-   * as framework when choosing an allocation's site, besides the allocator and torch itself.
+   * Which frame is an allocation's site (src/core/site-rule.ts); `siteRule(["site-packages/transformers/"])`
+   * makes a library's frames count as framework too. Default: PyTorch's and TFJS's internal frames.
    */
-  readonly frameworkPaths?: readonly string[];
+  readonly site?: SiteRule;
 }
 
 export const DEFAULT_CAPS: ReportCaps = {
@@ -303,7 +313,9 @@ export function captureToReport(capture: Capture, file: string, caps: ReportCaps
   if (order.length > kept.length) {
     notices.push(`Allocation details embedded for the ${kept.length.toLocaleString('en-US')} largest of ${order.length.toLocaleString('en-US')} allocations; hover and the table list only those.`);
   }
-  const allocations: ReportAllocations = { t0: [], t1: [], bytes: [], series: [], layer: [], kernel: [], stack: [] };
+  const allocations: ReportAllocations = { t0: [], t1: [], bytes: [], series: [], layer: [], kernel: [], stack: [], site: [] };
+  const rule = caps.site ?? DEFAULT_SITE_RULE;
+  const siteOf = new Map<number, number>();
   for (const i of kept) {
     const a = capture.allocs[i];
     allocations.t0.push(a.t);
@@ -313,6 +325,9 @@ export function captureToReport(capture: Capture, file: string, caps: ReportCaps
     allocations.layer.push(table.str(a.layer));
     allocations.kernel.push(table.str(a.kernel));
     allocations.stack.push(a.stack ? table.stack(a.stack, () => capture.stacks.get(a.stack) ?? [], caps.maxFrames) : -1);
+    let site = siteOf.get(a.stack);
+    if (site === undefined) siteOf.set(a.stack, (site = a.stack ? table.str(siteFrame(rule, capture.stacks.get(a.stack) ?? [])) : 0));
+    allocations.site.push(site);
   }
 
   // Modules in tree order (parents before children, siblings by natural path order).
@@ -374,6 +389,8 @@ export function captureToReport(capture: Capture, file: string, caps: ReportCaps
     }
   }
 
+  rollUpWeights(modules);
+
   // Kernels: the recorder's statistics; derived from allocations if the capture ended before any were written.
   // "Retained" is what the kernel's outputs still hold when the record ends (tidy frees most of them).
   const aliveAtEnd = new Map<string, number>();
@@ -398,7 +415,7 @@ export function captureToReport(capture: Capture, file: string, caps: ReportCaps
     kernels = kernels.slice(0, caps.maxKernels);
   }
 
-  const leakReport = findLeaks(capture);
+  const leakReport = findLeaks(capture, rule);
   let leaks: ReportLeak[] = leakReport.groups.map((g) => ({
     bytes: g.bytes,
     count: g.count,
@@ -406,7 +423,7 @@ export function captureToReport(capture: Capture, file: string, caps: ReportCaps
     layer: g.layer,
     device: g.device,
     categories: g.categories,
-    userFrame: g.userFrame ?? userFrame(g.stack),
+    userFrame: g.userFrame,
     frames: g.stack.slice(0, caps.maxFrames),
     perStep: g.perStep,
     liveAtStepEnd: g.liveAtStepEnd,
@@ -451,6 +468,31 @@ export function captureToReport(capture: Capture, file: string, caps: ReportCaps
     blockStates: [],
     memory: null,
   };
+}
+
+/**
+ * A module's parameters and buffers include its submodules', as PyTorch's `module.parameters()`
+ * recurses and as its state table counts them: a TFJS container (`sequential_1`) holds no
+ * weights of its own, its layers do. `modules` is in tree order (each parent before its subtree,
+ * one level shallower), so each module's parent is the nearest earlier module one level up.
+ */
+function rollUpWeights(modules: ReportModule[]): void {
+  const parent = new Int32Array(modules.length).fill(-1);
+  const open: number[] = [];
+  modules.forEach((m, i) => {
+    open.length = Math.min(open.length, m.depth);
+    if (m.depth > 0 && open.length === m.depth) parent[i] = open[m.depth - 1]!;
+    open.push(i);
+  });
+  const params = modules.map((m) => m.parameterBytes);
+  const buffers = modules.map((m) => m.bufferBytes);
+  for (let i = modules.length - 1; i >= 0; i--) {
+    const p = parent[i]!;
+    if (p < 0) continue;
+    params[p] += params[i]!;
+    buffers[p] += buffers[i]!;
+  }
+  modules.forEach((m, i) => (modules[i] = { ...m, parameterBytes: params[i]!, bufferBytes: buffers[i]! }));
 }
 
 function catOrder(c: string): number {

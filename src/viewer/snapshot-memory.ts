@@ -4,6 +4,7 @@
  * `free_completed` entry, with the blocks already live when the trace began at the bottom),
  * plus the exact peaks of active and reserved bytes. Framework-free.
  */
+import { DEFAULT_SITE_RULE, type SiteRule } from '../core/site-rule.js';
 import { humanBytes } from '../core/units.js';
 import { allocatingFrame, formatFrame, isInformativeFrame } from '../torch/snapshot-analysis.js';
 import type { Frame } from '../torch/pytorch-vocabulary.js';
@@ -26,7 +27,7 @@ interface Alloc {
  * Interns a snapshot stack for the page: its informative frames innermost first, the ones before
  * the allocating site (allocator and framework internals) counted in `folded` so the page can
  * show the user's frames first and fold the rest. The site is `memscope summary`'s
- * (`allocatingFrame`); frames under any of `frameworkPaths` are skipped as framework too.
+ * (`allocatingFrame` under the same site rule).
  */
 export class SnapshotStacks {
   readonly folded: number[] = [];
@@ -36,24 +37,16 @@ export class SnapshotStacks {
   constructor(
     private readonly snap: MemorySnapshot,
     private readonly table: StringTable,
-    private readonly frameworkPaths: readonly string[] = [],
+    private readonly rule: SiteRule = DEFAULT_SITE_RULE,
   ) {}
 
   private info(stack: number): { frames: Frame[]; user: number; site: string } {
     let info = this.infos.get(stack);
     if (!info) {
       const frames = stackFrames(this.snap, stack).filter(isInformativeFrame);
-      let site = allocatingFrame(this.snap, stack);
+      const site = allocatingFrame(this.snap, stack, this.rule);
       let user = frames.findIndex((f) => formatFrame(f) === site);
       if (user < 0) user = 0;
-      else if (this.frameworkPaths.length) {
-        let k = user;
-        while (k < frames.length && this.frameworkPaths.some((p) => frames[k].filename.includes(p))) k++;
-        if (k < frames.length && k !== user) {
-          user = k;
-          site = formatFrame(frames[k]);
-        }
-      }
       info = { frames, user, site };
       this.infos.set(stack, info);
     }
@@ -231,8 +224,8 @@ export function hasHistory(snap: MemorySnapshot, trace: TraceTable): boolean {
 }
 
 /** Per device (each with a trace or with segments), its allocations in stacking order and its peaks. */
-export function snapshotMemory(snap: MemorySnapshot, table: StringTable, notices: string[], frameworkPaths: readonly string[] = []): ReportMemory {
-  const stacks = new SnapshotStacks(snap, table, frameworkPaths);
+export function snapshotMemory(snap: MemorySnapshot, table: StringTable, notices: string[], rule: SiteRule = DEFAULT_SITE_RULE): ReportMemory {
+  const stacks = new SnapshotStacks(snap, table, rule);
   const devices = [...new Set([...snap.segments.map((s) => s.device), ...snap.traces.filter((t) => t.count > 0).map((t) => t.device)])].sort((a, b) => a - b);
   const out: ReportDeviceMemory[] = [];
   for (const d of devices) {

@@ -5,12 +5,15 @@
  * models from src/torch.
  */
 import { humanBytes } from '../core/units.js';
-import { memoryByOperator, type MemoryTrace } from '../torch/memory-trace.js';
+import { memoryByOperator, type DeviceMemoryTimeline, type MemoryTrace } from '../torch/memory-trace.js';
 import { outOfMemoryEvents, type OomEvent } from '../torch/snapshot-analysis.js';
 import type { MemorySnapshot } from '../torch/snapshot.js';
 import { deviceName, hasHistory, snapshotMemory } from './snapshot-memory.js';
 import { addQueryColumns } from './query-columns.js';
-import { REPORT_DATA_VERSION, StringTable, TimelineBuilder, type ReportCaps, type ReportData, type ReportKernel, type ReportSegment, type ReportSeries } from './report-data.js';
+import { blockFlameStacks } from '../torch/snapshot-flamegraph.js';
+import { buildFlameTree } from '../render/flamegraph-svg.js';
+import { flameGraphData, type FlameGraphData } from '../render/flamegraph-data.js';
+import { REPORT_DATA_VERSION, StringTable, TimelineBuilder, type ReportAllocations, type ReportCaps, type ReportData, type ReportKernel, type ReportSegment, type ReportSeries } from './report-data.js';
 
 const ALLOCATED = 'allocated';
 const CACHED = 'cached (reserved, not allocated)';
@@ -59,7 +62,7 @@ function emptyReport(kind: 'snapshot' | 'trace', file: string, detail: string): 
     steps: [],
     strings: [''],
     stacks: [],
-    allocations: { t0: [], t1: [], bytes: [], series: [], layer: [], kernel: [], stack: [] },
+    allocations: { t0: [], t1: [], bytes: [], series: [], layer: [], kernel: [], stack: [], site: [] },
     allocationsTotal: 0,
     modules: [],
     kernels: [],
@@ -84,15 +87,25 @@ function oomNotice(o: OomEvent): string {
 }
 
 
+/** The `segments` and `memory` flame graphs (`memscope segments` / `memory`, _memory_viz.py's) for the page. */
+function snapshotFlames(snap: MemorySnapshot): FlameGraphData[] {
+  if (snap.blocks.count === 0) return [];
+  const unit = 'bytes (requested; <gaps>: rounding or free space)';
+  return [
+    flameGraphData(buildFlameTree(blockFlameStacks(snap, false), 'all'), 'Memory: reserved memory by allocating stack', unit),
+    flameGraphData(buildFlameTree(blockFlameStacks(snap, true), 'all'), 'Segments: what each allocator segment holds', unit),
+  ];
+}
+
 export function snapshotToReport(snap: MemorySnapshot, file: string, caps: ReportCaps): ReportData {
   const notices: string[] = [];
   const table = new StringTable();
   // The query box's columns (docs/QUERY.md) ride on the timeline's allocations.
-  const memory = addQueryColumns(snap, snapshotMemory(snap, table, notices, caps.frameworkPaths), table);
+  const memory = addQueryColumns(snap, snapshotMemory(snap, table, notices, caps.site), table);
   const traced = snap.traces.filter((t) => hasHistory(snap, t));
   const timeUnit: ReportData['timeUnit'] = traced.some((t) => t.timeUs.some((x) => !Number.isNaN(x))) ? 'ms' : 'event';
   if (!traced.length) notices.push('This snapshot has no allocation history (device_traces empty): the timeline shows only its final state; the segments view and the largest blocks are exact.');
-  for (const o of outOfMemoryEvents(snap, 3, 2)) notices.push(oomNotice(o));
+  for (const o of outOfMemoryEvents(snap, 3, 2, caps.site)) notices.push(oomNotice(o));
   for (const w of snap.warnings) notices.push(`Reading note: ${w}.`);
   const finalReserved = snap.segments.reduce((s, seg) => s + seg.totalSize, 0);
   let finalAllocated = 0;
@@ -131,16 +144,81 @@ export function snapshotToReport(snap: MemorySnapshot, file: string, caps: Repor
     segments,
     blockStates: [...snap.stateNames],
     memory,
+    flames: snapshotFlames(snap),
   };
+}
+
+/** The profiler's step spans (`ProfilerStep#N`, one per `prof.step()`), by start time, each step once. */
+function profilerSteps(trace: MemoryTrace): { start: number; step: number; label: string }[] {
+  const ops = trace.operators;
+  const byStep = new Map<number, { start: number; step: number; label: string }>();
+  for (let i = 0; i < ops.count; i++) {
+    const name = ops.names[ops.nameIndex[i]!]!;
+    const m = /^ProfilerStep#(\d+)$/.exec(name);
+    if (!m) continue;
+    const step = Number(m[1]);
+    const seen = byStep.get(step);
+    if (!seen || ops.start[i]! < seen.start) byStep.set(step, { start: ops.start[i]!, step, label: name });
+  }
+  return [...byStep.values()].sort((a, b) => a.start - b.start);
+}
+
+/**
+ * A device's allocations, paired by address: an event adding bytes at an address opens an
+ * allocation, the next event there taking bytes away closes it. Traces without addresses (the
+ * 2021 layout) have none to pair.
+ */
+function traceAllocations(trace: MemoryTrace, d: DeviceMemoryTimeline, tMin: number, series: number, table: StringTable, out: ReportAllocations): number {
+  if (!d.addr) return 0;
+  const open = new Map<number, number>();
+  let count = 0;
+  for (let i = 0; i < d.count; i++) {
+    const b = d.bytes[i]!;
+    const addr = d.addr[i]!;
+    const t = (d.time[i]! - tMin) / 1000;
+    if (b > 0) {
+      const op = d.operator[i]!;
+      open.set(addr, out.t0.length);
+      out.t0.push(t);
+      out.t1.push(-1);
+      out.bytes.push(b);
+      out.series.push(series);
+      out.layer.push(0);
+      out.kernel.push(op >= 0 ? table.str(trace.operators.names[trace.operators.nameIndex[op]!]) : 0);
+      out.stack.push(-1);
+      out.site.push(0);
+      out.address!.push(addr);
+      count++;
+    } else if (b < 0) {
+      const k = open.get(addr);
+      if (k === undefined) continue;
+      out.t1[k] = t;
+      open.delete(addr);
+    }
+  }
+  return count;
+}
+
+/** Keeps the `max` largest allocations (in their order), or all of them. */
+function largestOf(a: ReportAllocations, max: number): ReportAllocations {
+  if (a.bytes.length <= max) return a;
+  const keep = a.bytes.map((_, i) => i).sort((x, y) => a.bytes[y]! - a.bytes[x]! || x - y).slice(0, max).sort((x, y) => x - y);
+  const pick = <T,>(col: T[]): T[] => keep.map((i) => col[i]!);
+  return { t0: pick(a.t0), t1: pick(a.t1), bytes: pick(a.bytes), series: pick(a.series), layer: pick(a.layer), kernel: pick(a.kernel), stack: pick(a.stack), site: pick(a.site), address: pick(a.address!) };
 }
 
 export function traceToReport(trace: MemoryTrace, file: string, caps: ReportCaps): ReportData {
   const notices: string[] = [];
   const series: ReportSeries[] = [];
   const events = new EventList();
-  let tMin = Infinity;
+  const table = new StringTable();
+  const steps = profilerSteps(trace);
+  // Time 0 is the first memory event or step start, whichever is first.
+  let tMin = steps.length ? steps[0]!.start : Infinity;
   for (const d of trace.devices) if (d.count) tMin = Math.min(tMin, d.time[0]);
   if (!Number.isFinite(tMin)) tMin = 0;
+  let allocations: ReportAllocations = { t0: [], t1: [], bytes: [], series: [], layer: [], kernel: [], stack: [], site: [], address: [] };
+  let allocationsTotal = 0;
   const kernels: ReportKernel[] = [];
   for (const d of trace.devices) {
     const sa = series.length;
@@ -148,15 +226,22 @@ export function traceToReport(trace: MemoryTrace, file: string, caps: ReportCaps
     const sc = d.reserved ? series.length : -1;
     if (d.reserved) series.push({ device: d.device, category: CACHED });
     if (d.count) events.push((d.time[0] - tMin) / 1000, sa, d.baseline);
+    allocationsTotal += traceAllocations(trace, d, tMin, sa, table, allocations);
     let prevCached = 0;
     for (let i = 0; i < d.count; i++) {
       const t = (d.time[i] - tMin) / 1000;
-      events.push(t, sa, d.bytes[i]);
-      if (d.reserved) {
-        const cached = Math.max(0, d.reserved[i] - d.allocated[i]);
-        events.push(t, sc, cached - prevCached);
-        prevCached = cached;
+      if (!d.reserved) {
+        events.push(t, sa, d.bytes[i]);
+        continue;
       }
+      // Allocated and cached change together; the falling one goes first, so the stack between
+      // the two events never rises above the reserved bytes.
+      const cached = Math.max(0, d.reserved[i] - d.allocated[i]);
+      const dc = cached - prevCached;
+      prevCached = cached;
+      if (dc < d.bytes[i]) events.push(t, sc, dc);
+      events.push(t, sa, d.bytes[i]);
+      if (dc >= d.bytes[i]) events.push(t, sc, dc);
     }
     if (d.allocatedIsRelative) notices.push(`${d.device}: this trace layout records only signed sizes, so live bytes are relative to the trace start (memory allocated before it is not shown).`);
     if (d.inconsistentTotals) notices.push(`${d.device}: ${d.inconsistentTotals} events disagree with the recorded totals (events lost or reordered by the recorder).`);
@@ -169,12 +254,18 @@ export function traceToReport(trace: MemoryTrace, file: string, caps: ReportCaps
   kernels.sort((a, b) => b.bytesAllocated - a.bytesAllocated);
   if (kernels.length > caps.maxKernels) notices.push(`Operator table: the top ${caps.maxKernels} of ${kernels.length} by bytes allocated.`);
   const timeline = events.build(caps.maxTimelineEvents, notices);
+  if (allocationsTotal > caps.maxAllocations) notices.push(`Allocation details embedded for the ${caps.maxAllocations.toLocaleString('en-US')} largest of ${allocationsTotal.toLocaleString('en-US')} allocations; hover and the table list only those.`);
+  allocations = largestOf(allocations, caps.maxAllocations);
   return {
     ...emptyReport('trace', file, `PyTorch ${trace.source} trace · ${trace.memoryEventCount.toLocaleString('en-US')} memory events · ${trace.devices.map((d) => d.device).join(', ')}`),
     notices,
     timeUnit: 'ms',
     series,
     timeline: { dt: timeline.dt, series: timeline.series, bytes: timeline.bytes },
+    steps: steps.map((s) => ({ t: (s.start - tMin) / 1000, step: s.step, label: s.label })),
+    strings: table.strings,
+    allocations,
+    allocationsTotal,
     kernels: kernels.slice(0, caps.maxKernels),
   };
 }

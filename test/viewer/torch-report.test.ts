@@ -7,6 +7,7 @@ import { join } from 'node:path';
 import { openMemoryFile } from '../../src/torch/open-node.js';
 import { snapshotToReport, traceToReport } from '../../src/viewer/torch-report.js';
 import { DEFAULT_CAPS, type ReportData } from '../../src/viewer/report-data.js';
+import { siteRule } from '../../src/core/site-rule.js';
 import { renderReportHtml } from '../../src/viewer/html.js';
 import { viewerBundle } from '../../src/viewer/bundle-node.js';
 import { launchChromium } from '../support/browser.js';
@@ -50,10 +51,10 @@ describe('PyTorch inputs', () => {
     expect(d.timeUnit).toBe('ms');
   });
 
-  it('the site skips frames under configured framework paths', async () => {
+  it('the site skips frames the site rule is given', async () => {
     const f = await openMemoryFile(fixture('torch/transformer_fullstep_trace.pickle'));
     if (f.kind !== 'snapshot') throw new Error('expected a snapshot');
-    const d = snapshotToReport(f.snapshot, 'x.pickle', { ...DEFAULT_CAPS, frameworkPaths: ['cs336_basics/'] });
+    const d = snapshotToReport(f.snapshot, 'x.pickle', { ...DEFAULT_CAPS, site: siteRule(['cs336_basics/']) });
     const m = d.memory!.devices[0];
     const largest = m.bytes.indexOf(Math.max(...m.bytes));
     // training.py lives under cs336_basics/: its caller in benchmark.py becomes the site.

@@ -2,7 +2,7 @@ import type { Command } from 'commander';
 import { compareSnapshots, formatComparison } from '../../torch/text-reports.js';
 import { renderFlameGraph } from '../../render/flamegraph-svg.js';
 import { compareFlameStacks } from '../../torch/snapshot-flamegraph.js';
-import { nonNegativeInt } from '../options.js';
+import { nonNegativeInt, SITE_SKIP_HELP, siteRuleOption, siteSkipOption } from '../options.js';
 import { openSnapshotWithProgress, writeOutput, printJson, textStyle, printText } from '../torch-common.js';
 
 export function register(program: Command): void {
@@ -13,12 +13,14 @@ export function register(program: Command): void {
     .argument('<after>', 'the later snapshot pickle')
     .option('--top <n>', 'frames listed', (v) => nonNegativeInt(v, '--top'), 20)
     .option('-o, --output <file>', 'also write a flame graph (SVG) of the segments found in only one snapshot, like _memory_viz.py compare')
+    .option('--site-skip <regex>', SITE_SKIP_HELP, siteSkipOption)
     .option('--json', 'print the comparison as JSON')
-    .action(async (beforeFile: string, afterFile: string, opts: { top: number; json?: boolean; output?: string }) => {
+    .action(async (beforeFile: string, afterFile: string, opts: { top: number; json?: boolean; output?: string; siteSkip?: string[] }) => {
+      const site = siteRuleOption(opts.siteSkip);
       const { top } = opts;
       const before = await openSnapshotWithProgress(beforeFile, 'compare');
       const after = await openSnapshotWithProgress(afterFile, 'compare');
-      const cmp = compareSnapshots(before, after);
+      const cmp = compareSnapshots(before, after, site);
       if (opts.output) {
         const svg = renderFlameGraph(compareFlameStacks(before, after), {
           title: 'Segments only in one snapshot',

@@ -1,7 +1,7 @@
 import type { Command } from 'commander';
 import { findLeaks, frameLocation, type LeakReport } from '../../capture/leaks.js';
 import { readCaptureFile } from '../../capture/read-node.js';
-import { nonNegativeInt } from '../options.js';
+import { nonNegativeInt, SITE_SKIP_HELP, siteRuleOption, siteSkipOption } from '../options.js';
 import { formatLeaks } from '../../capture/leaks-text.js';
 
 export const EXIT_LEAKS_FOUND = 3;
@@ -28,11 +28,13 @@ export function register(program: Command): void {
     .argument('<capture>', 'a capture written by `memscope run`')
     .option('--json', 'print the leak groups as JSON')
     .option('--frames <n>', 'stack frames to print per leak', '8')
-    .action((file: string, opts: { json?: boolean; frames: string }) => {
+    .option('--site-skip <regex>', SITE_SKIP_HELP, siteSkipOption)
+    .action((file: string, opts: { json?: boolean; frames: string; siteSkip?: string[] }) => {
       const frames = nonNegativeInt(opts.frames, '--frames');
+      const site = siteRuleOption(opts.siteSkip);
       const capture = readCaptureFile(file);
       if (capture.truncated) process.stderr.write(`memscope: ${file} is truncated: ${capture.truncated.reason} (line ${capture.truncated.line}); using what was written\n`);
-      const report = findLeaks(capture);
+      const report = findLeaks(capture, site);
       if (opts.json) process.stdout.write(JSON.stringify(leaksJson(report, file), null, 2) + '\n');
       else process.stdout.write(formatLeaks(report, { frames, stacksRecorded: capture.header.stacks }));
       // 3, not 1 (bad input) or 2 (usage): CI can fail a build on leaks alone.

@@ -7,7 +7,7 @@ import { readCaptureFile } from '../../capture/read-node.js';
 import { captureToReport, DEFAULT_CAPS, type ReportCaps, type ReportData } from '../../viewer/report-data.js';
 import { renderReportHtml } from '../../viewer/html.js';
 import { viewerBundle } from '../../viewer/bundle-node.js';
-import { positiveInt } from '../options.js';
+import { positiveInt, SITE_SKIP_HELP, siteRuleOption, siteSkipOption } from '../options.js';
 import { writeOutput } from '../torch-common.js';
 
 interface ReportOptions {
@@ -15,6 +15,7 @@ interface ReportOptions {
   maxEvents: number;
   maxAllocations: number;
   json?: boolean;
+  siteSkip?: string[];
 }
 
 /** What `memscope report --json` prints: where the report went and what it holds. */
@@ -52,12 +53,14 @@ export function register(program: Command): void {
     .option('-o, --output <file>', 'HTML file to write', 'memscope-report.html')
     .option('--max-events <n>', 'timeline events embedded exactly (more are merged)', (v) => positiveInt(v, '--max-events'), DEFAULT_CAPS.maxTimelineEvents)
     .option('--max-allocations <n>', 'allocations embedded with detail (the largest)', (v) => positiveInt(v, '--max-allocations'), DEFAULT_CAPS.maxAllocations)
+    .option('--site-skip <regex>', SITE_SKIP_HELP, siteSkipOption)
     .option('--json', 'print where the report was written and its figures as JSON')
     .action(async (input: string, opts: ReportOptions) => {
       const caps: ReportCaps = {
         ...DEFAULT_CAPS,
         maxTimelineEvents: opts.maxEvents,
         maxAllocations: opts.maxAllocations,
+        site: siteRuleOption(opts.siteSkip),
       };
       const data = await loadReportData(input, caps);
       const html = renderReportHtml(data, await viewerBundle());

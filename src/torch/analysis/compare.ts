@@ -2,6 +2,7 @@
 import type { MemorySnapshot, Segment } from '../snapshot.js';
 import { snapshotTotals } from './totals.js';
 import { totalsByFrame } from './live-allocations.js';
+import { DEFAULT_SITE_RULE, type SiteRule } from '../../core/site-rule.js';
 
 export interface FrameChange {
   readonly frame: string;
@@ -28,10 +29,10 @@ export interface SnapshotComparison {
 /** Identity of a segment across two snapshots of one program. */
 export const segmentKey = (s: Segment): string => `${s.device}:${s.address}:${s.totalSize}`;
 
-/** What changed between two snapshots, by allocating frame (live bytes), largest change first. */
-export function compareSnapshots(before: MemorySnapshot, after: MemorySnapshot): SnapshotComparison {
-  const a = new Map(totalsByFrame(before).map((r) => [r.frame, r]));
-  const b = new Map(totalsByFrame(after).map((r) => [r.frame, r]));
+/** What changed between two snapshots, by allocating frame (live bytes, by site), largest change first. */
+export function compareSnapshots(before: MemorySnapshot, after: MemorySnapshot, site: SiteRule = DEFAULT_SITE_RULE): SnapshotComparison {
+  const a = new Map(totalsByFrame(before, null, site).map((r) => [r.frame, r]));
+  const b = new Map(totalsByFrame(after, null, site).map((r) => [r.frame, r]));
   const frames = new Set([...a.keys(), ...b.keys()]);
   const changes: FrameChange[] = [];
   for (const frame of frames) {

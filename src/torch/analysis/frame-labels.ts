@@ -3,6 +3,7 @@
  * _memory_viz.py, with the unwinder's, interpreter's and allocator's own frames left out. Stacks
  * repeat on thousands of blocks, so each snapshot keeps its stacks' labels (`frameLabels`).
  */
+import { DEFAULT_SITE_RULE, isInternalFrame, type SiteRule } from '../../core/site-rule.js';
 import { escapeControl } from '../../render/escape.js';
 import { stackFrameIds, type MemorySnapshot } from '../snapshot.js';
 import type { Frame } from '../pytorch-vocabulary.js';
@@ -53,9 +54,9 @@ function isPythonFrame(f: Frame): boolean {
   return f.filename.endsWith('.py');
 }
 
-/** Python frames inside the torch package itself (site-packages/torch/…, or a source checkout's torch/…). */
-function isTorchInternal(f: Frame): boolean {
-  return /(^|[\\/])torch[\\/]/.test(f.filename);
+/** A frame as the site rule reads it: `path:line:function`, the full path; native (C/C++) unless its file is Python. */
+function isInternal(rule: SiteRule, f: Frame): boolean {
+  return isInternalFrame(rule, `${f.filename}:${f.line}:${f.name}`, !isPythonFrame(f));
 }
 
 /** C++ frames of the allocator and tensor factories: every allocation passes through them. */
@@ -80,13 +81,16 @@ interface StackInfo {
 export class FrameLabels {
   private readonly info = new Map<number, StackInfo>();
   private readonly rootFirstLabels = new Map<number, string[]>();
-  constructor(private readonly snapshot: MemorySnapshot) {}
+  constructor(
+    private readonly snapshot: MemorySnapshot,
+    private readonly rule: SiteRule = DEFAULT_SITE_RULE,
+  ) {}
 
   /**
-   * The frame an allocation is charged to: the innermost Python frame outside
-   * torch itself (the user's line), else the innermost Python frame, else (a
-   * C++-only stack, e.g. the autograd thread) the ATen operator it runs, else
-   * the innermost C++ frame past the allocator's own.
+   * The frame an allocation is charged to: its site by the site rule (src/core/site-rule.ts: the
+   * innermost Python frame outside torch and whatever else the rule skips — the user's line).
+   * When every frame is internal: the innermost Python frame, else (a C++-only stack, e.g. the
+   * autograd thread) the ATen operator it runs, else the innermost C++ frame past the allocator's own.
    */
   private stackInfo(stack: number): StackInfo {
     let info = this.info.get(stack);
@@ -96,7 +100,7 @@ export class FrameLabels {
     let plumbing = 0;
     while (plumbing < frames.length && !isPythonFrame(frames[plumbing]!) && isAllocatorPlumbing(frames[plumbing]!)) plumbing++;
     if (plumbing > 0 && plumbing < frames.length) frames.splice(0, plumbing);
-    let allocating = frames.findIndex((f) => isPythonFrame(f) && !isTorchInternal(f));
+    let allocating = frames.findIndex((f) => !isInternal(this.rule, f));
     if (allocating < 0) allocating = frames.findIndex(isPythonFrame);
     let label: string | null = null;
     if (allocating < 0) {
@@ -136,17 +140,19 @@ export class FrameLabels {
   }
 }
 
-const labelCache = new WeakMap<MemorySnapshot, FrameLabels>();
+const labelCache = new WeakMap<MemorySnapshot, Map<SiteRule, FrameLabels>>();
 
-/** The snapshot's frame labeller, made on first use and kept while the snapshot lives. */
-export function frameLabels(snapshot: MemorySnapshot): FrameLabels {
-  let l = labelCache.get(snapshot);
-  if (!l) labelCache.set(snapshot, (l = new FrameLabels(snapshot)));
+/** The snapshot's frame labeller for a site rule, made on first use and kept while the snapshot lives. */
+export function frameLabels(snapshot: MemorySnapshot, rule: SiteRule = DEFAULT_SITE_RULE): FrameLabels {
+  let byRule = labelCache.get(snapshot);
+  if (!byRule) labelCache.set(snapshot, (byRule = new Map()));
+  let l = byRule.get(rule);
+  if (!l) byRule.set(rule, (l = new FrameLabels(snapshot, rule)));
   return l;
 }
 
-export function allocatingFrame(snapshot: MemorySnapshot, stack: number): string {
-  return frameLabels(snapshot).allocatingFrame(stack);
+export function allocatingFrame(snapshot: MemorySnapshot, stack: number, rule: SiteRule = DEFAULT_SITE_RULE): string {
+  return frameLabels(snapshot, rule).allocatingFrame(stack);
 }
 
 /** A stack's informative frames as labels, outermost first (flame-graph order). */

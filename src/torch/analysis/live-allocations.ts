@@ -1,4 +1,5 @@
 /** Live (active_allocated) memory: the largest allocations, and bytes by allocating frame. */
+import { DEFAULT_SITE_RULE, type SiteRule } from '../../core/site-rule.js';
 import type { MemorySnapshot } from '../snapshot.js';
 import { allocatingFrame, frameLabels } from './frame-labels.js';
 
@@ -15,11 +16,11 @@ export interface LiveAllocation {
 }
 
 /** The `n` largest active_allocated blocks, largest first (address breaks ties). */
-export function largestAllocations(snapshot: MemorySnapshot, n: number, topFrames = 3, device: number | null = null): LiveAllocation[] {
+export function largestAllocations(snapshot: MemorySnapshot, n: number, topFrames = 3, device: number | null = null, site: SiteRule = DEFAULT_SITE_RULE): LiveAllocation[] {
   const b = snapshot.blocks;
   const allocated = snapshot.stateNames.indexOf('active_allocated');
   const rows = largestAllocatedBlocks(snapshot, n, device);
-  const l = frameLabels(snapshot);
+  const l = frameLabels(snapshot, site);
   return rows.map((i) => {
     const seg = snapshot.segments[b.segment[i]!]!;
     return {
@@ -83,11 +84,11 @@ export interface FrameTotal {
   readonly requested: number;
 }
 
-/** Live (active_allocated) memory grouped by allocating frame, largest first. */
-export function totalsByFrame(snapshot: MemorySnapshot, device: number | null = null): FrameTotal[] {
+/** Live (active_allocated) memory grouped by allocating frame (the site), largest first. */
+export function totalsByFrame(snapshot: MemorySnapshot, device: number | null = null, site: SiteRule = DEFAULT_SITE_RULE): FrameTotal[] {
   const b = snapshot.blocks;
   const allocated = snapshot.stateNames.indexOf('active_allocated');
-  const l = frameLabels(snapshot);
+  const l = frameLabels(snapshot, site);
   // Per stack first (typed arrays: blocks outnumber stacks a hundredfold), then per frame.
   const stacks = snapshot.stacks.count;
   const blocksOf = new Float64Array(stacks);

@@ -1,5 +1,6 @@
 /** Out-of-memory events in a snapshot's trace, with what was live on their device at that point. */
 import type { MemorySnapshot, TraceTable } from '../snapshot.js';
+import { DEFAULT_SITE_RULE, type SiteRule } from '../../core/site-rule.js';
 import { frameLabels } from './frame-labels.js';
 import { snapshotTimeline } from './timeline.js';
 
@@ -42,7 +43,7 @@ export interface OomEvent {
  * the stack of the allocation it frees (CUDACachingAllocator.cpp `record_trace` with
  * `context_when_allocated`), so those carry their allocating stack too.
  */
-export function outOfMemoryEvents(snapshot: MemorySnapshot, top = 5, topFrames = 3): OomEvent[] {
+export function outOfMemoryEvents(snapshot: MemorySnapshot, top = 5, topFrames = 3, site: SiteRule = DEFAULT_SITE_RULE): OomEvent[] {
   const oom = snapshot.actionNames.indexOf('oom');
   if (oom < 0) return [];
   const hasOom = (trace: TraceTable): boolean => {
@@ -52,7 +53,7 @@ export function outOfMemoryEvents(snapshot: MemorySnapshot, top = 5, topFrames =
   // The timeline costs five columns per event: made only for a file with an OOM.
   if (!snapshot.traces.some(hasOom)) return [];
   const out: OomEvent[] = [];
-  const l = frameLabels(snapshot);
+  const l = frameLabels(snapshot, site);
   const timeline = snapshotTimeline(snapshot);
   for (const trace of snapshot.traces) {
     if (!hasOom(trace)) continue;

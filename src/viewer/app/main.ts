@@ -4,8 +4,10 @@
  * reaches the page through `textContent`, never as HTML.
  */
 import type { ReportData } from '../report-data.js';
-import { TimelineModel, axisBytes, formatTick, formatTime, humanBytes, niceBytesStep, seriesColors, timeStep, type ViewRange } from './timeline.js';
+import { TimelineModel, axisBytes, formatTick, formatTime, humanBytes, niceBytesStep, placeStepLabels, seriesColors, timeStep, type ViewRange } from './timeline.js';
 import { renderSegments } from './segments.js';
+import { flameGraphs } from './flamegraph.js';
+import { deviceSelector, deviceSlices, legend, sourceWords, stepLabel, traceAllocationsSection, type DeviceSlice } from './sources.js';
 import { el } from './dom.js';
 import { MemoryView, allocationMatcher, hexAddress } from './memory-view.js';
 import { FrameScheduler, fitCanvas, plotArea, timeAtPointer, zoomedRange, type PlotArea } from './canvas.js';
@@ -89,7 +91,11 @@ function header(): void {
 }
 
 class TimelineView {
-  private readonly model: TimelineModel;
+  private model: TimelineModel;
+  /** One chart per device: the shown device's series and events. */
+  private readonly slices: DeviceSlice[];
+  private slice: DeviceSlice;
+  private readonly models = new Map<DeviceSlice, TimelineModel>();
   private readonly colors: string[];
   private readonly ctx: CanvasRenderingContext2D;
   private view: ViewRange;
@@ -104,8 +110,11 @@ class TimelineView {
     private readonly tooltip: HTMLElement,
     private readonly rangeLabel: HTMLElement,
   ) {
-    this.model = new TimelineModel(data);
+    this.slices = deviceSlices(data);
+    this.slice = this.slices[0]!;
+    this.model = this.modelOf(this.slice);
     this.colors = seriesColors(data);
+    deviceSelector(this.slices, document.getElementById('legend')!, (i) => this.selectDevice(i));
     this.ctx = canvas.getContext('2d')!;
     this.view = { t0: this.model.tMin, t1: this.model.tMax };
     this.bind();
@@ -114,6 +123,30 @@ class TimelineView {
 
   range(): ViewRange {
     return { ...this.view };
+  }
+
+  private modelOf(slice: DeviceSlice): TimelineModel {
+    let m = this.models.get(slice);
+    if (!m) this.models.set(slice, (m = new TimelineModel(slice.data)));
+    return m;
+  }
+
+  /** Shows device `i`'s chart over the whole time range. */
+  selectDevice(i: number): void {
+    const s = this.slices[i];
+    if (!s) return;
+    this.slice = s;
+    this.model = this.modelOf(s);
+    legend(data, this.colors, s.series);
+    const selector = document.getElementById('device') as HTMLSelectElement | null;
+    if (selector) selector.value = String(i);
+    this.setRange(this.model.tMin, this.model.tMax);
+  }
+
+  /** The device whose chart opens first: the one with the highest peak. */
+  busiestDevice(): number {
+    const peaks = this.slices.map((s) => this.modelOf(s).peak);
+    return peaks.indexOf(Math.max(...peaks));
   }
 
   setRange(t0: number, t1: number): void {
@@ -184,21 +217,22 @@ class TimelineView {
     tip.replaceChildren();
     tip.append(el('div', { class: 'tip-head' }, `${formatTime(t, data.timeUnit)} · ${humanBytes(total)} live`));
     const rows = el('table');
-    data.series.forEach((s, i) => {
+    this.slice.series.forEach((g, i) => {
       if (live[i] > 0) {
+        const s = data.series[g]!;
         const sw = el('span', { class: 'swatch' });
-        sw.style.background = this.colors[i];
+        sw.style.background = this.colors[g];
         rows.append(el('tr', {}, el('td', {}, sw, ` ${label(s.device, s.category)}`), el('td', { class: 'num' }, humanBytes(live[i]))));
       }
     });
     tip.append(rows);
-    const top = topAllocationsAt(t, 5);
+    const top = topAllocationsAt(t, 5, new Set(this.slice.series));
     if (top.length) {
       tip.append(el('div', { class: 'tip-head' }, 'largest allocations alive'));
       const list = el('ol', { class: 'tip-allocs' });
       for (const i of top) {
-        const where = location(userFrameOf(data.allocations.stack[i])) || str(data.allocations.layer[i]) || str(data.allocations.kernel[i]) || '—';
-        list.append(el('li', {}, `${humanBytes(data.allocations.bytes[i])} · ${str(data.allocations.kernel[i]) || '—'} · ${where}`));
+        const where = location(str(data.allocations.site[i])) || str(data.allocations.layer[i]);
+        list.append(el('li', {}, [humanBytes(data.allocations.bytes[i]), str(data.allocations.kernel[i]) || '—', where].filter(Boolean).join(' · ')));
       }
       tip.append(list);
     }
@@ -250,7 +284,7 @@ class TimelineView {
         const y0 = p.y + p.h - acc * scale;
         acc += v;
         const y1 = p.y + p.h - acc * scale;
-        ctx.fillStyle = this.colors[s] ?? '#888';
+        ctx.fillStyle = this.colors[this.slice.series[s]!] ?? '#888';
         ctx.fillRect(p.x + col, y1, 1, Math.max(y0 - y1, 0.5));
       }
     }
@@ -259,20 +293,15 @@ class TimelineView {
     ctx.textAlign = 'left';
     ctx.textBaseline = 'top';
     const visibleSteps = data.steps.filter((s) => s.t >= this.view.t0 && s.t <= this.view.t1);
-    const labelEvery = Math.max(1, Math.ceil(visibleSteps.length / Math.max(1, p.w / (60 * dpr))));
-    visibleSteps.forEach((s, k) => {
-      const x = p.x + Math.round(((s.t - this.view.t0) / span) * p.w);
-      ctx.fillStyle = 'rgba(60,60,60,0.55)';
-      for (let y = p.y; y < p.y + p.h; y += 6 * dpr) ctx.fillRect(x, y, 1, 3 * dpr);
-      if (k % labelEvery === 0) {
-        const text = `step ${s.step}`;
-        const w = ctx.measureText(text).width;
-        // Near the right edge the label goes on the line's left.
-        const lx = x + 3 * dpr + w > p.x + p.w ? x - 3 * dpr - w : x + 3 * dpr;
-        ctx.fillStyle = '#333';
-        ctx.fillText(text, lx, p.y + 2 * dpr);
-      }
-    });
+    const lines = visibleSteps.map((s) => p.x + Math.round(((s.t - this.view.t0) / span) * p.w));
+    ctx.fillStyle = 'rgba(60,60,60,0.55)';
+    for (const x of lines) for (let y = p.y; y < p.y + p.h; y += 6 * dpr) ctx.fillRect(x, y, 1, 3 * dpr);
+    const texts = visibleSteps.map(stepLabel);
+    const labels = placeStepLabels(lines, texts.map((t) => ctx.measureText(t).width), p.x + p.w, 3 * dpr, 6 * dpr);
+    ctx.fillStyle = '#333';
+    for (const l of labels) ctx.fillText(texts[l.index]!, l.x, p.y + 2 * dpr);
+    // For tests: the drawn labels' spans in canvas pixels.
+    c.dataset.stepLabels = labels.map((l) => `${Math.round(l.x)}-${Math.round(l.x + ctx.measureText(texts[l.index]!).width)}`).join(',');
     // Time axis.
     ctx.textAlign = 'center';
     ctx.fillStyle = '#555';
@@ -300,33 +329,15 @@ function label(device: string, category: string): string {
   return devices.size > 1 ? `${device} · ${category}` : category;
 }
 
-/** Indexes of the `k` largest embedded allocations alive at `t`. */
-function topAllocationsAt(t: number, k: number): number[] {
+/** Indexes of the `k` largest embedded allocations of `series` alive at `t`. */
+function topAllocationsAt(t: number, k: number, series: ReadonlySet<number>): number[] {
   const a = data.allocations;
   const alive: number[] = [];
   for (let i = 0; i < a.t0.length; i++) {
-    if (a.t0[i] <= t && (a.t1[i] < 0 || a.t1[i] > t)) alive.push(i);
+    if (a.t0[i] <= t && (a.t1[i] < 0 || a.t1[i] > t) && series.has(a.series[i])) alive.push(i);
   }
   alive.sort((x, y) => a.bytes[y] - a.bytes[x]);
   return alive.slice(0, k);
-}
-
-function userFrameOf(stack: number): string | null {
-  for (const f of frames(stack)) {
-    // "[N frames in pkg, …]" is a folded run of library frames (docs/CAPTURE_FORMAT.md).
-    if (f.startsWith('[') || /node_modules|node:|[\\/]tfjs-[\w-]+[\\/]src[\\/]/.test(f) || f.endsWith('(<anonymous>)')) continue;
-    return f;
-  }
-  return null;
-}
-
-function legend(colors: string[]): void {
-  const box = document.getElementById('legend')!;
-  data.series.forEach((s, i) => {
-    const sw = el('span', { class: 'swatch' });
-    sw.style.background = colors[i];
-    box.append(el('span', { class: 'legend-item' }, sw, label(s.device, s.category)));
-  });
 }
 
 function leaksSection(): void {
@@ -433,7 +444,8 @@ function allocationsSection(): void {
         str(a.kernel[i]) || '—',
         formatTime(a.t0[i], data.timeUnit),
         a.t1[i] < 0 ? 'alive at end' : formatTime(a.t1[i], data.timeUnit),
-        location(userFrameOf(a.stack[i])) || (fr[0] ?? '—'),
+        // The site (computed with the report: src/core/site-rule.ts); a stack wholly inside the framework has none.
+        location(str(a.site[i])) || (fr.length ? 'framework frames only' : '—'),
       ],
       search: [str(a.layer[i]), str(a.kernel[i]), ...fr].join(' '),
       detail: fr.length ? stackList(fr) : undefined,
@@ -481,6 +493,7 @@ function snapshotAllocationsSection(): void {
 }
 
 let memoryView: MemoryView | null = null;
+let timelineView: TimelineView | null = null;
 
 function search(text: string): number {
   const q = text.trim().toLowerCase();
@@ -528,8 +541,10 @@ function main(): void {
     view = mv;
     document.getElementById('search')!.setAttribute('placeholder', 'search frames, 0xADDRESS or sizes (1MiB..2GiB, >1GiB)');
   } else {
-    view = new TimelineView(canvas, document.getElementById('tooltip')!, document.getElementById('range')!);
-    legend(seriesColors(data));
+    const tv = new TimelineView(canvas, document.getElementById('tooltip')!, document.getElementById('range')!);
+    timelineView = tv;
+    view = tv;
+    tv.selectDevice(tv.busiestDevice());
   }
   view.render();
   window.memscopeViewer = {
@@ -545,7 +560,7 @@ function main(): void {
       return view.lastFrameMs;
     },
     search,
-    selectDevice: (i: number) => memoryView?.selectDevice(i),
+    selectDevice: (i: number) => (memoryView ? memoryView.selectDevice(i) : timelineView?.selectDevice(i)),
     pinned: () => memoryView?.pinnedAllocation() ?? -1,
     setBytes: (y0: number, y1: number) => memoryView?.setBytes(y0, y1),
     get lastHoverMs() {
@@ -566,7 +581,11 @@ function main(): void {
   if (data.kernels.length || data.source.kind !== 'snapshot') kernelsSection();
   else document.getElementById('kernels')!.hidden = true;
   if (data.memory) snapshotAllocationsSection();
-  else allocationsSection();
+  else if (data.source.kind !== 'trace') allocationsSection();
+  else if (data.allocations.bytes.length) traceAllocationsSection(data, document.getElementById('allocations-body')!);
+  else document.getElementById('allocations')!.hidden = true;
+  sourceWords(data);
+  flameGraphs(data);
   if (data.segments.length) renderSegments(document.getElementById('segments-body')!, data);
   else document.getElementById('segments')!.hidden = true;
   const input = document.getElementById('search') as HTMLInputElement;

@@ -82,7 +82,7 @@ export class TimelineModel {
     const lastStep = data.steps.length ? data.steps[data.steps.length - 1].t : 0;
     this.tMax = Math.max(n ? this.time[n - 1] : 0, lastStep, 1e-3) * 1.0001;
     // Start just before the first event: a program's start-up (module loading) holds no tensors.
-    const first = n ? this.time[0] : 0;
+    const first = Math.min(n ? this.time[0] : 0, data.steps.length ? data.steps[0].t : Infinity);
     this.tMin = Math.max(0, first - (this.tMax - first) * 0.01);
   }
 
@@ -175,6 +175,32 @@ export class TimelineModel {
     fillTo(cols);
     return { values, max };
   }
+}
+
+/** A step label to draw: the step's index in the input, and the left edge of its text. */
+export interface StepLabel {
+  readonly index: number;
+  readonly x: number;
+}
+
+/**
+ * Which step labels fit, and where: each label sits right of its line (left of it near the plot's
+ * right edge) and is drawn only if it clears the previous drawn label by `gap`, so labels of
+ * steps that crowd together never print over each other; their dashed lines still show every
+ * step. `lines` are the steps' x positions, ascending; `widths` their labels' widths.
+ */
+export function placeStepLabels(lines: readonly number[], widths: readonly number[], right: number, pad: number, gap: number): StepLabel[] {
+  const out: StepLabel[] = [];
+  let end = -Infinity;
+  for (let i = 0; i < lines.length; i++) {
+    const w = widths[i]!;
+    let x = lines[i]! + pad;
+    if (x + w > right) x = lines[i]! - pad - w;
+    if (x < end + gap) continue;
+    out.push({ index: i, x });
+    end = x + w;
+  }
+  return out;
 }
 
 const CATEGORY_COLORS: Record<string, string> = {

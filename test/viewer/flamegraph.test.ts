@@ -1,0 +1,132 @@
+// The flame graphs in the report page (a snapshot's `memory` and `segments` views): the columns
+// the page embeds, click-to-zoom and reset, and search with its total, checked against the raw
+// weighted stacks `memscope memory --json` prints.
+import { describe, it, expect, beforeAll, afterAll } from 'vitest';
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import type { Browser, Page } from 'playwright-core';
+import { buildFlameTree } from '../../src/render/flamegraph-svg.js';
+import { flameGraphData } from '../../src/render/flamegraph-data.js';
+import { openMemoryFile } from '../../src/torch/open-node.js';
+import { blockFlameStacks } from '../../src/torch/snapshot-flamegraph.js';
+import { snapshotToReport, traceToReport } from '../../src/viewer/torch-report.js';
+import { DEFAULT_CAPS, type ReportData } from '../../src/viewer/report-data.js';
+import { renderReportHtml } from '../../src/viewer/html.js';
+import { viewerBundle } from '../../src/viewer/bundle-node.js';
+import type { MemorySnapshot } from '../../src/torch/snapshot.js';
+import { launchChromium } from '../support/browser.js';
+import { fixture, repoRoot } from '../support/fixtures.js';
+
+const artifacts = resolve(repoRoot, 'test-artifacts');
+const work = mkdtempSync(join(tmpdir(), 'memscope-flame-'));
+let browser: Browser;
+let app: string;
+
+async function open(data: ReportData, name: string): Promise<{ page: Page; errors: string[] }> {
+  const html = join(work, `${name}.html`);
+  writeFileSync(html, renderReportHtml(data, app));
+  const page = await browser.newPage({ viewport: { width: 1280, height: 1000 } });
+  const errors: string[] = [];
+  page.on('pageerror', (e) => errors.push(String(e)));
+  page.on('console', (m) => {
+    if (m.type() === 'error') errors.push(m.text());
+  });
+  page.on('request', (req) => {
+    if (!req.url().startsWith('file:')) errors.push(`network request: ${req.url()}`);
+  });
+  await page.goto(`file://${html}`);
+  await page.waitForFunction(() => (window.memscopeViewer?.frames ?? 0) > 0);
+  return { page, errors };
+}
+
+beforeAll(async () => {
+  mkdirSync(artifacts, { recursive: true });
+  app = await viewerBundle();
+  browser = await launchChromium();
+});
+afterAll(async () => {
+  await browser?.close();
+  rmSync(work, { recursive: true, force: true });
+});
+
+describe('flame graph data', () => {
+  it('flattens the merged tree in pre-order, siblings by name, with each node\u2019s left edge', () => {
+    const tree = buildFlameTree([
+      { frames: ['d'], weight: 5 },
+      { frames: ['a', 'c'], weight: 2 },
+      { frames: ['a', 'b'], weight: 3 },
+    ]);
+    const g = flameGraphData(tree, 'T', 'bytes');
+    expect(g.name.map((i) => g.names[i])).toEqual(['all', 'a', 'b', 'c', 'd']);
+    expect(g.depth).toEqual([0, 1, 2, 2, 1]);
+    expect(g.value).toEqual([10, 5, 3, 2, 5]);
+    expect(g.offset).toEqual([0, 0, 0, 3, 5]);
+    expect(g.dropped).toBe(0);
+    // Under a fifth of the root: c (2 of 10) is left out, its weight stays in a.
+    const pruned = flameGraphData(tree, 'T', 'bytes', 0.25);
+    expect(pruned.name.map((i) => pruned.names[i])).toEqual(['all', 'a', 'b', 'd']);
+    expect(pruned.offset).toEqual([0, 0, 0, 5]);
+    expect(pruned.dropped).toBe(1);
+  });
+});
+
+describe('flame graphs in the page', () => {
+  let snap: MemorySnapshot;
+  beforeAll(async () => {
+    const f = await openMemoryFile(fixture('torch/transformer_fullstep_trace.pickle'));
+    if (f.kind !== 'snapshot') throw new Error('expected a snapshot');
+    snap = f.snapshot;
+  });
+
+  it('click zooms to a frame, reset zooms out, search highlights and totals what the stacks hold', async () => {
+    const d = snapshotToReport(snap, 'x.pickle', DEFAULT_CAPS);
+    expect(d.flames!.map((g) => g.title.split(':')[0])).toEqual(['Memory', 'Segments']);
+    const { page, errors } = await open(d, 'flame-snapshot');
+    await page.locator('#flames').scrollIntoViewIfNeeded();
+    expect(await page.locator('#flames').isVisible()).toBe(true);
+
+    const frame = 'optimizers.py:82:step';
+    const at = await page.evaluate((n) => window.memscopeFlame!.locate(n), frame);
+    expect(at).not.toBeNull();
+    await page.mouse.click(at!.x, at!.y);
+    const g = d.flames![0]!;
+    const zoomed = await page.evaluate(() => window.memscopeFlame!.zoomed());
+    expect(g.names[g.name[zoomed]!]).toBe(frame);
+    expect(await page.locator('#flame-status').innerText()).toContain(`Zoomed to ${frame}`);
+    // Zoomed, the frame spans the whole width: its centre is the canvas's.
+    const box = (await page.locator('#flame').boundingBox())!;
+    const after = await page.evaluate((n) => window.memscopeFlame!.locate(n), frame);
+    expect(Math.abs(after!.x - (box.x + box.width / 2))).toBeLessThan(2);
+    await page.screenshot({ path: join(artifacts, 'flame-zoomed.png') });
+    await page.locator('#flame-reset').click();
+    expect(await page.evaluate(() => window.memscopeFlame!.zoomed())).toBe(0);
+
+    // Search: frames containing the text, their total counted once per stack, as the raw stacks give.
+    const query = 'optimizers.py';
+    await page.locator('#flame-search').fill(query);
+    const stacks = blockFlameStacks(snap, false);
+    const expected = stacks.filter((s) => s.weight > 0 && s.frames.some((f) => f.toLowerCase().includes(query))).reduce((sum, s) => sum + s.weight, 0);
+    expect(expected).toBeGreaterThan(0);
+    const found = await page.evaluate((q) => window.memscopeFlame!.search(q), query);
+    expect(found.total).toBe(expected);
+    expect(found.frames).toBe(g.name.filter((i) => g.names[i]!.toLowerCase().includes(query)).length);
+    expect(await page.locator('#flame-status').innerText()).toMatch(/\d+ matching frames?, /);
+    await page.screenshot({ path: join(artifacts, 'flame-search.png') });
+
+    // The segments view, one select away.
+    await page.selectOption('#flame-select', '1');
+    expect(await page.locator('#flame-status').innerText()).toMatch(/^Segments/);
+    expect(errors).toEqual([]);
+    await page.close();
+  });
+
+  it('a source without flame graphs has no flame section', async () => {
+    const f = await openMemoryFile(fixture('traces/kineto_modern_memory.json.gz'));
+    if (f.kind !== 'trace') throw new Error('expected a trace');
+    const { page, errors } = await open(traceToReport(f.trace, 'x.json.gz', DEFAULT_CAPS), 'flame-trace');
+    expect(await page.locator('#flames').isVisible()).toBe(false);
+    expect(errors).toEqual([]);
+    await page.close();
+  });
+});
