@@ -11,6 +11,7 @@
 import { CATEGORIES } from '../capture/types.js';
 import { findLeaks, userFrame } from '../capture/leaks.js';
 import type { Capture } from '../capture/reader.js';
+import type { ReportHistory } from './snapshot-history-data.js';
 
 export const REPORT_DATA_VERSION = 2;
 
@@ -140,6 +141,8 @@ export interface ReportData {
   readonly blockStates: string[];
   /** Per-allocation timelines (PyTorch snapshots); null for other sources. */
   readonly memory: ReportMemory | null;
+  /** Allocator state history, segment timeline, settings and OOMs (PyTorch snapshots); absent for other sources. */
+  readonly history?: ReportHistory | null;
 }
 
 export interface ReportCaps {

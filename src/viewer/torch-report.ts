@@ -9,6 +9,7 @@ import { memoryByOperator, type MemoryTrace } from '../torch/memory-trace.js';
 import { outOfMemoryEvents, type OomEvent } from '../torch/snapshot-analysis.js';
 import type { MemorySnapshot } from '../torch/snapshot.js';
 import { deviceName, hasHistory, snapshotMemory } from './snapshot-memory.js';
+import { snapshotHistory } from './snapshot-history.js';
 import { REPORT_DATA_VERSION, StringTable, TimelineBuilder, type ReportCaps, type ReportData, type ReportKernel, type ReportSegment, type ReportSeries } from './report-data.js';
 
 const ALLOCATED = 'allocated';
@@ -129,6 +130,8 @@ export function snapshotToReport(snap: MemorySnapshot, file: string, caps: Repor
     segments,
     blockStates: [...snap.stateNames],
     memory,
+    // Allocator State History, segment timeline, settings, OOM marks (src/viewer/snapshot-history.ts).
+    history: snapshotHistory(snap, table, memory, caps.frameworkPaths),
   };
 }
 
