@@ -9,6 +9,7 @@ import { renderSegments } from './segments.js';
 import { el } from './dom.js';
 import { MemoryView, allocationMatcher, hexAddress } from './memory-view.js';
 import { FrameScheduler, fitCanvas, plotArea, timeAtPointer, zoomedRange, type PlotArea } from './canvas.js';
+import { renderHistorySections } from './state-history-sections.js';
 
 declare global {
   interface Window {
@@ -564,6 +565,8 @@ function main(): void {
   else allocationsSection();
   if (data.segments.length) renderSegments(document.getElementById('segments-body')!, data);
   else document.getElementById('segments')!.hidden = true;
+  // Allocator State History, Active Cached Segment Timeline, allocator settings (state-history-sections.ts).
+  renderHistorySections(data);
   const input = document.getElementById('search') as HTMLInputElement;
   input.addEventListener('input', () => search(input.value));
 }

@@ -140,6 +140,11 @@ export class AllocatorHistory {
     return a >= 0 ? this.device.addresses[a] : NaN;
   }
 
+  /** Segments event i removes and adds, going forward (empty when it changes none). */
+  segmentChanges(i: number): { removed: readonly SegmentState[]; added: readonly SegmentState[] } {
+    return { removed: this.segBefore[i] ?? NONE, added: this.segAfter[i] ?? NONE };
+  }
+
   /** Moves to the state after event `target` (clamped to -1 … n-1). */
   goTo(target: number): void {
     const to = Math.max(-1, Math.min(this.n - 1, Math.round(target)));
