@@ -2,24 +2,12 @@
 // independent CPython reconstruction (test/viewer/state_history_truth.py): the segments and
 // active blocks after event N, reached in any order through checkpoints and single steps.
 import { describe, it, expect } from 'vitest';
-import { spawnSync } from 'node:child_process';
-import { join } from 'node:path';
 import { openMemoryFile } from '../../src/torch/open-node.js';
 import { snapshotToReport } from '../../src/viewer/torch-report.js';
 import { DEFAULT_CAPS, type ReportData } from '../../src/viewer/report-data.js';
 import { AllocatorHistory, checkpointInterval, stateSummary } from '../../src/viewer/app/state-history-model.js';
 import { fixture } from '../support/fixtures.js';
-
-const here = import.meta.dirname;
-
-type State = ReturnType<typeof stateSummary>;
-
-/** CPython's state after each of `events` on device trace `trace`. */
-export function pythonStates(file: string, trace: number, events: number[]): Record<string, State> {
-  const r = spawnSync('python3', [join(here, 'state_history_truth.py'), file, String(trace), ...events.map(String)], { encoding: 'utf8', maxBuffer: 1 << 28 });
-  if (r.status !== 0) throw new Error(r.stderr);
-  return JSON.parse(r.stdout) as Record<string, State>;
-}
+import { pythonStates } from './state-history-truth.js';
 
 async function report(file: string): Promise<ReportData> {
   const f = await openMemoryFile(file);

@@ -30,6 +30,7 @@ export function renderHistorySections(data: ReportData): void {
         view.select(event);
       },
       position: () => view.position(),
+      locate: (address) => view.locate(address),
       state: () => view.state(),
       get lastStepMs() {
         return view.lastStepMs;

@@ -23,6 +23,7 @@ declare global {
       select(device: number, event: number): void;
       position(): number;
       state(): ReturnType<typeof stateSummary>;
+      locate(address: number): { x: number; y: number } | null;
       /** Time the last selection took: moving the model and drawing the map and the list. */
       lastStepMs: number;
       steps: number;
@@ -213,6 +214,17 @@ export class StateHistoryView {
     return this.view().model.position;
   }
 
+  /** Page point on the map at `address` (inside a block or a segment's free space); null when no segment holds it. */
+  locate(address: number): { x: number; y: number } | null {
+    const hit = this.hitRows;
+    const p = hit?.placed.find((q) => address >= q.seg.address && address < q.seg.address + q.seg.size);
+    if (!hit || !p) return null;
+    const b = p.blocks.find((q) => address >= q.address && address < q.address + q.size);
+    const mid = b ? b.address + b.size / 2 : address;
+    const rect = this.canvas.getBoundingClientRect();
+    return { x: rect.left + (hit.dpr + (p.offset + mid - p.seg.address) * hit.scale) / hit.dpr, y: rect.top + (2 * hit.dpr + p.row * hit.rowH + hit.rowH * 0.4) / hit.dpr };
+  }
+
   state(): ReturnType<typeof stateSummary> {
     return stateSummary(this.view().model);
   }
@@ -333,7 +345,7 @@ export class StateHistoryView {
     c.dataset.segments = String(placed.length);
     c.dataset.blocks = String(placed.reduce((s, p) => s + p.blocks.length, 0));
     const pos = m.position;
-    const when = pos < 0 ? 'before the first event' : `event ${pos.toLocaleString('en-US')} of ${m.n.toLocaleString('en-US')}${this.data.timeUnit === 'ms' ? ` · ${formatTime(v.times[pos] ?? 0, 'ms')}` : ''}`;
+    const when = m.n === 0 ? 'final state (the snapshot has no trace)' : pos < 0 ? 'before the first event' : `event ${pos.toLocaleString('en-US')} of ${m.n.toLocaleString('en-US')}${this.data.timeUnit === 'ms' ? ` · ${formatTime(v.times[pos] ?? 0, 'ms')}` : ''}`;
     this.label.textContent = `${v.dev.device} · ${when} · ${humanBytes(m.allocatedBytes)} in ${[...placed].reduce((s, p) => s + p.blocks.length, 0).toLocaleString('en-US')} active blocks · ${humanBytes(m.reservedTotal)} reserved in ${placed.length.toLocaleString('en-US')} segments`;
     this.drawMarks();
   }
