@@ -38,6 +38,24 @@ ol.stack { font: 12px ui-monospace, monospace; margin: 4px 0; padding-left: 28px
 #query-error { color: #a4161a; font-size: 13px; margin: 4px 0; } #query-error mark { background: #ffccd0; color: inherit; text-decoration: underline wavy #a4161a; }
 #query-summary { margin: 6px 0; } #query-table tr.selected { background: #e8f0fe; } #query-help { max-width: 1000px; } .query-example { margin: 0 2px; }
 .segment-bar { display: flex; height: 14px; border: 1px solid #ccc; background: #eee; } .segment-bar span { min-width: 1px; border-right: 1px solid #fff; }
+/* Allocator State History, Active Cached Segment Timeline, allocator settings (src/viewer/app/state-history*.ts, segment-timeline.ts, settings.ts). */
+#state-history-body { position: relative; outline: none; } #state-history-body:focus-visible { outline: 2px solid #a0cbe8; }
+#history-slider { flex: 1 1 400px; } #history-label { font-size: 12px; color: #444; }
+#history-marks { display: block; width: 100%; height: 12px; cursor: pointer; }
+.history-grid { display: grid; grid-template-columns: minmax(640px, 7fr) 5fr; gap: 10px; align-items: start; }
+.history-events { font: 12px ui-monospace, monospace; background: #fff; border: 1px solid #ddd; border-radius: 4px; overflow: hidden; user-select: none; }
+.history-event { display: grid; grid-template-columns: 52px 74px 108px 118px 76px 86px minmax(0, 1fr); column-gap: 6px; padding: 1px 6px; white-space: pre; cursor: pointer; line-height: 17px; }
+.history-event > span { overflow: hidden; text-overflow: ellipsis; } .history-event .ev-wide { grid-column: 3 / 7; }
+.history-event .ev-idx, .history-event .ev-time, .history-event .ev-size { text-align: right; } .history-event .ev-idx, .history-event .ev-time, .history-event .ev-site { color: #777; }
+.history-head { font-weight: 600; background: #f2f2f2; cursor: default; }
+.history-event.selected { background: #fdf0c2; } .history-event.oom { color: #b4141d; font-weight: 600; }
+.history-map-wrap { background: #fff; border: 1px solid #ddd; border-radius: 4px; max-height: 560px; overflow: auto; }
+#history-map { display: block; width: 100%; }
+.history-stack { margin-top: 8px; max-height: 260px; overflow: auto; background: #fff; border: 1px solid #eee; border-radius: 4px; padding: 4px 8px; font-size: 12px; }
+.history-tip { position: absolute; pointer-events: none; background: rgba(255,255,255,0.97); border: 1px solid #bbb; border-radius: 4px; padding: 6px 8px; font-size: 12px; box-shadow: 0 2px 8px rgba(0,0,0,0.15); max-width: 560px; z-index: 2; word-break: break-all; }
+.oom-tip { color: #b4141d; }
+#segment-timeline-chart { display: block; width: 100%; height: 320px; cursor: crosshair; }
+tr.unknown-setting td:first-child code { background: #fff3cd; }
 `;
 
 /**
@@ -63,6 +81,9 @@ ${dropZoneHtml()}
 <section id="modules"><h2>Modules</h2><div id="modules-body"></div></section>
 <section id="kernels"><h2>Top kernels by memory added</h2><div id="kernels-body"></div></section>
 <section id="allocations"><h2>Largest allocations</h2><div id="allocations-body"></div></section>
+<section id="segment-timeline" hidden><h2>Active Cached Segment Timeline</h2><div id="segment-timeline-body"></div></section>
+<section id="state-history" hidden><h2>Allocator State History</h2><div id="state-history-body"></div></section>
+<section id="allocator-settings" hidden><h2>Allocator settings</h2><div id="allocator-settings-body"></div></section>
 <section id="segments"><h2>Segments and blocks</h2><div id="segments-body"></div></section>
 <!-- flame graphs (src/viewer/app/flamegraph.ts) -->
 <section id="flames"><h2>Flame graphs</h2><div id="flames-body"></div><p class="muted">Click a frame to zoom to it, the top frame or "reset zoom" to zoom out; the search box highlights frames and totals them.</p></section>

@@ -13,6 +13,7 @@ import { DEFAULT_SITE_RULE, siteFrame, type SiteRule } from '../core/site-rule.j
 import { findLeaks } from '../capture/leaks.js';
 import type { FlameGraphData } from '../render/flamegraph-data.js';
 import type { Capture } from '../capture/reader.js';
+import type { ReportHistory } from './snapshot-history-data.js';
 
 export const REPORT_DATA_VERSION = 2;
 
@@ -179,6 +180,8 @@ export interface ReportData {
   readonly memory: ReportMemory | null;
   /** Flame graphs drawn, zoomed and searched in the page (PyTorch snapshots: segments, memory). */
   readonly flames?: FlameGraphData[];
+  /** Allocator state history, segment timeline, settings and OOMs (PyTorch snapshots); absent for other sources. */
+  readonly history?: ReportHistory | null;
 }
 
 export interface ReportCaps {

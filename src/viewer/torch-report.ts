@@ -14,6 +14,7 @@ import { blockFlameStacks } from '../torch/snapshot-flamegraph.js';
 import { buildFlameTree } from '../render/flamegraph-svg.js';
 import { flameGraphData, type FlameGraphData } from '../render/flamegraph-data.js';
 import { REPORT_DATA_VERSION, StringTable, TimelineBuilder, type ReportAllocations, type ReportCaps, type ReportData, type ReportKernel, type ReportSegment, type ReportSeries } from './report-data.js';
+import { snapshotHistory } from './snapshot-history.js';
 
 const ALLOCATED = 'allocated';
 const CACHED = 'cached (reserved, not allocated)';
@@ -145,6 +146,8 @@ export function snapshotToReport(snap: MemorySnapshot, file: string, caps: Repor
     blockStates: [...snap.stateNames],
     memory,
     flames: snapshotFlames(snap),
+    // Allocator State History, segment timeline, settings, OOM marks (src/viewer/snapshot-history.ts).
+    history: snapshotHistory(snap, table, memory, caps.site),
   };
 }
 

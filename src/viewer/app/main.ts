@@ -13,6 +13,7 @@ import { MemoryView, allocationMatcher, hexAddress } from './memory-view.js';
 import { FrameScheduler, fitCanvas, plotArea, timeAtPointer, zoomedRange, type PlotArea } from './canvas.js';
 import { mountQueryBox } from './query-box.js';
 import { beginPage } from './drop.js';
+import { renderHistorySections } from './state-history-sections.js';
 
 declare global {
   interface Window {
@@ -588,6 +589,8 @@ function main(): void {
   flameGraphs(data);
   if (data.segments.length) renderSegments(document.getElementById('segments-body')!, data);
   else document.getElementById('segments')!.hidden = true;
+  // Allocator State History, Active Cached Segment Timeline, allocator settings (state-history-sections.ts).
+  renderHistorySections(data);
   const input = document.getElementById('search') as HTMLInputElement;
   input.addEventListener('input', () => search(input.value));
 }

@@ -10,6 +10,7 @@ import { allocationPhase } from '../query.js';
 import { axisBytes, formatTick, formatTime, humanBytes, niceBytesStep, timeStep, type ViewRange } from './timeline.js';
 import { FrameScheduler, fitCanvas, plotArea, timeAtPointer, zoomedRange, type PlotArea } from './canvas.js';
 import { OverviewStrip } from './overview.js';
+import { drawOomMarks, oomAt, oomMarks, oomText, type OomMark } from './state-history-oom.js';
 
 const NO_SITE = '(no frames recorded)';
 
@@ -94,6 +95,7 @@ export class MemoryView {
     legend: HTMLElement,
   ) {
     this.devices = deviceTimelines(data);
+    this.ooms = this.devices.map((d, i) => oomMarks(data, i, d.time));
     this.ctx = canvas.getContext('2d')!;
     const d = this.dev();
     this.view = { t0: d.tMin, t1: d.tMax };
@@ -130,6 +132,8 @@ export class MemoryView {
 
   private siteLegend: HTMLElement | null = null;
   private readonly overview: OverviewStrip;
+  /** Per device: its out-of-memory events, marked on the chart (state-history-oom.ts). */
+  private readonly ooms: OomMark[][];
 
   /** The sites holding the most bytes over the device's allocations, with their colours. */
   private fillSiteLegend(): void {
@@ -338,11 +342,14 @@ export class MemoryView {
   private showTip(clientX: number, clientY: number): void {
     const a = this.allocationAt(clientX, clientY);
     const tip = this.tooltip;
-    if (a === -1) {
+    const dpr = window.devicePixelRatio || 1;
+    const oom = oomAt(this.ooms[this.device], this.lastPlot, this.lastPlot, (clientX - this.canvas.getBoundingClientRect().left) * dpr, dpr);
+    if (a === -1 && !oom) {
       tip.hidden = true;
       return;
     }
     tip.replaceChildren();
+    if (oom) tip.append(el('div', { class: 'tip-head oom-tip' }, oomText(oom, this.data.timeUnit)));
     const group = summedGroup(a);
     if (a === SUMMARISED || group >= 0) {
       const d = this.dev();
@@ -358,7 +365,7 @@ export class MemoryView {
       const list = el('ol', { class: 'tip-allocs' });
       for (const x of largest) list.append(el('li', {}, `${humanBytes(d.bytes[x])} · ${hexAddress(d.data.address[x])} · ${this.site(x)}`));
       tip.append(list);
-    } else {
+    } else if (a >= 0) {
       tip.append(this.details(a, false));
     }
     const wrap = this.canvas.parentElement!.getBoundingClientRect();
@@ -470,6 +477,7 @@ export class MemoryView {
     pixels.fill(0xffffffff);
     d.render({ t0: this.view.t0, t1: this.view.t1, cols: p.w, rows: p.h, y0, yMax, pinned: this.pinned, matches: this.matches ? this.matches[this.device] : null }, pixels, this.hits);
     ctx.putImageData(this.image, p.x, p.y);
+    drawOomMarks(ctx, this.ooms[this.device], this.view, p, dpr);
     // The pinned allocation's lifetime as two marks, visible even when its band is under a pixel.
     if (this.pinned >= 0) {
       ctx.fillStyle = 'rgba(17,17,17,0.7)';
