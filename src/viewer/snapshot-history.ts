@@ -4,6 +4,7 @@
  * snapshot-history-data.ts). Framework-free and platform-free: the page runs it too when it
  * reads a dropped file.
  */
+import { DEFAULT_SITE_RULE, type SiteRule } from '../core/site-rule.js';
 import type { MemorySnapshot, TraceTable } from '../torch/snapshot.js';
 import type { PlainValue } from '../torch/pickle/reader.js';
 import type { ReportMemory, StringTable } from './report-data.js';
@@ -83,8 +84,8 @@ function settings(raw: { readonly [key: string]: PlainValue } | null): { [key: s
  * same `table`). Event stacks not yet in the table are interned and their folded-frame counts
  * appended to `memory.stackFolded`, which stays parallel to `table.stacks`.
  */
-export function snapshotHistory(snap: MemorySnapshot, table: StringTable, memory: ReportMemory, frameworkPaths: readonly string[] = []): ReportHistory {
-  const stacks = new SnapshotStacks(snap, table, frameworkPaths);
+export function snapshotHistory(snap: MemorySnapshot, table: StringTable, memory: ReportMemory, rule: SiteRule = DEFAULT_SITE_RULE): ReportHistory {
+  const stacks = new SnapshotStacks(snap, table, rule);
   const firstNew = table.stacks.length;
   const devices: ReportHistoryDevice[] = [];
   memory.devices.forEach((m, index) => {
