@@ -102,7 +102,7 @@ export class MemoryView {
       select.addEventListener('change', () => this.selectDevice(Number(select.value)));
       legend.before(el('label', {}, 'device ', select));
     }
-    legend.append(el('span', { class: 'legend-item' }, 'one band per allocation, coloured by site; grey: allocations under a pixel, summed; line: reserved; red marks: search matches under a pixel'));
+    legend.append(el('span', { class: 'legend-item', id: 'band-legend' }, 'one band per allocation, coloured by site; grey: allocations under a pixel, summed; line: reserved; red marks: search matches under a pixel'));
     this.siteLegend = el('div', { class: 'toolbar', id: 'site-legend' });
     legend.parentElement!.after(this.siteLegend);
     this.fillSiteLegend();
