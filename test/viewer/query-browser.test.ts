@@ -137,6 +137,7 @@ describe('query box in the browser', () => {
     await page.locator('#color-by').selectOption('category');
     await expect.poll(() => page.locator('#category-legend').isVisible()).toBe(true);
     expect(await page.locator('#category-legend').innerText()).toContain('inferred');
+    expect(await page.locator('#band-legend').innerText()).toContain('coloured by inferred category;');
     // Where the optimizer's buffers stack: its state's green; at the bottom, the parameters' blue.
     await page.waitForTimeout(100);
     expect([...(await pixelClasses(page)).colours]).toContain('#59a14f');

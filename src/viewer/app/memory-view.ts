@@ -108,7 +108,7 @@ export class MemoryView {
     const smaller = el('span', { class: 'swatch', id: 'smaller-swatch' });
     smaller.style.background = `repeating-linear-gradient(135deg, ${SMALLER_COLOR} 0 3px, #a6a6a6 3px 4px)`;
     legend.append(
-      el('span', { class: 'legend-item' }, 'one band per allocation a pixel tall or more, coloured by site; lighter: a site\u2019s allocations under a pixel, summed;'),
+      el('span', { class: 'legend-item', id: 'band-legend' }, 'one band per allocation a pixel tall or more, coloured by site; lighter: a site\u2019s allocations under a pixel, summed;'),
       el('span', { class: 'legend-item' }, smaller, 'smaller allocations (sites under a pixel, summed);'),
       el('span', { class: 'legend-item' }, 'line: reserved; red marks: search matches under a pixel'),
     );

@@ -88,6 +88,8 @@ export function mountQueryBox(data: ReportData, view: MemoryView): void {
   colorBy.addEventListener('change', () => {
     const byCategory = colorBy.value === 'category';
     legend.style.display = byCategory ? '' : 'none';
+    const bands = document.getElementById('band-legend');
+    if (bands) bands.textContent = bands.textContent!.replace(/coloured by [^;]*;/, byCategory ? 'coloured by inferred category;' : 'coloured by site;');
     view.colorBy(byCategory ? (d) => data.memory!.devices[d]!.facets?.category ?? [] : null, (k) => CATEGORY_COLORS[names[k] ?? 'unknown'] ?? '#888');
   });
 
