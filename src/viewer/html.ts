@@ -19,7 +19,7 @@ h1 { font-size: 20px; margin: 8px 0 2px; } h2 { font-size: 16px; margin: 22px 0 
 .canvas-wrap { position: relative; background: #fff; border: 1px solid #ddd; border-radius: 4px; }
 #timeline { display: block; width: 100%; height: 340px; cursor: crosshair; }
 #timeline.dragging { cursor: grabbing; }
-#overview { display: block; width: 100%; height: 48px; margin-top: 4px; border: 1px solid #ddd; border-radius: 4px; cursor: grab; } #overview.dragging { cursor: grabbing; } /* speed: the overview strip */
+#overview { display: block; width: 100%; height: 48px; margin-top: 4px; border: 1px solid #ddd; border-radius: 4px; cursor: grab; } #overview.dragging { cursor: grabbing; }
 #tooltip { position: absolute; pointer-events: none; background: rgba(255,255,255,0.97); border: 1px solid #bbb; border-radius: 4px; padding: 6px 8px; font-size: 12px; box-shadow: 0 2px 8px rgba(0,0,0,0.15); max-width: 520px; }
 #tooltip table { border: 0; } #tooltip td { border: 0; padding: 0 6px 0 0; }
 .tip-head { font-weight: 600; margin: 2px 0; } .tip-allocs { margin: 0; padding-left: 18px; word-break: break-all; }
