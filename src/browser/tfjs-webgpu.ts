@@ -8,8 +8,9 @@
  * (`markInUse`). The texture manager (the pool `tf.browser.fromPixels` fills) is treated alike.
  *
  * Categories: buffers of the engine's registered variables are Parameter (trainable) or Buffer
- * (not trainable), refreshed at each `step()`; uniform and staging buffers are Other; every
- * other storage buffer holds a tensor made by a kernel: Activation.
+ * (not trainable: a layer's non-trainable weights, and an optimizer's state, which TFJS makes as
+ * non-trainable variables too), refreshed at each `step()`; uniform and staging buffers are Other;
+ * every other storage buffer holds a tensor made by a kernel: Activation.
  */
 import { MemscopeError } from '../core/errors.js';
 import type { Attribution } from '../webgpu/device-record.js';
