@@ -49,7 +49,7 @@ ol.stack { font: 12px ui-monospace, monospace; margin: 4px 0; padding-left: 28px
 .history-event .ev-idx, .history-event .ev-time, .history-event .ev-size { text-align: right; } .history-event .ev-idx, .history-event .ev-time, .history-event .ev-site { color: #777; }
 .history-head { font-weight: 600; background: #f2f2f2; cursor: default; }
 .history-event.selected { background: #fdf0c2; } .history-event.oom { color: #b4141d; font-weight: 600; }
-.history-map-wrap { background: #fff; border: 1px solid #ddd; border-radius: 4px; max-height: 560px; overflow: auto; }
+.history-map-wrap { background: #fff; border: 1px solid #ddd; border-radius: 4px; }
 #history-map { display: block; width: 100%; }
 .history-stack { margin-top: 8px; max-height: 260px; overflow: auto; background: #fff; border: 1px solid #eee; border-radius: 4px; padding: 4px 8px; font-size: 12px; }
 .history-tip { position: absolute; pointer-events: none; background: rgba(255,255,255,0.97); border: 1px solid #bbb; border-radius: 4px; padding: 6px 8px; font-size: 12px; box-shadow: 0 2px 8px rgba(0,0,0,0.15); max-width: 560px; z-index: 2; word-break: break-all; }

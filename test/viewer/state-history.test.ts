@@ -72,6 +72,11 @@ describe('allocator state history, segment timeline and settings in the browser'
     const want = pythonStates(file, 0, [-1, 0, 3, 4, 13, 14, 20, 24]);
     const { page, errors } = await open(browser, file);
     for (const id of ['state-history', 'segment-timeline', 'allocator-settings']) expect(await page.locator(`#${id}`).isVisible()).toBe(true);
+    // The views are built when they come into view, or when asked.
+    expect(await page.locator('#state-history-body').innerText()).toContain('Built when this section comes into view.');
+    await page.locator('#state-history').scrollIntoViewIfNeeded();
+    await page.waitForFunction(() => document.getElementById('history-map') !== null);
+    expect(await page.locator('#state-history-body').innerText()).not.toContain('Built when this section comes into view.');
 
     // Opens at the last event, the snapshot's own state.
     expect(await position(page)).toBe(24);
@@ -136,8 +141,9 @@ describe('allocator state history, segment timeline and settings in the browser'
     // Segment timeline: its peak is CPython's peak of reserved bytes; hover names the segment, and the OOM.
     expect(await page.evaluate(() => window.memscopeSegments!.peak())).toBe(peakReserved(file, 0));
     const chart = page.locator('#segment-timeline-chart');
-    expect(await chart.getAttribute('data-ooms')).toBe('1');
     await chart.scrollIntoViewIfNeeded();
+    await page.waitForFunction(() => window.memscopeSegments!.frames > 0);
+    expect(await chart.getAttribute('data-ooms')).toBe('1');
     const band = (await page.evaluate(() => window.memscopeSegments!.locate(0x7f1000000000)))!;
     await page.mouse.move(band.x, band.y);
     const segTip = page.locator('#segment-timeline-body .history-tip');
@@ -195,6 +201,7 @@ describe('allocator state history, segment timeline and settings in the browser'
 
     const devices = fixture('torch/replay_devices_oom.pickle');
     const d = await open(browser, devices);
+    await d.page.evaluate(() => window.memscopeHistory!.position());
     expect(await d.page.locator('#history-device option').allInnerTexts()).toEqual(['cuda:0', 'cuda:1', 'cuda:2']);
     // cuda:1 has segments but no trace: the history shows its final state; the segment timeline has only traced devices.
     expect(await d.page.locator('#segments-device option').allInnerTexts()).toEqual(['cuda:0', 'cuda:2']);
@@ -222,6 +229,7 @@ describe('allocator state history, segment timeline and settings in the browser'
     const { page, errors } = await open(browser, file);
     expect(await page.locator('#settings-absent').innerText()).toBe('This snapshot records no allocator settings (PyTorch writes allocator_settings from 2.1 on).');
     expect(await page.locator('#segment-timeline').isHidden()).toBe(true);
+    expect(await page.evaluate(() => window.memscopeHistory!.position())).toBe(-1);
     expect(await page.locator('#history-label').innerText()).toContain('final state (the snapshot has no trace)');
     const finalState = JSON.parse(
       python(

@@ -9,6 +9,7 @@
  */
 import type { ReportDeviceMemory } from '../report-data.js';
 import type { AllocatorHistory, SegmentState } from './state-history-model.js';
+import { poolText, streamName } from './state-history-text.js';
 
 export interface SegmentBands {
   /** In the Active Memory Timeline's shape, so its renderer draws the bands. */
@@ -28,8 +29,7 @@ interface Open {
 }
 
 function groupName(s: SegmentState): string {
-  const pool = !s.pool ? 'pool not recorded' : s.pool[0] === 0 && s.pool[1] === 0 ? 'default pool' : `private pool (${s.pool[0]}, ${s.pool[1]})`;
-  return `${pool}${s.expandable ? ', expandable' : ''}, stream ${s.stream}`;
+  return `${poolText(s)}${s.expandable ? ', expandable' : ''}, stream ${streamName(s.stream)}`;
 }
 
 export function segmentBands(model: AllocatorHistory, eventDt: number[], device: string): SegmentBands {

@@ -23,6 +23,8 @@ declare global {
       locate(address: number): { x: number; y: number } | null;
       locateOom(k: number): { x: number; y: number } | null;
       frames: number;
+      /** Time the bands and their renderer took to make. */
+      bandsMs: number;
     };
   }
 }

@@ -168,8 +168,9 @@ export class AllocatorHistory {
   private replaceSegments(remove: readonly SegmentState[], add: readonly SegmentState[]): void {
     if (!remove.length && !add.length) return;
     for (const s of remove) {
-      const i = this.segs.indexOf(s);
-      if (i >= 0) {
+      // Segments never overlap, so the one at this address is `s` itself when it is present.
+      const i = segmentIndex(this.segs, s.address);
+      if (this.segs[i] === s) {
         this.segs.splice(i, 1);
         this.reservedBytes -= s.size;
       }

@@ -27,6 +27,8 @@ declare global {
       /** Time the last selection took: moving the model and drawing the map and the list. */
       lastStepMs: number;
       steps: number;
+      /** Time the devices' models took to make (the backward walk and its checkpoints). */
+      modelMs: number;
     };
   }
 }
@@ -128,6 +130,10 @@ export class StateHistoryView {
   private readonly tooltip: HTMLElement;
   private readonly redraw = new FrameScheduler(() => this.draw());
   private listTop = 0;
+  private readonly widths = new Map<Element, number>();
+  /** First row of the map in view, and how many rows there are and fit. */
+  private mapTop = 0;
+  private mapRows = { rows: 0, visible: 0 };
   private hitRows: { placed: Placed[]; rowH: number; scale: number; dpr: number } | null = null;
   lastStepMs = 0;
   steps = 0;
@@ -172,6 +178,12 @@ export class StateHistoryView {
       this.fillList();
     }, { passive: false });
     this.canvas.addEventListener('mousemove', (e) => this.hover(e));
+    this.canvas.addEventListener('wheel', (e) => {
+      if (this.mapRows.rows <= this.mapRows.visible) return;
+      e.preventDefault();
+      this.mapTop += Math.sign(e.deltaY) * 3;
+      this.draw();
+    }, { passive: false });
     this.canvas.addEventListener('mouseleave', () => (this.tooltip.hidden = true));
     this.marks.addEventListener('mousemove', (e) => this.hoverMarks(e));
     this.marks.addEventListener('mouseleave', () => (this.tooltip.hidden = true));
@@ -179,7 +191,13 @@ export class StateHistoryView {
       const m = this.markAt(e);
       if (m) this.select(m.event);
     });
-    new ResizeObserver(() => this.redraw.schedule()).observe(this.canvas);
+    // Widths come from the observer, so a step never forces the page's layout to read them.
+    const sizes = new ResizeObserver((entries) => {
+      for (const e of entries) this.widths.set(e.target, e.contentRect.width);
+      this.redraw.schedule();
+    });
+    sizes.observe(mapWrap);
+    sizes.observe(this.marks);
     this.selectDevice(0);
   }
 
@@ -192,6 +210,7 @@ export class StateHistoryView {
     this.current = i;
     const v = this.view();
     this.slider.max = String(v.model.n - 1);
+    this.slider.disabled = v.model.n === 0;
     this.select(v.model.n - 1);
   }
 
@@ -203,9 +222,10 @@ export class StateHistoryView {
     const pos = v.model.position;
     this.slider.value = String(pos);
     if (pos < this.listTop || pos >= this.listTop + LIST_ROWS) this.listTop = pos - Math.floor(LIST_ROWS / 2);
+    // The canvas first: the list's DOM changes then wait for the frame's layout instead of forcing one.
+    this.draw();
     this.fillList();
     this.fillStack();
-    this.draw();
     this.lastStepMs = performance.now() - started;
     this.steps++;
   }
@@ -216,13 +236,18 @@ export class StateHistoryView {
 
   /** Page point on the map at `address` (inside a block or a segment's free space); null when no segment holds it. */
   locate(address: number): { x: number; y: number } | null {
-    const hit = this.hitRows;
+    let hit = this.hitRows;
     const p = hit?.placed.find((q) => address >= q.seg.address && address < q.seg.address + q.seg.size);
     if (!hit || !p) return null;
+    if (p.row < this.mapTop || p.row >= this.mapTop + this.mapRows.visible) {
+      this.mapTop = p.row;
+      this.draw();
+      hit = this.hitRows!;
+    }
     const b = p.blocks.find((q) => address >= q.address && address < q.address + q.size);
     const mid = b ? b.address + b.size / 2 : address;
     const rect = this.canvas.getBoundingClientRect();
-    return { x: rect.left + (hit.dpr + (p.offset + mid - p.seg.address) * hit.scale) / hit.dpr, y: rect.top + (2 * hit.dpr + p.row * hit.rowH + hit.rowH * 0.4) / hit.dpr };
+    return { x: rect.left + (hit.dpr + (p.offset + mid - p.seg.address) * hit.scale) / hit.dpr, y: rect.top + (2 * hit.dpr + (p.row - this.mapTop) * hit.rowH + hit.rowH * 0.4) / hit.dpr };
   }
 
   state(): ReturnType<typeof stateSummary> {
@@ -254,7 +279,7 @@ export class StateHistoryView {
         row.classList.add('selected');
         row.setAttribute('aria-selected', 'true');
       }
-      if (i < 0) row.append(el('span', { class: 'ev-idx' }, ''), el('span', { class: 'ev-wide' }, 'before the first event: what the trace found'));
+      if (i < 0) row.append(el('span', { class: 'ev-idx' }, ''), el('span', { class: 'ev-wide' }, n === 0 ? 'the final state (the snapshot recorded no trace)' : 'before the first event: what the trace found'));
       else {
         const action = m.action(i);
         const size = v.dev.events.size[i];
@@ -286,7 +311,7 @@ export class StateHistoryView {
     const v = this.view();
     const i = v.model.position;
     if (i < 0) {
-      this.stackBox.replaceChildren(el('div', { class: 'tip-head' }, 'Before the first event'));
+      this.stackBox.replaceChildren(el('div', { class: 'tip-head' }, v.model.n === 0 ? 'The snapshot\u2019s final state: no trace events were recorded' : 'Before the first event'));
       return;
     }
     const stack = v.dev.events.stack[i];
@@ -312,21 +337,31 @@ export class StateHistoryView {
     const { placed, rows, width } = v.arrange();
     const dpr = window.devicePixelRatio || 1;
     const c = this.canvas;
-    const cssW = c.clientWidth || 800;
-    // Rows are 18 px tall while a few hundred fit; thinner (down to 3 px) for more.
-    const rowCss = Math.max(3, Math.min(18, Math.floor(2400 / Math.max(1, rows))));
-    const cssH = Math.max(40, rows * rowCss + 4);
-    c.style.height = `${cssH}px`;
-    fitCanvas(c);
+    // Rows are 18 px tall while they fit; thinner (down to 6 px) for more, then the map scrolls.
+    const rowCss = rows <= 30 ? 18 : Math.max(6, Math.min(18, Math.floor(536 / rows)));
+    const cssH = Math.max(40, Math.min(rows * rowCss, 536) + 4);
+    const visible = Math.max(1, Math.floor((cssH - 4) / rowCss));
+    this.mapTop = Math.max(0, Math.min(this.mapTop, rows - visible));
+    if (c.style.height !== `${cssH}px`) c.style.height = `${cssH}px`;
+    this.size(c, this.widths.get(c.parentElement!) ?? 0, cssH);
     const ctx = c.getContext('2d')!;
     ctx.fillStyle = '#fff';
     ctx.fillRect(0, 0, c.width, c.height);
     const scale = (c.width - 2 * dpr) / width;
     const rowH = rowCss * dpr;
     const barH = Math.max(2, rowH * 0.8);
-    for (const p of placed) {
+    // Only the rows in view are drawn: a step costs what is on screen, not every segment.
+    let first = 0;
+    let hi = placed.length;
+    while (first < hi) {
+      const mid = (first + hi) >>> 1;
+      if (placed[mid].row < this.mapTop) first = mid + 1;
+      else hi = mid;
+    }
+    for (let k = first; k < placed.length && placed[k].row < this.mapTop + visible; k++) {
+      const p = placed[k];
       const x = dpr + p.offset * scale;
-      const y = 2 * dpr + p.row * rowH;
+      const y = 2 * dpr + (p.row - this.mapTop) * rowH;
       const w = Math.max(1, p.seg.size * scale);
       ctx.fillStyle = BLOCK_STATE_COLORS.inactive;
       ctx.fillRect(x, y, w, barH);
@@ -341,20 +376,38 @@ export class StateHistoryView {
         if (rowH >= 10 * dpr) ctx.fillRect(x, y, Math.max(1, dpr * 2), barH);
       }
     }
+    this.mapRows = { rows, visible };
     this.hitRows = { placed, rowH, scale, dpr };
     c.dataset.segments = String(placed.length);
-    c.dataset.blocks = String(placed.reduce((s, p) => s + p.blocks.length, 0));
+    const blocks = placed.reduce((s, p) => s + p.blocks.length, 0);
+    c.dataset.blocks = String(blocks);
     const pos = m.position;
     const when = m.n === 0 ? 'final state (the snapshot has no trace)' : pos < 0 ? 'before the first event' : `event ${pos.toLocaleString('en-US')} of ${m.n.toLocaleString('en-US')}${this.data.timeUnit === 'ms' ? ` · ${formatTime(v.times[pos] ?? 0, 'ms')}` : ''}`;
-    this.label.textContent = `${v.dev.device} · ${when} · ${humanBytes(m.allocatedBytes)} in ${[...placed].reduce((s, p) => s + p.blocks.length, 0).toLocaleString('en-US')} active blocks · ${humanBytes(m.reservedTotal)} reserved in ${placed.length.toLocaleString('en-US')} segments`;
+    this.label.textContent = `${v.dev.device} · ${when} · ${humanBytes(m.allocatedBytes)} in ${blocks.toLocaleString('en-US')} active blocks · ${humanBytes(m.reservedTotal)} reserved in ${placed.length.toLocaleString('en-US')} segments${rows > visible ? ` · map rows ${this.mapTop + 1}–${this.mapTop + visible} of ${rows.toLocaleString('en-US')} (wheel over the map to scroll)` : ''}`;
     this.drawMarks();
+  }
+
+  /** Sizes a canvas's pixels to a CSS size known without reading the layout (the observer's width; its own until the first report). */
+  private size(c: HTMLCanvasElement, cssW: number, cssH: number): void {
+    if (!cssW) {
+      fitCanvas(c);
+      return;
+    }
+    const dpr = window.devicePixelRatio || 1;
+    const w = Math.round(cssW * dpr);
+    const h = Math.round(cssH * dpr);
+    if (c.width !== w || c.height !== h) {
+      c.width = w;
+      c.height = h;
+    }
   }
 
   /** The strip above the grid: where the selected event is along the trace, and the OOMs. */
   private drawMarks(): void {
     const v = this.view();
     const c = this.marks;
-    const dpr = fitCanvas(c);
+    const dpr = window.devicePixelRatio || 1;
+    this.size(c, this.widths.get(c) ?? 0, 12);
     const ctx = c.getContext('2d')!;
     ctx.clearRect(0, 0, c.width, c.height);
     const n = Math.max(1, v.model.n);
@@ -399,9 +452,9 @@ export class StateHistoryView {
     const rect = this.canvas.getBoundingClientRect();
     const x = (e.clientX - rect.left) * hit.dpr;
     const y = (e.clientY - rect.top) * hit.dpr - 2 * hit.dpr;
-    const row = Math.floor(y / hit.rowH);
+    const row = this.mapTop + Math.floor(y / hit.rowH);
     const p = hit.placed.find((q) => q.row === row && x >= hit.dpr + q.offset * hit.scale && x <= hit.dpr + (q.offset + q.seg.size) * hit.scale + 1);
-    if (!p || y - row * hit.rowH > hit.rowH * 0.85) {
+    if (!p || y - (row - this.mapTop) * hit.rowH > hit.rowH * 0.85) {
       this.tooltip.hidden = true;
       return;
     }
