@@ -3,6 +3,7 @@
  * (`packReportData`), and read back in the page (`unpackReportData`). Framework-free.
  */
 import type { ReportData } from './report-data.js';
+import type { ReportHistoryDevice } from './snapshot-history-data.js';
 
 /**
  * A number column as the page embeds it: zigzag varints (of the values, or of their differences
@@ -146,10 +147,13 @@ export function packReportData(data: ReportData): unknown {
     for (const [k, v] of Object.entries(o)) out[k] = Array.isArray(v) && v.length >= 64 && typeof v[0] === 'number' ? packColumn(v as number[]) : v;
     return out as Packed<T>;
   };
+  // A history device holds its columns one level down (blocks, events, ooms) and two at the top.
+  const packHistory = (d: ReportHistoryDevice): unknown => ({ ...pack(d), blocks: pack(d.blocks), events: pack(d.events), ooms: pack(d.ooms) });
   return {
     ...data,
     timeline: pack(data.timeline),
     memory: data.memory ? { ...data.memory, devices: data.memory.devices.map(pack), stackFolded: packColumn(data.memory.stackFolded) } : null,
+    ...(data.history ? { history: { ...data.history, devices: data.history.devices.map(packHistory) } } : {}),
   };
 }
 
@@ -161,9 +165,16 @@ export function unpackReportData(raw: unknown): ReportData {
     for (const [k, v] of Object.entries(o)) out[k] = v && typeof v === 'object' && '$col' in v ? unpackColumn(v as PackedColumn, `${what}.${k}`) : v;
     return out as T;
   };
+  const unpackHistory = (d: ReportHistoryDevice, what: string): ReportHistoryDevice => ({
+    ...unpack(d, what),
+    blocks: unpack(d.blocks, `${what}.blocks`),
+    events: unpack(d.events, `${what}.events`),
+    ooms: unpack(d.ooms, `${what}.ooms`),
+  });
   return {
     ...data,
     timeline: unpack(data.timeline, 'timeline'),
+    ...(data.history ? { history: { ...data.history, devices: data.history.devices.map((d, i) => unpackHistory(d, `history.devices[${i}]`)) } } : {}),
     memory: data.memory
       ? { ...data.memory, devices: data.memory.devices.map((d, i) => unpack(d, `memory.devices[${i}]`)), stackFolded: unpackColumn(data.memory.stackFolded as unknown as PackedColumn, 'memory.stackFolded') }
       : null,

@@ -64,4 +64,32 @@ describe('packed report columns', () => {
     expect(packed.timeline.bytes.$col).toBeDefined();
     expect(unpackReportData(packed)).toEqual(data);
   });
+
+  it('pack the columns of the state history, one level down, and give them back', () => {
+    const n = 200;
+    const col = (f: (i: number) => number) => Array.from({ length: n }, (_, i) => f(i));
+    const history = {
+      actions: ['alloc', 'free_requested', 'free_completed'],
+      allocatorSettings: null,
+      devices: [
+        {
+          device: 'cuda:0',
+          memory: 0,
+          segments: [{ address: 2 ** 40, size: 2 ** 21, stream: 0, pool: null, expandable: false, kind: 'large' }],
+          blocks: { address: col((i) => 2 ** 40 + 512 * i), size: col(() => 512), requested: col(() => 500), pending: col(() => 0), stack: col((i) => i % 3) },
+          events: { action: col((i) => i % 3), addr: col((i) => i >> 1), size: col((i) => 512 * (i % 7)), stream: col(() => 0), stack: col((i) => (i % 4) - 1) },
+          addresses: col((i) => 2 ** 40 + 512 * i),
+          streams: [0],
+          ooms: { event: [], deviceFree: [] },
+        },
+      ],
+    };
+    const data = { version: 2, timeline: { dt: [], series: [], bytes: [] }, memory: null, history } as unknown as ReportData;
+    const packed = JSON.parse(JSON.stringify(packReportData(data)));
+    expect(packed.history.devices[0].events.action.$col).toBeDefined();
+    expect(packed.history.devices[0].blocks.address.$col).toBe('zd');
+    expect(packed.history.devices[0].addresses.$col).toBe('zd');
+    expect(JSON.stringify(packed).length).toBeLessThan(JSON.stringify(data).length / 2);
+    expect(unpackReportData(packed)).toEqual(data);
+  });
 });
