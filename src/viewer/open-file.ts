@@ -127,6 +127,7 @@ class BlobContent {
 
   /** The first `length` bytes of the content (fewer if it is shorter). */
   async head(length: number): Promise<Uint8Array> {
+    if (!this.gz) return new Uint8Array(await this.blob.slice(0, length).arrayBuffer());
     const out = new Uint8Array(length);
     let have = 0;
     const chunks = this.chunks();
