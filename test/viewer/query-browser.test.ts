@@ -15,6 +15,7 @@ import { DEFAULT_CAPS } from '../../src/viewer/report-data.js';
 import { renderReportHtml } from '../../src/viewer/html.js';
 import { viewerBundle } from '../../src/viewer/bundle-node.js';
 import { launchChromium } from '../support/browser.js';
+import { openReportPage } from '../support/report-page.js';
 import { fixture } from '../support/fixtures.js';
 
 const work = mkdtempSync(join(tmpdir(), 'memscope-query-'));
@@ -23,18 +24,7 @@ const shots = join(tmpdir(), 'memscope-query-shots');
 async function open(browser: Browser, file: string): Promise<{ page: Page; errors: string[] }> {
   const html = join(work, 'report.html');
   writeFileSync(html, renderReportHtml(snapshotToReport(readSnapshotFile(file), file, DEFAULT_CAPS), await viewerBundle()));
-  const page = await browser.newPage({ viewport: { width: 1280, height: 1100 } });
-  const errors: string[] = [];
-  page.on('pageerror', (e) => errors.push(String(e)));
-  page.on('console', (m) => {
-    if (m.type() === 'error') errors.push(m.text());
-  });
-  page.on('request', (req) => {
-    if (!req.url().startsWith('file:')) errors.push(`network request: ${req.url()}`);
-  });
-  await page.goto(`file://${html}`);
-  await page.waitForFunction(() => (window.memscopeViewer?.frames ?? 0) > 0);
-  return { page, errors };
+  return openReportPage(browser, html, { width: 1280, height: 1100 });
 }
 
 /** Types a query into the box and presses Enter; waits for the chart to redraw. */

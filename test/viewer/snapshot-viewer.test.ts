@@ -14,6 +14,7 @@ import { DEFAULT_CAPS } from '../../src/viewer/report-data.js';
 import { renderReportHtml } from '../../src/viewer/html.js';
 import { viewerBundle } from '../../src/viewer/bundle-node.js';
 import { launchChromium } from '../support/browser.js';
+import { openReportPage } from '../support/report-page.js';
 import { fixture } from '../support/fixtures.js';
 
 const here = import.meta.dirname;
@@ -37,18 +38,7 @@ async function open(browser: Browser, file: string): Promise<{ page: Page; error
   if (f.kind !== 'snapshot') throw new Error('expected a snapshot');
   const html = join(work, `${file.split(/[\\/]/).pop()}.html`);
   writeFileSync(html, renderReportHtml(snapshotToReport(f.snapshot, file, DEFAULT_CAPS), await viewerBundle()));
-  const page = await browser.newPage({ viewport: { width: 1280, height: 1000 } });
-  const errors: string[] = [];
-  page.on('pageerror', (e) => errors.push(String(e)));
-  page.on('console', (m) => {
-    if (m.type() === 'error') errors.push(m.text());
-  });
-  page.on('request', (req) => {
-    if (!req.url().startsWith('file:')) errors.push(`network request: ${req.url()}`);
-  });
-  await page.goto(`file://${html}`);
-  await page.waitForFunction(() => (window.memscopeViewer?.frames ?? 0) > 0);
-  return { page, errors };
+  return openReportPage(browser, html, { width: 1280, height: 1000 });
 }
 
 /** Waits until the chart has drawn a frame after the call. */

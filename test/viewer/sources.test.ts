@@ -19,6 +19,7 @@ import { readCaptureFile } from '../../src/capture/read-node.js';
 import type { Capture, CapturedModule } from '../../src/capture/reader.js';
 import { placeStepLabels } from '../../src/viewer/app/timeline.js';
 import { launchChromium } from '../support/browser.js';
+import { openReportPage } from '../support/report-page.js';
 import { fixture, repoRoot } from '../support/fixtures.js';
 import { sourceCli } from '../support/child.js';
 
@@ -38,18 +39,7 @@ let app: string;
 async function open(data: ReportData, name: string): Promise<{ page: Page; errors: string[] }> {
   const html = join(work, `${name}.html`);
   writeFileSync(html, renderReportHtml(data, app));
-  const page = await browser.newPage({ viewport: { width: 1280, height: 1000 } });
-  const errors: string[] = [];
-  page.on('pageerror', (e) => errors.push(String(e)));
-  page.on('console', (m) => {
-    if (m.type() === 'error') errors.push(m.text());
-  });
-  page.on('request', (req) => {
-    if (!req.url().startsWith('file:')) errors.push(`network request: ${req.url()}`);
-  });
-  await page.goto(`file://${html}`);
-  await page.waitForFunction(() => (window.memscopeViewer?.frames ?? 0) > 0);
-  return { page, errors };
+  return openReportPage(browser, html, { width: 1280, height: 1000 });
 }
 
 /** The drawn step labels' spans on the canvas, left to right. */
