@@ -7,14 +7,9 @@
 // way, unrecorded and recorded with stacks on the backend's own device. Three runs, each in a
 // fresh browser; each prints medians over its rounds and the ratio with its 95% bootstrap
 // interval; the figure is the median of the three runs' ratios.
-import { build } from 'esbuild';
-import { chromium } from 'playwright-core';
-import { dirname, join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { ratioInterval } from './ratio-interval.mjs';
+import { bundleBenchPage, openWebgpuPage } from './webgpu-page.mjs';
 
-const root = join(dirname(fileURLToPath(import.meta.url)), '..');
-const CHROMIUM = process.env.MEMSCOPE_CHROMIUM ?? '/usr/bin/chromium';
 const RUNS = 3;
 const ROUNDS = 9;
 const STEPS = 2000;
@@ -103,30 +98,13 @@ globalThis.measureTraining = async (rounds, steps) => {
 };
 `;
 
-const bundle = await build({
-  stdin: { contents: PAGE + TRAIN, resolveDir: root, loader: 'js', sourcefile: 'webgpu-bench-page.js' },
-  bundle: true,
-  write: false,
-  format: 'iife',
-  platform: 'browser',
-  target: 'es2022',
-  logLevel: 'silent',
-});
-const script = bundle.outputFiles[0].text;
+const script = await bundleBenchPage(PAGE + TRAIN, 'webgpu-bench-page.js');
 
 console.log(`create/destroy loop: ${STEPS} buffers (256 B–16 KiB) + ${STEPS / 10} textures (64×64 rgba8unorm, 7 mips) per round, ${ROUNDS} rounds, ${RUNS} runs`);
 const ratios = {};
 for (let run = 1; run <= RUNS; run++) {
-  const browser = await chromium.launch({
-    executablePath: CHROMIUM,
-    headless: true,
-    args: ['--headless', '--no-sandbox', '--disable-gpu', '--use-angle=swiftshader', '--enable-unsafe-swiftshader', '--enable-unsafe-webgpu', '--no-first-run'],
-  });
+  const { browser, page } = await openWebgpuPage(script);
   try {
-    const page = await browser.newPage();
-    await page.route('http://localhost/', (route) => route.fulfill({ contentType: 'text/html', body: '<!doctype html><html><body></body></html>' }));
-    await page.goto('http://localhost/');
-    await page.addScriptTag({ content: script });
     const times = await page.evaluate(([r, s]) => globalThis.measure(r, s), [ROUNDS, STEPS]);
     const base = median(times.unrecorded);
     const parts = [`run ${run}: unrecorded ${base.toFixed(1)} ms`];
