@@ -38,6 +38,8 @@ export interface SnapshotDict {
   device_traces: TraceEntry[][];
   allocator_settings: SnapshotAllocatorSettings;
   external_annotations: unknown[];
+  /** memscope/webgpu's 'webgpu' (src/torch/device-type.ts); absent in CUDA snapshots, as in PyTorch's. */
+  device_type?: string;
 }
 
 export function snapshotSegments(model: CachingAllocatorModel): SnapshotSegment[] {
@@ -105,5 +107,6 @@ export function encodeSnapshotPickle(s: SnapshotDict): Uint8Array {
       garbage_collection_threshold: pyFloat(s.allocator_settings.garbage_collection_threshold),
     },
     external_annotations: s.external_annotations,
+    ...(s.device_type === undefined ? {} : { device_type: s.device_type }),
   });
 }

@@ -64,8 +64,11 @@ const OVERSIZE_METRICS: [string, string, Formatter][] = [
 
 const COLUMNS = ['current', 'peak', 'allocated', 'freed'] as const;
 
-/** Renders the table from flat memory_stats keys (`allocated_bytes.all.current`, ...). */
-export function renderMemorySummary(stats: Readonly<Record<string, number>>, device: number, abbreviated = false): string {
+/**
+ * Renders the table from flat memory_stats keys (`allocated_bytes.all.current`, ...). For a
+ * device type other than CUDA (memscope/webgpu's 'webgpu') the heading names it, at the same width.
+ */
+export function renderMemorySummary(stats: Readonly<Record<string, number>>, device: number, abbreviated = false, deviceTitle = 'CUDA'): string {
   const get = (key: string): number => {
     const v = stats[key];
     if (typeof v !== 'number') throw new Error(`memory summary: stats lack ${key}`);
@@ -73,7 +76,8 @@ export function renderMemorySummary(stats: Readonly<Record<string, number>>, dev
   };
   const lines: string[] = [];
   lines.push('='.repeat(75));
-  lines.push(` ${' '.repeat(16)} PyTorch CUDA memory summary, device ID ${padEnd(String(device), 17)} `);
+  const heading = ` ${' '.repeat(16)} PyTorch CUDA memory summary, device ID ${padEnd(String(device), 17)} `;
+  lines.push(deviceTitle === 'CUDA' ? heading : padEnd(` ${' '.repeat(16)} ${deviceTitle} memory summary, device ID ${device}`, heading.length));
   lines.push('-'.repeat(75));
   lines.push(
     `  ${' '.repeat(9)} CUDA OOMs: ${padEnd(String(get('num_ooms')), 12)} | ${' '.repeat(6)} cudaMalloc retries: ${padEnd(String(get('num_alloc_retries')), 8)}  `,

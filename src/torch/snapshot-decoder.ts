@@ -20,8 +20,9 @@ import { FastPathBail, RawList, SnapshotTables, TRACE_KEYS } from './snapshot-ta
 import { Assembler, describe, shapeError } from './snapshot-assembler.js';
 import { readWarnings } from './snapshot-warnings.js';
 import type { ExternalAnnotation, MemorySnapshot, StackTable } from './snapshot.js';
+import { DEFAULT_DEVICE_TYPE, DEVICE_TYPE_KEY, isDeviceType } from './device-type.js';
 
-const MODELLED_KEYS = new Set(['segments', 'device_traces', 'allocator_settings', 'external_annotations']);
+const MODELLED_KEYS = new Set(['segments', 'device_traces', 'allocator_settings', 'external_annotations', DEVICE_TYPE_KEY]);
 
 /** The model from the root a snapshot builder returned (also used by snapshot-stream.ts). */
 export function assemble(root: unknown, t: SnapshotTables): MemorySnapshot {
@@ -55,6 +56,9 @@ export function assemble(root: unknown, t: SnapshotTables): MemorySnapshot {
       });
     });
   }
+  // memscope/webgpu's own key; a value that cannot name a device type costs only the name.
+  const rawDeviceType = top.has(DEVICE_TYPE_KEY) ? top.get(DEVICE_TYPE_KEY) : DEFAULT_DEVICE_TYPE;
+  const deviceType = isDeviceType(rawDeviceType) ? rawDeviceType : DEFAULT_DEVICE_TYPE;
   const extra: { [key: string]: PlainValue } = {};
   const unknownKeys: string[] = [];
   for (const [k, v] of top) {
@@ -80,6 +84,7 @@ export function assemble(root: unknown, t: SnapshotTables): MemorySnapshot {
     actionNames: t.actionNames,
     allocatorSettings: allocatorSettings as { [key: string]: PlainValue } | null,
     externalAnnotations: annotations,
+    deviceType,
     format: {
       hasAllocatorSettings: top.has('allocator_settings'),
       hasExternalAnnotations: top.has('external_annotations'),
@@ -91,6 +96,10 @@ export function assemble(root: unknown, t: SnapshotTables): MemorySnapshot {
     warnings: [] as string[],
   };
   model.warnings = readWarnings(model, t);
+  if (rawDeviceType !== deviceType) {
+    const found = typeof rawDeviceType === 'string' ? JSON.stringify(rawDeviceType.slice(0, 40)) : describe(rawDeviceType);
+    model.warnings.push(`${DEVICE_TYPE_KEY}: ${found} is not a device type (lower-case letters, digits, _): read as ${DEFAULT_DEVICE_TYPE}`);
+  }
   return model;
 }
 

@@ -15,6 +15,7 @@ import { segmentKey } from './analysis/compare.js';
 import { rootFirstFrameLabels } from './analysis/frame-labels.js';
 import { snapshotTotals } from './analysis/totals.js';
 import type { MemorySnapshot, Segment } from './snapshot.js';
+import { DEFAULT_DEVICE_TYPE, deviceTypeTitle } from './device-type.js';
 
 /** Where a segment sits in the graph, as much of it as `segmentPrefix` names. */
 export interface FlameSegment {
@@ -122,11 +123,13 @@ export interface FlameTotals {
   readonly allocated: number;
 }
 
+function defaultFlameTitle(kind: SnapshotFlameKind): string {
+  return kind === 'segments' ? 'Segments: what each allocator segment holds' : 'Memory: reserved memory by allocating stack';
+}
+
 /** Draws `_memory_viz` stacks (from blockFlameStacks or a model's own walk with pushBlockStacks) as an SVG. */
 export function renderMemoryVizFlameGraph(stacks: readonly FlameStack[], kind: SnapshotFlameKind, totals: FlameTotals, options: { title?: string; width?: number } = {}): string {
-  const title =
-    options.title ??
-    (kind === 'segments' ? 'Segments: what each allocator segment holds' : 'Memory: reserved memory by allocating stack');
+  const title = options.title ?? defaultFlameTitle(kind);
   return renderFlameGraph(stacks, {
     title,
     subtitle: `${humanBytes(totals.reserved)} reserved in ${totals.segments} segments, ${humanBytes(totals.allocated)} allocated; widths are bytes (requested; <gaps> is rounding or free space)`,
@@ -140,5 +143,7 @@ export function renderSnapshotFlameGraph(snapshot: MemorySnapshot, kind: Snapsho
   const device = options.device ?? null;
   const stacks = blockFlameStacks(snapshot, kind === 'segments', device);
   const { all } = snapshotTotals(snapshot, device);
-  return renderMemoryVizFlameGraph(stacks, kind, { reserved: all.reserved, segments: all.segments, allocated: all.allocatedFromBlocks }, options);
+  // PyTorch's files keep _memory_viz's titles; another device type says which it is.
+  const title = options.title ?? (snapshot.deviceType === DEFAULT_DEVICE_TYPE ? undefined : `${deviceTypeTitle(snapshot.deviceType)} ${defaultFlameTitle(kind).toLowerCase()}`);
+  return renderMemoryVizFlameGraph(stacks, kind, { reserved: all.reserved, segments: all.segments, allocated: all.allocatedFromBlocks }, { ...options, title });
 }

@@ -126,6 +126,11 @@ export interface MemorySnapshot {
   /** `allocator_settings` as plain JSON-ready data; null when absent (older PyTorch). */
   readonly allocatorSettings: { readonly [key: string]: PlainValue } | null;
   readonly externalAnnotations: readonly ExternalAnnotation[];
+  /**
+   * What the devices are (`device_type`, written by memscope/webgpu: 'webgpu'); 'cuda' for
+   * PyTorch's files, which do not say (src/torch/device-type.ts).
+   */
+  readonly deviceType: string;
   readonly format: SnapshotFormat;
   /** Unknown top-level keys, as plain data. */
   readonly extra: { readonly [key: string]: PlainValue };

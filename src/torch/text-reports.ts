@@ -28,6 +28,7 @@ import {
   type SnapshotComparison,
 } from './snapshot-analysis.js';
 import type { MemorySnapshot } from './snapshot.js';
+import { deviceLabel, deviceTypeTitle } from './device-type.js';
 
 /** Emphasis hooks (picocolors functions on a TTY, identity elsewhere). */
 export interface TextStyle {
@@ -191,7 +192,7 @@ export function formatSnapshotSummary(snapshot: MemorySnapshot, options: Snapsho
   const totals = snapshotTotals(snapshot);
   out.push(
     style.heading(
-      `CUDA memory snapshot: ${count(snapshot.segments.length)} segments, ${count(snapshot.blocks.count)} blocks, ` +
+      `${deviceTypeTitle(snapshot.deviceType)} memory snapshot: ${count(snapshot.segments.length)} segments, ${count(snapshot.blocks.count)} blocks, ` +
         `${count(snapshot.traces.reduce((s, t) => s + t.count, 0))} trace events`,
     ),
   );
@@ -217,12 +218,12 @@ export function formatSnapshotSummary(snapshot: MemorySnapshot, options: Snapsho
   if (ooms.length > 0) {
     out.push('');
     out.push(style.heading(`Out-of-memory errors (${ooms.length})`));
-    for (const o of ooms) out.push(...formatOom(o));
+    for (const o of ooms) out.push(...formatOom(o, '', snapshot.deviceType));
   }
   for (const device of snapshotDevices(snapshot)) {
     const { stats, notes } = snapshotMemoryStats(snapshot, device);
     out.push('');
-    out.push(renderMemorySummary(stats, device).trimEnd());
+    out.push(renderMemorySummary(stats, device, false, deviceTypeTitle(snapshot.deviceType)).trimEnd());
     for (const n of notes) out.push(style.dim(n));
   }
   const pools = summarisePools(snapshot);
@@ -237,7 +238,7 @@ export function formatSnapshotSummary(snapshot: MemorySnapshot, options: Snapsho
   out.push(
     renderTable(
       ['size', 'requested', 'device', 'address', 'allocated at ← called from'],
-      largest.map((a) => [humanBytes(a.size), humanBytes(a.requestedSize), `cuda:${a.device}`, `0x${a.address.toString(16)}`, a.frames.length ? a.frames.join(' ← ') : '<no frames recorded>']),
+      largest.map((a) => [humanBytes(a.size), humanBytes(a.requestedSize), deviceLabel(snapshot.deviceType, a.device), `0x${a.address.toString(16)}`, a.frames.length ? a.frames.join(' ← ') : '<no frames recorded>']),
       { align: ['right', 'right', 'left', 'left', 'left'] },
     ),
   );
@@ -263,9 +264,9 @@ function formatTimeUs(t: number | null): string {
 }
 
 /** An OOM as lines: what failed, the device's state then, and the largest allocations live then. */
-export function formatOom(o: OomEvent, indent = ''): string[] {
+export function formatOom(o: OomEvent, indent = '', deviceType = 'cuda'): string[] {
   const out = [
-    `${indent}cuda:${o.device} trace entry ${count(o.index)}, ${formatTimeUs(o.timeUs)}: ${humanBytes(o.requestedSize)} requested, ` +
+    `${indent}${deviceLabel(deviceType, o.device)} trace entry ${count(o.index)}, ${formatTimeUs(o.timeUs)}: ${humanBytes(o.requestedSize)} requested, ` +
       `${o.deviceFree === null ? 'device free unknown' : `${humanBytes(o.deviceFree)} free on the device`}; ` +
       `allocated ${humanBytes(o.allocated)}, reserved ${humanBytes(o.reserved)}`,
   ];
@@ -282,7 +283,7 @@ export function formatOom(o: OomEvent, indent = ''): string[] {
 function summarisePools(snapshot: MemorySnapshot): string[][] {
   const acc = new Map<string, { segments: number; reserved: number; allocated: number }>();
   for (const s of snapshot.segments) {
-    const key = `cuda:${s.device} ${s.poolId ? `(${s.poolId[0]}, ${s.poolId[1]})` : '(default)'} ${s.segmentType}`;
+    const key = `${deviceLabel(snapshot.deviceType, s.device)} ${s.poolId ? `(${s.poolId[0]}, ${s.poolId[1]})` : '(default)'} ${s.segmentType}`;
     let a = acc.get(key);
     if (!a) acc.set(key, (a = { segments: 0, reserved: 0, allocated: 0 }));
     a.segments++;
@@ -295,11 +296,12 @@ function summarisePools(snapshot: MemorySnapshot): string[][] {
 export function snapshotSummaryJson(snapshot: MemorySnapshot, top = 10, frames = 3, site: SiteRule = DEFAULT_SITE_RULE): unknown {
   return {
     kind: 'snapshot',
+    deviceType: snapshot.deviceType,
     segments: snapshot.segments.length,
     blocks: snapshot.blocks.count,
     totals: snapshotTotals(snapshot),
     traceActions: traceActionCounts(snapshot),
-    devices: snapshotDevices(snapshot).map((device) => ({ device, ...snapshotMemoryStats(snapshot, device) })),
+    devices: snapshotDevices(snapshot).map((device) => ({ device, name: deviceLabel(snapshot.deviceType, device), ...snapshotMemoryStats(snapshot, device) })),
     largestAllocations: largestAllocations(snapshot, top, frames, null, site),
     byAllocatingFrame: totalsByFrame(snapshot, null, site).slice(0, top),
     outOfMemory: outOfMemoryEvents(snapshot, Math.min(top, 5), frames, site),
@@ -312,6 +314,8 @@ export function formatFragmentation(snapshot: MemorySnapshot, options: { style?:
   const style = options.style ?? PLAIN;
   const r = fragmentation(snapshot);
   const out: string[] = [];
+  const devices = [...new Set(r.segments.map((s) => s.deviceName))];
+  out.push(style.heading(`${deviceTypeTitle(r.deviceType)} memory snapshot${devices.length ? `: ${devices.join(', ')}` : ', no segments'}`));
   out.push(style.heading(`Segments of ${humanBytes(SEGMENT_MAP_PAGE)} or more (one character per ${humanBytes(SEGMENT_MAP_PAGE)} page)`));
   const sorted = [...r.segments].sort((a, b) => a.totalSize - b.totalSize || a.allocated - b.allocated);
   for (const s of sorted) {
@@ -348,7 +352,8 @@ export function formatComparison(cmp: SnapshotComparison, options: { top?: numbe
   const style = options.style ?? PLAIN;
   const top = options.top ?? 20;
   const out: string[] = [];
-  out.push(style.heading(`${options.before ?? 'before'} → ${options.after ?? 'after'}`));
+  const kinds = [...new Set([cmp.deviceTypeBefore, cmp.deviceTypeAfter])].map(deviceTypeTitle).join(' and ');
+  out.push(style.heading(`${kinds} memory snapshots: ${options.before ?? 'before'} → ${options.after ?? 'after'}`));
   out.push(
     renderTable(
       ['', 'before', 'after', 'change'],

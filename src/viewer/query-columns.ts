@@ -9,6 +9,7 @@ import { CategoryInference, INFERRED_CATEGORIES, PHASES } from '../torch/analysi
 import { stackFrames, type MemorySnapshot } from '../torch/snapshot.js';
 import type { AllocationFacets, ReportDeviceMemory, ReportMemory, StackUserFrames, StringTable } from './report-data.js';
 import { hasHistory } from './snapshot-memory.js';
+import { deviceIndexOfLabel } from '../torch/device-type.js';
 
 /** The innermost Python frame outside the torch package (site-packages/torch/… or a checkout's torch/…). */
 export function firstUserFrame(frames: readonly Frame[]): Frame | null {
@@ -43,13 +44,8 @@ export function peakEvents(d: Pick<ReportDeviceMemory, 'start' | 'end' | 'bytes'
   return at;
 }
 
-function deviceNumber(name: string): number {
-  const m = /^cuda:(\d+)$/.exec(name);
-  return m ? Number(m[1]) : -1;
-}
-
 function deviceFacets(snap: MemorySnapshot, d: ReportDeviceMemory, table: StringTable, users: StackUserFrames): AllocationFacets {
-  const device = deviceNumber(d.device);
+  const device = deviceIndexOfLabel(d.device);
   const trace = snap.traces.find((t) => t.device === device && hasHistory(snap, t)) ?? null;
   const inference = new CategoryInference(snap, trace);
   // Blocks live at the end, by address: the stack, stream and pool of allocations made before the trace.

@@ -25,7 +25,7 @@ export interface HistorySegment {
 
 /** One device's final state and trace. */
 export interface ReportHistoryDevice {
-  /** "cuda:N". */
+  /** "cuda:N", "webgpu:N". */
   readonly device: string;
   /** Index into `memory.devices` of the same device: its `eventDt` times these events. */
   readonly memory: number;

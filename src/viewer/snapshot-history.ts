@@ -71,7 +71,7 @@ function deviceHistory(snap: MemorySnapshot, device: number, memoryIndex: number
       ooms.deviceFree.push(Number.isNaN(free) ? -1 : free);
     }
   }
-  return { device: deviceName(device), memory: memoryIndex, segments, blocks, events, addresses: addresses.values, streams: streams.values, ooms };
+  return { device: deviceName(device, snap.deviceType), memory: memoryIndex, segments, blocks, events, addresses: addresses.values, streams: streams.values, ooms };
 }
 
 /** `allocator_settings` as JSON data (every key kept, unknown ones as they are). */
@@ -89,7 +89,7 @@ export function snapshotHistory(snap: MemorySnapshot, table: StringTable, memory
   const firstNew = table.stacks.length;
   const devices: ReportHistoryDevice[] = [];
   memory.devices.forEach((m, index) => {
-    const device = snap.segments.find((s) => deviceName(s.device) === m.device)?.device ?? snap.traces.find((t) => deviceName(t.device) === m.device)?.device;
+    const device = snap.segments.find((s) => deviceName(s.device, snap.deviceType) === m.device)?.device ?? snap.traces.find((t) => deviceName(t.device, snap.deviceType) === m.device)?.device;
     if (device === undefined) return;
     const trace = snap.traces.find((t) => t.device === device && hasHistory(snap, t)) ?? null;
     devices.push(deviceHistory(snap, device, index, trace, stacks));

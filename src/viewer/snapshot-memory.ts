@@ -8,11 +8,13 @@ import { DEFAULT_SITE_RULE, type SiteRule } from '../core/site-rule.js';
 import { humanBytes } from '../core/units.js';
 import { allocatingFrame, formatFrame, isInformativeFrame } from '../torch/snapshot-analysis.js';
 import type { Frame } from '../torch/pytorch-vocabulary.js';
+import { DEFAULT_DEVICE_TYPE, deviceLabel } from '../torch/device-type.js';
 import { stackFrames, type MemorySnapshot, type TraceTable } from '../torch/snapshot.js';
 import type { ReportDeviceMemory, ReportMemory, StringTable } from './report-data.js';
 
-export function deviceName(d: number): string {
-  return d >= 0 ? `cuda:${d}` : 'cuda';
+/** 'cuda:0', 'webgpu:0': the snapshot's device type and the index. */
+export function deviceName(d: number, deviceType = DEFAULT_DEVICE_TYPE): string {
+  return deviceLabel(deviceType, d);
 }
 
 interface Alloc {
@@ -164,11 +166,11 @@ function deviceMemory(snap: MemorySnapshot, device: number, trace: TraceTable | 
   for (const a of throughout) beforeBytes += a.bytes;
   for (const a of before) beforeBytes += a.bytes;
   if (n > 0 && (baseActive < 0 || baseReserved < 0)) {
-    notices.push(`${deviceName(device)}: the trace adds more than the final segments hold (a ring buffer that dropped its oldest entries?); the reserved line starts at 0.`);
+    notices.push(`${deviceName(device, snap.deviceType)}: the trace adds more than the final segments hold (a ring buffer that dropped its oldest entries?); the reserved line starts at 0.`);
   } else if (n > 0 && beforeBytes !== baseActive) {
     // Trace entries carry the requested size; a block can be larger (an unsplit cached block).
     notices.push(
-      `${deviceName(device)}: the ${before.length + throughout.length} blocks live before the trace hold ${humanBytes(beforeBytes)}; the final segments less the trace's sizes give ${humanBytes(baseActive)} (trace entries and blocks record different sizes).`,
+      `${deviceName(device, snap.deviceType)}: the ${before.length + throughout.length} blocks live before the trace hold ${humanBytes(beforeBytes)}; the final segments less the trace's sizes give ${humanBytes(baseActive)} (trace entries and blocks record different sizes).`,
     );
   }
 
@@ -192,7 +194,7 @@ function deviceMemory(snap: MemorySnapshot, device: number, trace: TraceTable | 
   }
 
   const out: ReportDeviceMemory = {
-    device: deviceName(device),
+    device: deviceName(device, snap.deviceType),
     eventDt,
     start: [],
     end: [],

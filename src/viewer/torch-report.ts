@@ -8,6 +8,7 @@ import { humanBytes } from '../core/units.js';
 import { memoryByOperator, type DeviceMemoryTimeline, type MemoryTrace } from '../torch/memory-trace.js';
 import { outOfMemoryEvents, type OomEvent } from '../torch/snapshot-analysis.js';
 import type { MemorySnapshot } from '../torch/snapshot.js';
+import { DEFAULT_DEVICE_TYPE, deviceTypeTitle } from '../torch/device-type.js';
 import { deviceName, hasHistory, snapshotMemory } from './snapshot-memory.js';
 import { addQueryColumns } from './query-columns.js';
 import { blockFlameStacks } from '../torch/snapshot-flamegraph.js';
@@ -76,13 +77,13 @@ function emptyReport(kind: 'snapshot' | 'trace', file: string, detail: string): 
 }
 
 /** One OOM for the report's notices: what failed, the device then, and the largest allocations live then. */
-function oomNotice(o: OomEvent): string {
+function oomNotice(o: OomEvent, deviceType: string): string {
   const when = o.timeUs === null ? '' : ` (time_us ${o.timeUs})`;
   const free = o.deviceFree === null ? 'device free unknown' : `${humanBytes(o.deviceFree)} free on the device`;
   const at = o.frames.length ? `, requested at ${o.frames.join(' ← ')}` : '';
   const live = o.largestLive.map((a) => `${humanBytes(a.size)}${a.frames.length ? ` at ${a.frames[0]}` : ''}`).join('; ');
   return (
-    `Out of memory on ${deviceName(o.device)}, trace entry ${o.index}${when}: ${humanBytes(o.requestedSize)} requested, ${free}, ` +
+    `Out of memory on ${deviceName(o.device, deviceType)}, trace entry ${o.index}${when}: ${humanBytes(o.requestedSize)} requested, ${free}, ` +
     `allocated ${humanBytes(o.allocated)}, reserved ${humanBytes(o.reserved)}${at}.${live ? ` Largest live then: ${live}.` : ''}`
   );
 }
@@ -106,7 +107,7 @@ export function snapshotToReport(snap: MemorySnapshot, file: string, caps: Repor
   const traced = snap.traces.filter((t) => hasHistory(snap, t));
   const timeUnit: ReportData['timeUnit'] = traced.some((t) => t.timeUs.some((x) => !Number.isNaN(x))) ? 'ms' : 'event';
   if (!traced.length) notices.push('This snapshot has no allocation history (device_traces empty): the timeline shows only its final state; the segments view and the largest blocks are exact.');
-  for (const o of outOfMemoryEvents(snap, 3, 2, caps.site)) notices.push(oomNotice(o));
+  for (const o of outOfMemoryEvents(snap, 3, 2, caps.site)) notices.push(oomNotice(o, snap.deviceType));
   for (const w of snap.warnings) notices.push(`Reading note: ${w}.`);
   const finalReserved = snap.segments.reduce((s, seg) => s + seg.totalSize, 0);
   let finalAllocated = 0;
@@ -125,16 +126,16 @@ export function snapshotToReport(snap: MemorySnapshot, file: string, caps: Repor
       blocks.stack.push(-1);
     }
     return {
-      device: deviceName(seg.device),
+      device: deviceName(seg.device, snap.deviceType),
       address: seg.address,
       size: seg.totalSize,
-      label: `${deviceName(seg.device)} 0x${seg.address.toString(16)} · ${seg.segmentType} · stream ${seg.stream} · ${seg.blockCount} block${seg.blockCount === 1 ? '' : 's'} · ${humanBytes(seg.allocatedSize)} allocated`,
+      label: `${deviceName(seg.device, snap.deviceType)} 0x${seg.address.toString(16)} · ${seg.segmentType} · stream ${seg.stream} · ${seg.blockCount} block${seg.blockCount === 1 ? '' : 's'} · ${humanBytes(seg.allocatedSize)} allocated`,
       blocks,
     };
   });
 
   return {
-    ...emptyReport('snapshot', file, `PyTorch memory snapshot · ${snap.segments.length} segments · ${snap.blocks.count} blocks · ${humanBytes(finalAllocated)} allocated of ${humanBytes(finalReserved)} reserved · ${traced.reduce((s, t) => s + t.count, 0)} trace events`),
+    ...emptyReport('snapshot', file, `${snap.deviceType === DEFAULT_DEVICE_TYPE ? 'PyTorch' : deviceTypeTitle(snap.deviceType)} memory snapshot · ${snap.segments.length} segments · ${snap.blocks.count} blocks · ${humanBytes(finalAllocated)} allocated of ${humanBytes(finalReserved)} reserved · ${traced.reduce((s, t) => s + t.count, 0)} trace events`),
     notices,
     timeUnit,
     series: [],

@@ -118,7 +118,7 @@ export class WebGPUMemory extends WebGPURecorder {
   /** torch.cuda.memory_summary's table for one device. */
   memorySummary(device?: WebGPUDeviceArg, abbreviated = false): string {
     const d = this.deviceRecord(device);
-    return renderMemorySummary(d.memoryStats(), d.index, abbreviated);
+    return renderMemorySummary(d.memoryStats(), d.index, abbreviated, 'WebGPU');
   }
 
   /** The live resources of a device, oldest first. */
@@ -198,6 +198,7 @@ export class WebGPUMemory extends WebGPURecorder {
       device_traces: this.deviceList.map((d) => d.traceEntries()),
       allocator_settings: toSnapshotSettings(DEFAULT_SETTINGS),
       external_annotations: [...this.annotations],
+      device_type: 'webgpu',
     };
   }
 

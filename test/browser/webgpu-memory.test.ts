@@ -224,18 +224,27 @@ describe('memscope/webgpu in headless Chromium', () => {
       expect(summary.stderr).toBe('');
       expect(summary.status).toBe(0);
       const figures = JSON.parse(summary.stdout);
+      expect(figures.deviceType).toBe('webgpu');
+      expect(figures.devices.map((d: { name: string }) => d.name)).toEqual(['webgpu:0']);
       expect(figures.segments).toBe(7);
       expect(figures.totals.all.reserved).toBe(r.reserved);
       expect(figures.totals.all.allocated).toBe(r.allocated);
       const text = await runNode([cli, 'summary', file, '--frames', '20']);
       expect(text.stdout).toContain('Parameter · example');
       expect(text.stdout).toContain('buffer "weight-');
+      expect(text.stdout).toMatch(/^WebGPU memory snapshot: 7 segments/);
+      expect(text.stdout).toContain('WebGPU memory summary, device ID 0');
+      expect(text.stdout).not.toMatch(/cuda:\d/);
       const html = join(dir, 'report.html');
       const report = await runNode([cli, 'report', file, '-o', html, '--json']);
       expect(report.status).toBe(0);
       // 8 creates (segment_alloc + alloc), one destroy (free_requested, free_completed, segment_free), one pooled (free_requested, free_completed)
       expect(JSON.parse(report.stdout)).toMatchObject({ timelineEvents: 21, truncated: null });
-      expect(readFileSync(html, 'utf8')).toMatch(/^<!doctype html>/);
+      const page = readFileSync(html, 'utf8');
+      expect(page).toMatch(/^<!doctype html>/);
+      expect(page).toContain('WebGPU memory snapshot · 7 segments');
+      expect(page).toContain('"webgpu:0"');
+      expect(page).not.toContain('"cuda:0"');
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }

@@ -45,6 +45,9 @@ describe('memscope/webgpu on a fake GPUDevice', () => {
     expect(memory.resources().map((r) => [r.kind, r.bytes, r.usage, r.label])).toEqual([['buffer', 24, COPY_DST, '']]);
     expect(b).toBeInstanceOf(FakeBuffer);
     const summary = memory.memorySummary();
+    const heading = summary.split('\n')[1]!;
+    expect(heading).toMatch(/^\| +WebGPU memory summary, device ID 0 +\|$/);
+    expect(heading.length).toBe(summary.split('\n')[0]!.length);
     expect(summary).toMatch(/\| Allocated memory\s+\|\s+24 B\s+\|\s+24 B\s+\|\s+1024 B\s+\|\s+1000 B\s+\|/);
     // Over 1 MiB (PyTorch's kSmallSize) a resource counts in the large pool.
     const big = device.createBuffer({ size: (1 << 20) + 4, usage: STORAGE });
@@ -223,8 +226,10 @@ describe('memscope/webgpu on a fake GPUDevice', () => {
     // With the trace on, a free carries the stack that destroyed the resource.
     const free = dict.device_traces[0]!.find((e) => e.action === 'free_requested')!;
     expect(free.frames!.some((f) => /memory\.test\.ts$/.test(f.filename))).toBe(true);
+    expect(dict.device_type).toBe('webgpu');
     const read = readSnapshot(memory.dumpSnapshot());
     expect(read.warnings).toEqual([]);
+    expect(read.deviceType).toBe('webgpu');
     expect(read.segments.map((s) => [s.device, s.totalSize, s.allocatedSize])).toEqual([[0, 4096, 4096], [0, 1024, 0], [1, 1024, 1024]]);
     expect(read.traces.map((t) => [t.device, t.count])).toEqual([[0, 11], [1, 2]]);
     expect(read.externalAnnotations.map((a) => [a.stage, a.name])).toEqual([['MARK', 'after setup']]);

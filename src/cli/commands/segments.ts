@@ -15,7 +15,7 @@ export function register(program: Command): void {
       const device = opts.device ?? null;
       const snapshot = await openSnapshotWithProgress(file, 'segments');
       if (opts.json) {
-        printJson({ stacks: blockFlameStacks(snapshot, true, device), warnings: snapshot.warnings });
+        printJson({ deviceType: snapshot.deviceType, stacks: blockFlameStacks(snapshot, true, device), warnings: snapshot.warnings });
         return;
       }
       writeOutput(opts.output, renderSnapshotFlameGraph(snapshot, 'segments', { device }), 'a flame graph');

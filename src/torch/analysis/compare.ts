@@ -1,6 +1,7 @@
 /** What changed between two snapshots, by allocating frame and by segment. */
 import type { MemorySnapshot, Segment } from '../snapshot.js';
 import { snapshotTotals } from './totals.js';
+import { deviceLabel } from '../device-type.js';
 import { totalsByFrame } from './live-allocations.js';
 import { DEFAULT_SITE_RULE, type SiteRule } from '../../core/site-rule.js';
 
@@ -14,16 +15,26 @@ export interface FrameChange {
 }
 
 export interface SnapshotComparison {
+  /** Each snapshot's device type ('cuda', 'webgpu'). */
+  readonly deviceTypeBefore: string;
+  readonly deviceTypeAfter: string;
   readonly changes: FrameChange[];
   readonly allocatedBefore: number;
   readonly allocatedAfter: number;
   readonly reservedBefore: number;
   readonly reservedAfter: number;
   /** Segments (by address and size) present in only one of the snapshots. */
-  readonly segmentsOnlyBefore: { address: number; totalSize: number }[];
-  readonly segmentsOnlyAfter: { address: number; totalSize: number }[];
+  readonly segmentsOnlyBefore: OnlyHereSegment[];
+  readonly segmentsOnlyAfter: OnlyHereSegment[];
   /** Both snapshots' reading warnings, each marked `before:` or `after:`. */
   readonly warnings: string[];
+}
+
+/** A segment found in one snapshot only; `device` as memscope names it ('webgpu:0'). */
+export interface OnlyHereSegment {
+  readonly device: string;
+  readonly address: number;
+  readonly totalSize: number;
 }
 
 /** Identity of a segment across two snapshots of one program. */
@@ -48,14 +59,18 @@ export function compareSnapshots(before: MemorySnapshot, after: MemorySnapshot, 
   const afterKeys = new Set(after.segments.map(key));
   const ta = snapshotTotals(before);
   const tb = snapshotTotals(after);
+  const only = (s: MemorySnapshot, other: Set<string>): OnlyHereSegment[] =>
+    s.segments.filter((seg) => !other.has(key(seg))).map((seg) => ({ device: deviceLabel(s.deviceType, seg.device), address: seg.address, totalSize: seg.totalSize }));
   return {
+    deviceTypeBefore: before.deviceType,
+    deviceTypeAfter: after.deviceType,
     changes,
     allocatedBefore: ta.all.allocatedFromBlocks,
     allocatedAfter: tb.all.allocatedFromBlocks,
     reservedBefore: ta.all.reserved,
     reservedAfter: tb.all.reserved,
-    segmentsOnlyBefore: before.segments.filter((s) => !afterKeys.has(key(s))).map((s) => ({ address: s.address, totalSize: s.totalSize })),
-    segmentsOnlyAfter: after.segments.filter((s) => !beforeKeys.has(key(s))).map((s) => ({ address: s.address, totalSize: s.totalSize })),
+    segmentsOnlyBefore: only(before, afterKeys),
+    segmentsOnlyAfter: only(after, beforeKeys),
     warnings: [...before.warnings.map((w) => `before: ${w}`), ...after.warnings.map((w) => `after: ${w}`)],
   };
 }

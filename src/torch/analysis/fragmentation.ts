@@ -1,6 +1,7 @@
 /** Per-segment fill, internal/external free memory and the segment map, like `_memory_viz.py stats`. */
 import { humanBytes } from '../../core/units.js';
 import type { MemorySnapshot, Segment } from '../snapshot.js';
+import { deviceLabel } from '../device-type.js';
 
 /** Page size of the segment map (20 MiB), as in _memory_viz.py's segsum. */
 export const SEGMENT_MAP_PAGE = 20 << 20;
@@ -8,6 +9,8 @@ export const SEGMENT_MAP_PAGE = 20 << 20;
 export interface SegmentFill {
   readonly segment: number;
   readonly device: number;
+  /** The device as memscope names it: 'cuda:0', 'webgpu:0' (src/torch/device-type.ts). */
+  readonly deviceName: string;
   readonly address: number;
   readonly totalSize: number;
   readonly stream: number;
@@ -24,6 +27,8 @@ export interface SegmentFill {
 }
 
 export interface FragmentationReport {
+  /** The snapshot's device type ('cuda', 'webgpu'). */
+  readonly deviceType: string;
   readonly segments: SegmentFill[];
   readonly totalReserved: number;
   readonly totalAllocated: number;
@@ -88,6 +93,7 @@ export function fragmentation(snapshot: MemorySnapshot, device: number | null = 
     fills.push({
       segment: seg.index,
       device: seg.device,
+      deviceName: deviceLabel(snapshot.deviceType, seg.device),
       address: seg.address,
       totalSize: seg.totalSize,
       stream: seg.stream,
@@ -100,6 +106,7 @@ export function fragmentation(snapshot: MemorySnapshot, device: number | null = 
     });
   }
   return {
+    deviceType: snapshot.deviceType,
     segments: fills,
     totalReserved,
     totalAllocated,

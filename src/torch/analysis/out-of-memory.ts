@@ -3,6 +3,7 @@ import type { MemorySnapshot, TraceTable } from '../snapshot.js';
 import { DEFAULT_SITE_RULE, type SiteRule } from '../../core/site-rule.js';
 import { frameLabels } from './frame-labels.js';
 import { snapshotTimeline } from './timeline.js';
+import { deviceLabel } from '../device-type.js';
 
 /** One allocation live when an OOM was raised. */
 export interface OomLiveAllocation {
@@ -57,7 +58,7 @@ export function outOfMemoryEvents(snapshot: MemorySnapshot, top = 5, topFrames =
   const timeline = snapshotTimeline(snapshot);
   for (const trace of snapshot.traces) {
     if (!hasOom(trace)) continue;
-    const line = timeline.devices.find((d) => d.device === `cuda:${trace.device}`)!;
+    const line = timeline.devices.find((d) => d.device === deviceLabel(snapshot.deviceType, trace.device))!;
     const code = (name: string): number => snapshot.actionNames.indexOf(name);
     const alloc = code('alloc');
     const freeRequested = code('free_requested');

@@ -2,6 +2,7 @@
 import { EMPTY_OPERATORS, type DeviceMemoryTimeline, type MemoryTrace } from '../memory-trace.js';
 import type { MemorySnapshot } from '../snapshot.js';
 import { snapshotTotals } from './totals.js';
+import { deviceLabel } from '../device-type.js';
 
 /**
  * The snapshot's device traces as memory timelines (for plots): allocated
@@ -46,7 +47,7 @@ export function snapshotTimeline(snapshot: MemorySnapshot): MemoryTrace {
       reserved[i] = r;
     }
     devices.push({
-      device: `cuda:${t.device}`,
+      device: deviceLabel(snapshot.deviceType, t.device),
       count: n,
       time,
       bytes,
