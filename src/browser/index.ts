@@ -7,3 +7,4 @@ export { attachTfjsWebGPU, TFJS_WEBGPU, type TfjsWebGPUAttribution, type TfjsWeb
 export { attachMemoryPanel, type MemoryPanel, type MemoryPanelOptions, type PanelCorner } from './panel.js';
 export { loadViewerScript, openHtmlInNewTab, snapshotReportHtml, type ViewerScript } from './report-page.js';
 export { attachOnnxRuntime, ONNXRUNTIME_WEB, type OnnxRuntimeAttribution, type OnnxRuntimeOptions, type OrtRunRecord, type OrtSessionRecord, type OrtUndisposedOutput } from './onnxruntime.js';
+export { attachTransformers, KV_CACHE, TRANSFORMERS_JS, type TjsGenerationRecord, type TjsModelRecord, type TjsStepRecord, type TjsUndisposedOutput, type TransformersAttribution, type TransformersOptions } from './transformers.js';

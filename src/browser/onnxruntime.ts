@@ -18,7 +18,8 @@ import type { WebGPUMemory } from '../webgpu/memory.js';
 
 export const ONNXRUNTIME_WEB = 'onnxruntime-web';
 
-interface OrtTensorLike {
+/** What memscope reads of an ORT tensor (onnxruntime-web's `Tensor`). */
+export interface OrtTensorLike {
   dims?: readonly number[];
   type?: string;
   location?: string;
@@ -89,7 +90,8 @@ const BYTES_PER_ELEMENT: Record<string, number> = {
   float32: 4, int32: 4, uint32: 4, float16: 2, int16: 2, uint16: 2, int8: 1, uint8: 1, bool: 1, int64: 8, uint64: 8, float64: 8, int4: 0.5, uint4: 0.5,
 };
 
-function tensorBytes(t: OrtTensorLike | undefined): number {
+/** Bytes of a tensor's data from its type and size (or dims), wherever the data is. */
+export function tensorBytes(t: OrtTensorLike | undefined): number {
   if (t == null || typeof t !== 'object') return 0;
   const count = typeof t.size === 'number' ? t.size : Array.isArray(t.dims) ? t.dims.reduce((a, b) => a * b, 1) : 0;
   return Math.ceil(count * (BYTES_PER_ELEMENT[t.type ?? ''] ?? 0));

@@ -2,7 +2,7 @@
 // repository under the prefixes a test allows, and scripts built in memory. Nothing touches the
 // network; localhost is a secure context, so `navigator.gpu` exists there.
 import type { Browser, Page } from 'playwright-core';
-import { readFileSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { repoRoot } from '../../support/fixtures.js';
 
@@ -29,8 +29,8 @@ export interface ServedPage {
 
 /**
  * Opens http://localhost/ with `scripts` (path → text) served from memory and repository files
- * under `allow` (path prefixes such as '/test/browser/pages/') served from disk; anything else
- * is a 404.
+ * under `allow` (path prefixes such as '/test/browser/pages/') served from disk; anything else,
+ * or a file that does not exist, is a 404.
  */
 export async function openServedPage(browser: Browser, opts: { scripts?: Record<string, string>; allow?: readonly string[]; body?: string }): Promise<ServedPage> {
   const page = await browser.newPage();
@@ -45,8 +45,10 @@ export async function openServedPage(browser: Browser, opts: { scripts?: Record<
     if (path === '/') return route.fulfill({ contentType: 'text/html', body: `<!doctype html><html><body>${opts.body ?? ''}</body></html>` });
     const script = opts.scripts?.[path];
     if (script !== undefined) return route.fulfill({ contentType: 'text/javascript', body: script });
-    if (!path.includes('..') && (opts.allow ?? []).some((prefix) => path.startsWith(prefix))) {
-      return route.fulfill({ contentType: typeOf(path), body: readFileSync(resolve(repoRoot, `.${path}`)) });
+    const file = resolve(repoRoot, `.${path}`);
+    // A file the page asks for that is not there (an optional one a library probes for) is a 404.
+    if (!path.includes('..') && (opts.allow ?? []).some((prefix) => path.startsWith(prefix)) && existsSync(file)) {
+      return route.fulfill({ contentType: typeOf(path), body: readFileSync(file) });
     }
     return route.fulfill({ status: 404, body: `not served: ${path}` });
   });
