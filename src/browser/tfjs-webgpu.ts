@@ -7,14 +7,23 @@
  * buffer is reserved, not allocated (`markPooled`), and allocated again when the pool hands it out
  * (`markInUse`). The texture manager (the pool `tf.browser.fromPixels` fills) is treated alike.
  *
- * Categories: buffers of the engine's registered variables are Parameter (trainable) or Buffer
- * (not trainable: a layer's non-trainable weights, and an optimizer's state, which TFJS makes as
- * non-trainable variables too), refreshed at each `step()`; uniform and staging buffers are Other;
- * every other storage buffer holds a tensor made by a kernel: Activation.
+ * Categories are PyTorch MemTracker's, by the rules memscope's TFJS adapter applies to storages
+ * (src/core/mem-categories.ts), read from the adapter attached here: a buffer the pool hands out
+ * takes the category of the phase it is made in (Activation in forward or outside training, Temp
+ * in backward, Optstate in an optimizer step); the buffers of the gradients a gradient
+ * computation returns for variables become Gradient; the buffers of the engine's registered
+ * variables are Parameter (trainable), Optstate (the state of an optimizer the program registers,
+ * `optimizer()`) or Buffer (other non-trainable variables), re-tagged after each optimizer step
+ * and at each `step()`; uniform and staging buffers are Other.
  */
 import { MemscopeError } from '../core/errors.js';
 import type { Attribution } from '../webgpu/device-record.js';
 import type { WebGPUMemory } from '../webgpu/memory.js';
+import type { AdapterSession } from '../core/adapter.js';
+import type { EventContext, GradientPair, OptimizerRef, TensorRef } from '../core/events.js';
+import { MEM_REF_TYPES, categoryOfAllocation, categoryOfGradient, categoryOfReplacedStorage, type CategoryIndex, type MemRefType } from '../core/mem-categories.js';
+import { activeInstallation, tfjsAdapter } from '../tfjs/adapter.js';
+import { TfjsTensorRef } from '../tfjs/refs.js';
 
 export const TFJS_WEBGPU = 'tfjs-webgpu';
 
@@ -44,14 +53,18 @@ export interface TfjsWebGPUOptions {
   tf: object;
   /** memscope/webgpu's recording (`installWebGPU()`), installed before the backend made its device. */
   memory: WebGPUMemory;
+  /** Optimizers whose state counts as Optstate (`optimizer()` adds more; `model.compile`'s is `model.optimizer`). */
+  optimizers?: readonly object[];
 }
 
 /** The attribution of TFJS's webgpu backend; `detach()` restores the backend's methods. */
 export interface TfjsWebGPUAttribution {
   /** The backend's GPUDevice name in memscope ('webgpu:N'). */
   readonly device: string;
-  /** Re-tags the buffers of the engine's variables (Parameter/Buffer); `step()` calls it. */
+  /** Re-tags the buffers of the engine's variables (Parameter/Optstate/Buffer); `step()` and each optimizer step call it. */
   refreshCategories(): void;
+  /** Registers an optimizer (a tf.Optimizer): its state variables' buffers are Optstate. */
+  optimizer(optimizer: object): void;
   /** Ends a step in the recording (memory.step) after refreshing categories. */
   step(name: string | number): void;
   /** The backend's own counts, for comparison: bytes of buffers in use and of every buffer it holds. */
@@ -59,10 +72,11 @@ export interface TfjsWebGPUAttribution {
   detach(): void;
 }
 
+/** A pool buffer's category: Other for uniforms and staging, else the phase's (categoryOfAllocation). */
 function categoryOfUsage(usage: number): Attribution {
   if (usage & UNIFORM) return { category: 'Other', operator: 'uniforms' };
   if (usage & (MAP_READ | MAP_WRITE)) return { category: 'Other', operator: 'staging' };
-  return { category: 'Activation', operator: 'tensor' };
+  return { category: MEM_REF_TYPES[categoryOfAllocation(activeInstallation()?.ctx.phase ?? 'none')], operator: 'tensor' };
 }
 
 /**
@@ -82,6 +96,13 @@ export function attachTfjsWebGPU(options: TfjsWebGPUOptions): TfjsWebGPUAttribut
   }
   const device = memory.track(backend.device as Parameters<WebGPUMemory['track']>[0]);
   const restores: Array<() => void> = [];
+  const optimizers: OptimizerRef[] = [];
+  /** The GPU buffer holding a tensor's data now (undefined while it is on the CPU). */
+  const bufferOf = (ref: TensorRef): object | undefined => {
+    if (!(ref instanceof TfjsTensorRef)) return undefined;
+    const resource = backend.tensorMap.get(ref.tensor.dataId)?.resource;
+    return resource != null && typeof resource === 'object' ? resource : undefined;
+  };
 
   const patchPool = (manager: PoolManager, acquire: string, release: string, freeLists: () => Map<unknown, unknown>, attribution: (resource: { usage?: number }) => Attribution): void => {
     const originalAcquire = manager[acquire] as (...a: unknown[]) => object;
@@ -152,20 +173,65 @@ export function attachTfjsWebGPU(options: TfjsWebGPUOptions): TfjsWebGPUAttribut
   }
 
   const refreshCategories = (): void => {
+    const state = new Set<string>();
+    for (const o of optimizers) for (const t of o.stateVariables()) if (t.variableName !== undefined) state.add(t.variableName);
     const vars = engine.state.registeredVariables;
+    const current = new Set<object>();
     for (const name of Object.keys(vars)) {
       const v = vars[name]!;
       if (v.isDisposed) continue;
       const resource = backend.tensorMap.get(v.dataId)?.resource;
-      if (resource != null && typeof resource === 'object') memory.tag(resource, { category: v.trainable ? 'Parameter' : 'Buffer', operator: name });
+      const category = state.has(name) ? 'Optstate' : v.trainable ? 'Parameter' : 'Buffer';
+      if (resource != null && typeof resource === 'object') {
+        memory.tag(resource, { category, operator: name });
+        current.add(resource);
+      }
+    }
+    // A variable's previous buffer that other tensors still hold after an assign is no longer
+    // the variable's (categoryOfReplacedStorage): what forward saved, Activation.
+    const used = bm['usedBuffers'];
+    if (!(used instanceof Map)) return;
+    for (const list of used.values()) {
+      if (!Array.isArray(list)) continue;
+      for (const b of list as object[]) {
+        const was = memory.resourceRecord(b)?.attribution.category;
+        // Other here is a uniform or staging buffer, never a variable's.
+        const index = was === 'Other' ? -1 : MEM_REF_TYPES.indexOf(was as MemRefType);
+        const now = current.has(b) || index < 0 ? null : categoryOfReplacedStorage(index as CategoryIndex);
+        if (now !== null) memory.tag(b, { category: MEM_REF_TYPES[now], operator: 'replaced variable' });
+      }
     }
   };
+
+  // The adapter's session: its phase names what the pool's buffers are made for, its gradient and
+  // optimizer events what they hold. Its sink listens to nothing per tensor.
+  const session: AdapterSession = tfjsAdapter.attach({
+    onGradientEnd(pairs: readonly GradientPair[], _ctx: EventContext) {
+      for (const { x, grad } of pairs) {
+        const buffer = grad !== null && categoryOfGradient(x) !== null ? bufferOf(grad) : undefined;
+        if (buffer) memory.tag(buffer, { category: 'Gradient', operator: `gradient of ${x.variableName}` });
+      }
+    },
+    onOptimizerStepEnd() {
+      refreshCategories();
+    },
+  });
+  restores.push(() => session.detach());
+  const addOptimizer = (o: object): void => {
+    const ref = session.optimizer(o);
+    if (!optimizers.includes(ref)) optimizers.push(ref);
+  };
+  for (const o of options.optimizers ?? []) addOptimizer(o);
   refreshCategories();
 
   let detached = false;
   return {
     device,
     refreshCategories,
+    optimizer(o) {
+      addOptimizer(o);
+      refreshCategories();
+    },
     step(name) {
       refreshCategories();
       memory.step(name);

@@ -17,7 +17,7 @@ export type ResourceKind = 'buffer' | 'texture' | 'querySet';
 
 /** Who a resource belongs to: PyTorch's category names where they fit, plus the framework and operator. */
 export interface Attribution {
-  /** 'Parameter', 'Activation', 'Gradient', 'Optimizer', 'Other', or a framework's own name. */
+  /** PyTorch MemTracker's 'Parameter', 'Buffer', 'Gradient', 'Activation', 'Temp', 'Optstate', 'Other', or a framework's own name. */
   category?: string;
   /** The library that made the resource ('tfjs-webgpu', 'onnxruntime-web', …). */
   framework?: string;

@@ -39,6 +39,7 @@ globalThis.runTraining = async () => {
   };
   const model = tfl.sequential({ layers: [tfl.layers.dense({ units: 64, inputShape: [32], activation: 'relu' }), tfl.layers.dense({ units: 8 })] });
   model.compile({ optimizer: 'adam', loss: 'meanSquaredError' });
+  tfjs.optimizer(model.optimizer);
   const xs = tf.randomNormal([128, 32]);
   const ys = tf.randomNormal([128, 8]);
   const rows = [read('start')];
@@ -52,6 +53,14 @@ globalThis.runTraining = async () => {
   rows.push(read('after predict'));
   p.dispose();
   rows.push(read('after dispose'));
+  // One step by hand: the gradients are live between variableGrads and their dispose.
+  const { value, grads } = tf.variableGrads(() => tf.losses.meanSquaredError(ys, model.apply(xs)));
+  rows.push(read('gradients'));
+  model.optimizer.applyGradients(grads);
+  rows.push(read('applied'));
+  value.dispose();
+  tf.dispose(Object.values(grads));
+  rows.push(read('gradients disposed'));
   let trainable = 0;
   for (const w of model.trainableWeights) trainable += w.read().size * 4;
   const warnings = [...memory.warnings];
@@ -82,8 +91,10 @@ describe('TFJS webgpu attribution in headless Chromium', () => {
       expect(errors).toEqual([]);
       expect(r.warnings).toEqual([]);
       expect(r.device).toBe('webgpu:0');
-      expect(r.rows).toHaveLength(7);
+      expect(r.rows).toHaveLength(10);
       for (const row of r.rows.slice(1)) {
+        // Every buffer is in one of PyTorch MemTracker's categories.
+        expect(Object.keys(row.byCategory).filter((c) => !['Parameter', 'Buffer', 'Gradient', 'Activation', 'Temp', 'Optstate', 'Other'].includes(c)), row.when).toEqual([]);
         expect(row.allocated, row.when).toBeLessThanOrEqual(row.reserved);
         expect(row.allocated, row.when).toBe(row.backendInUse);
         expect(row.reserved, row.when).toBe(row.backendHeld);
@@ -100,6 +111,21 @@ describe('TFJS webgpu attribution in headless Chromium', () => {
       const [predicted, disposed] = r.rows.slice(5);
       expect(disposed.reserved).toBe(predicted.reserved);
       expect(disposed.allocated).toBeLessThan(predicted.allocated);
+      // The prediction (128×8 float32) is an Activation while held.
+      expect(predicted.byCategory.Activation.allocated - disposed.byCategory.Activation.allocated).toBe(128 * 8 * 4);
+      // Adam's state (first and second moments of every weight, and its two beta powers) is Optstate.
+      for (const row of r.rows.slice(1, 5)) {
+        expect(row.byCategory.Optstate.allocated, row.when).toBeGreaterThanOrEqual(2 * r.trainable);
+        expect(row.byCategory.Optstate.allocated, row.when).toBeLessThanOrEqual(2 * r.trainable + 64);
+      }
+      // The gradients variableGrads returns are Gradient, one of each weight's size, until disposed;
+      // backward's temporaries are Temp (back in the pool by then).
+      const [gradients, applied, gradientsDisposed] = r.rows.slice(7);
+      expect(gradients.byCategory.Gradient.allocated).toBe(r.trainable);
+      expect(gradients.byCategory.Temp.reserved).toBeGreaterThan(0);
+      expect(applied.byCategory.Gradient.allocated).toBe(r.trainable);
+      expect(gradientsDisposed.byCategory.Gradient?.allocated ?? 0).toBe(0);
+      expect(applied.byCategory.Parameter.allocated).toBe(r.trainable);
       expect(r.restored).toBe(true);
       // Misuse is one MemscopeError line naming what to do.
       expect(r.refusals).toEqual([

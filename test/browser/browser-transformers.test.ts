@@ -50,7 +50,16 @@ const program = (device: 'webgpu' | 'wasm'): string => `(async () => {
   const whileKept = tjs.undisposedOutputs();
   const keptCategory = whileKept.length ? (memory.resources(0).find((r) => r.attribution.category === 'KV cache')?.attribution ?? null) : null;
   await kept.past_key_values.dispose();
+  const refusal = (fn) => {
+    try {
+      fn();
+      return null;
+    } catch (err) {
+      return err.name + ' ' + err.code + ': ' + err.message;
+    }
+  };
   const result = {
+    refusals: [refusal(() => memscope.attachTransformers({ memory: {} })), refusal(() => tjs.track({}, 'nothing'))],
     text: first[0].generated_text,
     models: tjs.models(), generations: tjs.generations(), steps: tjs.steps(),
     afterFirst, whileKept, afterDispose: tjs.undisposedOutputs(), keptCategory,
@@ -119,6 +128,29 @@ describe('transformers.js attribution in headless Chromium', () => {
       expect(r.afterDispose).toEqual([]);
       expect(r.byCategory.Parameter.allocated).toBe(r.loaded.byCategory.Parameter.reserved);
       expect(r.restored).toBe(true);
+      expect(r.refusals).toEqual([
+        "MemscopeError bad-argument: attachTransformers: options.memory must be memscope/webgpu's installWebGPU()",
+        'MemscopeError bad-argument: attachTransformers: nothing is neither a transformers.js pipeline (with .model) nor a model (with .sessions)',
+      ]);
+    } finally {
+      await page.close();
+    }
+  });
+
+  it('the same pipeline on the wasm device: nothing on the GPU, each step still gives its KV cache bytes', { timeout: 600_000 }, async () => {
+    const { page, errors } = await openServedPage(browser, { scripts: { [BUNDLE]: bundle }, allow: [ORT_DIR, MODELS] });
+    try {
+      await page.addScriptTag({ url: BUNDLE, type: 'module' });
+      await page.waitForFunction(() => 'tjs' in globalThis);
+      const r: any = await page.evaluate(program('wasm'));
+      expect(errors).toEqual([]);
+      expect(r.text.startsWith(PROMPT)).toBe(true);
+      expect(r.models.map((m: any) => [m.name, m.weightBytes])).toEqual([['tiny-gpt2', 0]]);
+      expect(r.generations.map((g: any) => [g.index, g.steps, g.peakAdded])).toEqual([[1, NEW_TOKENS, 0], [2, 3, 0]]);
+      const first = r.steps.filter((s: any) => s.generation === 1);
+      expect(first.map((s: any) => s.pastBytes)).toEqual([0, 5, 6, 7, 8, 9].map((n) => n * KV_BYTES_PER_POSITION));
+      // The kept cache is in wasm memory: no GPU tensor for the program to dispose.
+      expect(r.whileKept).toEqual([]);
     } finally {
       await page.close();
     }
