@@ -8,6 +8,8 @@
  * key is CUDA's. The name follows `torch.device`: the type, a colon, the index.
  */
 
+import { SMALL_BUFFER, SMALL_SIZE } from './pytorch-vocabulary.js';
+
 /** The snapshot dict's key naming the device type (`'webgpu'`); absent in PyTorch's own files. */
 export const DEVICE_TYPE_KEY = 'device_type';
 
@@ -32,6 +34,15 @@ const TITLES: Readonly<Record<string, string>> = { cuda: 'CUDA', webgpu: 'WebGPU
 /** How prose names the device type: 'CUDA', 'WebGPU'; other types upper-cased. */
 export function deviceTypeTitle(deviceType: string): string {
   return TITLES[deviceType] ?? deviceType.toUpperCase();
+}
+
+/**
+ * The sizes of a small-pool segment, [least, most]: CUDA's caching allocator makes small-pool
+ * segments of exactly 2 MiB (SMALL_BUFFER); memscope/webgpu calls a resource of up to 1 MiB
+ * (SMALL_SIZE) a small segment, as it does a block.
+ */
+export function smallSegmentSizes(deviceType: string): readonly [number, number] {
+  return deviceType === 'webgpu' ? [0, SMALL_SIZE] : [SMALL_BUFFER, SMALL_BUFFER];
 }
 
 /** The device index of a label of any type ('webgpu:2' → 2); -1 when it is not one. */

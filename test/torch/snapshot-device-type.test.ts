@@ -7,7 +7,7 @@ import { DEFAULT_SETTINGS, toSnapshotSettings } from '../../src/allocator/settin
 import { readPickle } from '../../src/torch/pickle/reader.js';
 import { writePickle } from '../../src/torch/pickle/writer.js';
 import { normaliseSnapshot, readSnapshot } from '../../src/torch/snapshot-decoder.js';
-import { compareSnapshots, fragmentation, snapshotTimeline } from '../../src/torch/snapshot-analysis.js';
+import { compareSnapshots, fragmentation, snapshotMemoryStats, snapshotTimeline } from '../../src/torch/snapshot-analysis.js';
 import { renderSnapshotFlameGraph } from '../../src/torch/snapshot-flamegraph.js';
 import { formatComparison, formatFragmentation, formatSnapshotSummary, snapshotSummaryJson } from '../../src/torch/text-reports.js';
 
@@ -83,6 +83,17 @@ describe('the device type of a snapshot', () => {
     expect([cmp.deviceTypeBefore, cmp.deviceTypeAfter]).toEqual(['webgpu', 'webgpu']);
     expect(cmp.segmentsOnlyAfter.map((x) => x.device)).toEqual(['webgpu:0', 'webgpu:0']);
     expect(formatComparison(cmp, { before: 'a.pickle', after: 'b.pickle' })).toMatch(/^WebGPU memory snapshots: a\.pickle → b\.pickle\n/);
+  });
+
+  it("splits the trace's segments by pool with each device type's rule: WebGPU's 1 MiB, CUDA's 2 MiB segments", () => {
+    const pools = (bytes: Uint8Array): number[] => {
+      const { stats } = snapshotMemoryStats(readSnapshot(bytes), 0);
+      return ['small_pool', 'large_pool'].map((p) => stats[`reserved_bytes.${p}.allocated`]!);
+    };
+    // memscope/webgpu calls a resource of up to 1 MiB small, as the segments' own segment_type says.
+    expect(pools(written('webgpu'))).toEqual([4096, 2 << 20]);
+    // PyTorch's small pool is made of 2 MiB segments.
+    expect(pools(written())).toEqual([2 << 20, 4096]);
   });
 
   it("keeps PyTorch's files (no device_type) CUDA's, as before", () => {

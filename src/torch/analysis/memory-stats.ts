@@ -3,7 +3,8 @@
  * peaks and totals from one pass over its device trace (the same pass counts trace actions).
  */
 import type { MemorySnapshot, TraceTable } from '../snapshot.js';
-import { SMALL_BUFFER, SMALL_SIZE } from '../pytorch-vocabulary.js';
+import { SMALL_SIZE } from '../pytorch-vocabulary.js';
+import { smallSegmentSizes } from '../device-type.js';
 import { snapshotTotals, type PoolTotals } from './totals.js';
 
 export interface SnapshotStatsResult {
@@ -95,7 +96,8 @@ function replayTrace(snapshot: MemorySnapshot, trace: TraceTable): TraceReplay {
   });
   const events = new Float64Array(EVENT_KINDS * 3);
   const bytes = new Float64Array(EVENT_KINDS * 3);
-  r.ooms = replayEvents(trace, kindOf, r, events, bytes);
+  const [smallMin, smallMax] = smallSegmentSizes(snapshot.deviceType);
+  r.ooms = replayEvents(trace, kindOf, r, events, bytes, smallMin, smallMax);
   addReplayTotals(r, events, bytes);
   return r;
 }
@@ -105,7 +107,7 @@ function replayTrace(snapshot: MemorySnapshot, trace: TraceTable): TraceReplay {
  * replacement), and code after the loop would be compiled with it, unseen, and thrown away
  * when first reached. Returns the number of OOM events.
  */
-function replayEvents(trace: TraceTable, kindOf: Uint8Array, r: TraceReplay, events: Float64Array, bytes: Float64Array): number {
+function replayEvents(trace: TraceTable, kindOf: Uint8Array, r: TraceReplay, events: Float64Array, bytes: Float64Array, smallMin: number, smallMax: number): number {
   const { byCode, order, sum, highest } = r;
   const actions = trace.action;
   const sizes = trace.size;
@@ -121,11 +123,11 @@ function replayEvents(trace: TraceTable, kindOf: Uint8Array, r: TraceReplay, eve
     }
     const size = sizes[i]!;
     if (!(size >= 0)) {
-      replayEvent(r, kind, size);
+      replayEvent(r, kind, size, smallMin, smallMax);
       continue;
     }
-    // Blocks up to 1 MiB come from the small pool, whose segments are 2 MiB.
-    const pool = kind <= FREE_COMPLETED ? (size <= SMALL_SIZE ? POOL_SMALL : POOL_LARGE) : kind <= SEGMENT_FREE && size === SMALL_BUFFER ? POOL_SMALL : POOL_LARGE;
+    // Blocks up to 1 MiB come from the small pool, whose segments are 2 MiB (CUDA's).
+    const pool = kind <= FREE_COMPLETED ? (size <= SMALL_SIZE ? POOL_SMALL : POOL_LARGE) : kind <= SEGMENT_FREE && size >= smallMin && size <= smallMax ? POOL_SMALL : POOL_LARGE;
     events[kind * 3 + pool]++;
     bytes[kind * 3 + pool] += size;
     if (kind === ALLOC) {
@@ -199,10 +201,10 @@ function addReplayTotals(r: TraceReplay, events: Float64Array, bytes: Float64Arr
 }
 
 /** One event the general way, for any size: each delta moves the running sum and, by its sign, one of the totals. */
-function replayEvent(r: TraceReplay, kind: number, size: number): void {
+function replayEvent(r: TraceReplay, kind: number, size: number, smallMin: number, smallMax: number): void {
   const { sum, highest, allocatedTotal, freedTotal } = r;
   const blockPool = size <= SMALL_SIZE ? POOL_SMALL : POOL_LARGE;
-  const segmentPool = size === SMALL_BUFFER ? POOL_SMALL : POOL_LARGE;
+  const segmentPool = size >= smallMin && size <= smallMax ? POOL_SMALL : POOL_LARGE;
   const move = (family: number, pool: number, v: number): void => {
     for (const slot of [family + POOL_ALL, family + pool]) {
       const s = (sum[slot]! += v);
