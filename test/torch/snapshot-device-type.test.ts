@@ -9,6 +9,7 @@ import { writePickle } from '../../src/torch/pickle/writer.js';
 import { normaliseSnapshot, readSnapshot } from '../../src/torch/snapshot-decoder.js';
 import { compareSnapshots, fragmentation, snapshotMemoryStats, snapshotTimeline } from '../../src/torch/snapshot-analysis.js';
 import { renderSnapshotFlameGraph } from '../../src/torch/snapshot-flamegraph.js';
+import { traceLines } from '../../src/torch/analysis/trace-lines.js';
 import { formatComparison, formatFragmentation, formatSnapshotSummary, snapshotSummaryJson } from '../../src/torch/text-reports.js';
 
 const frame = (name: string) => ({ name, filename: '<webgpu>', line: 0 });
@@ -120,5 +121,15 @@ describe('the device type of a snapshot', () => {
         expect(s.warnings).toEqual([`device_type: ${shown} is not a device type (lower-case letters, digits, _): read as cuda`]);
       }
     }
+  });
+
+  it("writes a WebGPU trace's segments as the resources they are (create, destroy), a CUDA trace's as _memory_viz does", () => {
+    const webgpu = traceLines(readSnapshot(written('webgpu')));
+    expect(webgpu[0]).toBe('Device webgpu:0 ---------------- 4 entries');
+    expect(webgpu[1]).toBe('a = create(0x7e0000000000, 4.00 KiB)');
+    expect(webgpu.join('\n')).not.toMatch(/cuda/i);
+    const cuda = traceLines(readSnapshot(written()));
+    expect(cuda[0]).toBe('Device 0 ---------------- 4 entries');
+    expect(cuda[1]).toBe('a = cudaMalloc(0x7e0000000000, 4.00 KiB)');
   });
 });

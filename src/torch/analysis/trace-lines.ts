@@ -1,6 +1,7 @@
 /** The device trace as readable lines, like `_memory_viz.py trace`. */
 import { humanBytes as formatHumanBytes } from '../../core/units.js';
 import type { MemorySnapshot } from '../snapshot.js';
+import { deviceLabel } from '../device-type.js';
 import { frameLabels } from './frame-labels.js';
 import { outOfMemoryEvents, type OomEvent } from './out-of-memory.js';
 
@@ -35,9 +36,14 @@ export function emitTraceLines(snapshot: MemorySnapshot, options: { frames?: boo
   /** OOM details by `device:index`, made at the first `oom` entry; the lines that follow its line. */
   let ooms: Map<string, OomEvent> | undefined;
   const oomLines: string[] = [];
+  // CUDA's files read as `_memory_viz.py trace` prints them; another device type's segments are
+  // its own resources (a WebGPU buffer or texture), made and released by its own calls.
+  const cuda = snapshot.deviceType === 'cuda';
+  const segmentMade = cuda ? 'cudaMalloc' : 'create';
+  const segmentReleased = cuda ? 'cudaFree' : 'destroy';
   for (const trace of snapshot.traces) {
     if (trace.count === 0) continue;
-    emit(`Device ${trace.device} ---------------- ${trace.count} entries`);
+    emit(`Device ${cuda ? trace.device : deviceLabel(snapshot.deviceType, trace.device)} ---------------- ${trace.count} entries`);
     const free: string[] = [];
     let next = 0;
     const newName = (): string => {
@@ -117,14 +123,14 @@ export function emitTraceLines(snapshot: MemorySnapshot, options: { frames?: boo
         }
         case 'segment_alloc': {
           const name = newName();
-          line = `${name} = cudaMalloc(0x${addr.toString(16)}, ${humanBytes(size)})`;
+          line = `${name} = ${segmentMade}(0x${addr.toString(16)}, ${humanBytes(size)})`;
           liveSegments.splice(lastAtOrBelow(liveSegments.length, (j) => liveSegments[j].addr, addr) + 1, 0, { name, addr, size });
           segmentNames.set(addr, name);
           break;
         }
         case 'segment_free': {
           const name = segmentNames.get(addr);
-          line = `cudaFree(${name ?? `0x${addr.toString(16)}`}) # ${humanBytes(size)}`;
+          line = `${segmentReleased}(${name ?? `0x${addr.toString(16)}`}) # ${humanBytes(size)}`;
           if (name !== undefined) {
             segmentNames.delete(addr);
             let k = lastAtOrBelow(liveSegments.length, (j) => liveSegments[j].addr, addr);
