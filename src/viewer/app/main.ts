@@ -10,7 +10,8 @@ import { flameGraphs } from './flamegraph.js';
 import { deviceSelector, deviceSlices, legend, sourceWords, stepLabel, traceAllocationsSection, type DeviceSlice } from './sources.js';
 import { el } from './dom.js';
 import { MemoryView, allocationMatcher, hexAddress } from './memory-view.js';
-import { FrameScheduler, fitCanvas, plotArea, timeAtPointer, zoomedRange, type PlotArea } from './canvas.js';
+import { FrameScheduler, fitCanvas, plotArea, type PlotArea } from './canvas.js';
+import { bindPanZoom, clampRange, timeAtPointer, zoomedRange } from './pan-zoom.js';
 import { mountQueryBox } from './query-box.js';
 import { beginPage } from './drop.js';
 import { renderHistorySections } from './state-history-sections.js';
@@ -101,7 +102,6 @@ class TimelineView {
   private readonly ctx: CanvasRenderingContext2D;
   private view: ViewRange;
   private readonly redraw = new FrameScheduler(() => this.render());
-  private drag: { x: number; range: ViewRange } | null = null;
   frames = 0;
   firstFrameMs = 0;
   lastFrameMs = 0;
@@ -152,10 +152,7 @@ class TimelineView {
 
   setRange(t0: number, t1: number): void {
     const full = this.model.tMax - this.model.tMin;
-    let span = Math.min(full, Math.max(t1 - t0, full * 1e-7, 1e-6));
-    if (!(span > 0)) span = full;
-    const start = Math.max(this.model.tMin, Math.min(t0, this.model.tMax - span));
-    this.view = { t0: start, t1: start + span };
+    this.view = clampRange(t0, t1, this.model.tMin, this.model.tMax, Math.max(full * 1e-7, 1e-6));
     this.schedule();
   }
 
@@ -168,40 +165,17 @@ class TimelineView {
   }
 
   private bind(): void {
-    const c = this.canvas;
-    c.addEventListener(
-      'wheel',
-      (e) => {
-        e.preventDefault();
-        const anchor = this.timeAt(e.clientX);
-        const factor = Math.exp(Math.max(-5, Math.min(5, e.deltaY * 0.002)));
-        const { t0, t1 } = this.view;
-        this.setRange(anchor - (anchor - t0) * factor, anchor + (t1 - anchor) * factor);
-      },
-      { passive: false },
-    );
-    c.addEventListener('mousedown', (e) => {
-      this.drag = { x: e.clientX, range: this.range() };
-      c.classList.add('dragging');
+    const reset = (): void => this.setRange(this.model.tMin, this.model.tMax);
+    bindPanZoom(this.canvas, {
+      view: () => this.view,
+      setRange: (t0, t1) => this.setRange(t0, t1),
+      reset,
+      hover: (e) => this.hover(e),
+      leave: () => (this.tooltip.hidden = true),
     });
-    window.addEventListener('mouseup', () => {
-      this.drag = null;
-      c.classList.remove('dragging');
-    });
-    window.addEventListener('mousemove', (e) => {
-      if (!this.drag) return;
-      const dpr = window.devicePixelRatio || 1;
-      const dt = (((e.clientX - this.drag.x) * dpr) / this.plot().w) * (this.drag.range.t1 - this.drag.range.t0);
-      this.setRange(this.drag.range.t0 - dt, this.drag.range.t1 - dt);
-    });
-    c.addEventListener('mousemove', (e) => {
-      if (!this.drag) this.hover(e);
-    });
-    c.addEventListener('mouseleave', () => (this.tooltip.hidden = true));
-    c.addEventListener('dblclick', () => this.setRange(this.model.tMin, this.model.tMax));
     document.getElementById('zoom-in')!.addEventListener('click', () => this.zoom(0.5));
     document.getElementById('zoom-out')!.addEventListener('click', () => this.zoom(2));
-    document.getElementById('zoom-reset')!.addEventListener('click', () => this.setRange(this.model.tMin, this.model.tMax));
+    document.getElementById('zoom-reset')!.addEventListener('click', reset);
   }
 
   private zoom(factor: number): void {
