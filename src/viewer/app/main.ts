@@ -13,7 +13,7 @@ import { MemoryView, allocationMatcher, hexAddress } from './memory-view.js';
 import { FrameScheduler, fitCanvas, plotArea, type PlotArea } from './canvas.js';
 import { bindPanZoom, clampRange, timeAtPointer, zoomedRange } from './pan-zoom.js';
 import { mountQueryBox } from './query-box.js';
-import { beginPage } from './drop.js';
+import { beginPage, showPageError } from './drop.js';
 import { renderHistorySections } from './state-history-sections.js';
 
 declare global {
@@ -73,9 +73,8 @@ function location(frame: string | null): string {
 
 // Marks for the benchmark: where the time before the first frame goes.
 performance.mark('memscope-start');
-// The embedded report, or a file dropped on the page (drop.ts); null on the empty viewer, where main() does not run.
-const data = beginPage() as ReportData;
-performance.mark('memscope-parsed');
+// The report this run shows: set by start() below, before main() runs.
+let data!: ReportData;
 const str = (i: number): string => data.strings[i] ?? '';
 const frames = (stack: number): string[] => (stack >= 0 ? (data.stacks[stack] ?? []).map(str) : []);
 
@@ -569,4 +568,20 @@ function main(): void {
   input.addEventListener('input', () => search(input.value));
 }
 
-if (data) main();
+/** Runs the app on `shown` (null: the empty viewer, or a read that failed or was superseded). */
+function start(shown: ReportData | null): void {
+  performance.mark('memscope-parsed');
+  if (!shown) return;
+  data = shown;
+  try {
+    main();
+  } catch (err) {
+    // Data the app cannot draw (a damaged page) gets the page's one error line, not a stack trace.
+    showPageError(err);
+  }
+}
+
+// The embedded report (read asynchronously: its columns inflate), or a file dropped on the page (drop.ts, at once).
+const shown = beginPage();
+if (shown instanceof Promise) void shown.then(start);
+else start(shown);
