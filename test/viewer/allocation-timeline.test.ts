@@ -3,7 +3,8 @@
 // allocation order, the rest are summed per site, and sites summing under a pixel go into one
 // "smaller allocations" band at the bottom.
 import { describe, it, expect } from 'vitest';
-import { ColumnHits, DeviceTimeline, SUMMARISED, summedGroup } from '../../src/viewer/app/allocation-timeline.js';
+import { DeviceTimeline, SUMMARISED, summedGroup } from '../../src/viewer/app/allocation-timeline.js';
+import { ColumnHits } from '../../src/viewer/app/column-hits.js';
 import type { ReportDeviceMemory } from '../../src/viewer/report-data.js';
 
 /** Random allocations over `n` events: some live before the trace, some still live at the end, sizes spanning six orders. */
@@ -142,6 +143,27 @@ describe('Active Memory Timeline renderer', () => {
       }
     }
     expect(checked).toBeGreaterThan(cols);
+  });
+
+  it('hover lists of a summed band are the allocations live at that moment, at any distance from a checkpoint', () => {
+    // Over 4096 events: the live index's checkpoints, not only its replay, are used.
+    const dev = randomDevice(30_000, 11);
+    const d = new DeviceTimeline(dev, dev.site);
+    const threshold = 1e6;
+    for (const m of [0, 1, 4095, 4096, 4097, 12_345, 29_999, 30_000]) {
+      const live = dev.bytes.map((_, a) => a).filter((a) => d.start[a] < m && d.end[a] >= m && dev.bytes[a] < threshold);
+      for (const group of [-1, 0, 3]) {
+        const s = d.smallLiveAt(m, threshold, group, 4);
+        // The definition, allocation by allocation: the band's groups, then its allocations.
+        const sums = new Float64Array(d.groupSite.length);
+        for (const a of live) sums[d.groupOf[a]] += dev.bytes[a];
+        const mine = live.filter((a) => (group < 0 ? sums[d.groupOf[a]] < threshold : d.groupOf[a] === group));
+        const largest = [...mine].sort((x, y) => dev.bytes[y] - dev.bytes[x] || x - y).slice(0, 4);
+        expect(s.count).toBe(mine.length);
+        expect(s.bytes).toBe(mine.reduce((t, a) => t + dev.bytes[a], 0));
+        expect(s.largest).toEqual(largest);
+      }
+    }
   });
 
   it('the overview profile is each column\u2019s highest live bytes over the whole trace', () => {

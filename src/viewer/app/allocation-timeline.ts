@@ -17,6 +17,8 @@
  */
 import type { ReportData, ReportDeviceMemory } from '../report-data.js';
 import { lowerBound } from './canvas.js';
+import { LiveIndex } from './live-index.js';
+import type { ColumnHits } from './column-hits.js';
 
 /** Entry id of the "smaller allocations" band in a column's hover list. */
 export const SUMMARISED = -2;
@@ -141,6 +143,8 @@ export class DeviceTimeline {
   private readonly groupFaded: Uint32Array;
   readonly tMin: number;
   readonly tMax: number;
+  /** Built on the first hover over a summed band. */
+  private liveIndex: LiveIndex | null = null;
   /** What the last frame drew, for hover. */
   lastFrame: FrameColumns = { moment: new Int32Array(0), threshold: Infinity };
 
@@ -322,26 +326,30 @@ export class DeviceTimeline {
    * how many, their bytes, the `k` largest.
    */
   smallLiveAt(m: number, threshold: number, group: number, k: number): { count: number; bytes: number; largest: number[] } {
+    const small: number[] = [];
+    this.live().forEachLive(m, (a) => {
+      if (this.bytes[a] < threshold) small.push(a);
+    });
     let groups: Uint8Array | null = null;
     if (group < 0) {
       // The groups the band holds: their allocations under a pixel sum to under a pixel.
       const sums = new Float64Array(this.groupSite.length);
-      for (let a = 0; a < this.count; a++) if (this.bytes[a] < threshold && this.start[a] < m && this.end[a] >= m) sums[this.groupOf[a]] += this.bytes[a];
+      for (const a of small) sums[this.groupOf[a]] += this.bytes[a];
       groups = new Uint8Array(sums.length);
       for (let g = 0; g < sums.length; g++) groups[g] = sums[g] < threshold ? 1 : 0;
     }
     let count = 0;
     let sum = 0;
     const largest: number[] = [];
-    for (let a = 0; a < this.count; a++) {
-      const b = this.bytes[a];
-      if (b >= threshold || this.start[a] >= m || this.end[a] < m) continue;
+    // Ties go to the earlier allocation, whatever order the live set lists them in.
+    const before = (x: number, y: number): boolean => this.bytes[x] > this.bytes[y] || (this.bytes[x] === this.bytes[y] && x < y);
+    for (const a of small) {
       if (groups ? !groups[this.groupOf[a]] : this.groupOf[a] !== group) continue;
       count++;
-      sum += b;
-      if (largest.length < k || b > this.bytes[largest[largest.length - 1]]) {
+      sum += this.bytes[a];
+      if (largest.length < k || before(a, largest[largest.length - 1])) {
         let p = largest.length < k ? largest.length : k - 1;
-        while (p > 0 && this.bytes[largest[p - 1]] < b) p--;
+        while (p > 0 && before(a, largest[p - 1])) p--;
         largest.splice(p, 0, a);
         if (largest.length > k) largest.pop();
       }
@@ -349,11 +357,8 @@ export class DeviceTimeline {
     return { count, bytes: sum, largest };
   }
 
-  /** Allocations live after the first `events` events (all of them before any event when 0). */
-  liveAfter(events: number): number[] {
-    const out: number[] = [];
-    for (let a = 0; a < this.count; a++) if (this.start[a] < events && this.end[a] >= events) out.push(a);
-    return out;
+  private live(): LiveIndex {
+    return (this.liveIndex ??= new LiveIndex(this.n, this.start, this.end, this.allocAt, this.freeAt));
   }
 
   /** Per pixel column of [t0, t1]: the moment shown (the first with the column's highest total) and the event range it covers. */
@@ -510,79 +515,6 @@ export class DeviceTimeline {
       }
     }
     return { totals };
-  }
-}
-
-/** Per pixel column, the bands drawn there bottom first: allocation id and the bytes at its top. */
-export class ColumnHits {
-  private offsets = new Int32Array(1);
-  private ids = new Int32Array(1024);
-  private tops = new Float64Array(1024);
-  private size = 0;
-  private current = -1;
-
-  reset(cols: number): void {
-    if (this.offsets.length < cols + 1) this.offsets = new Int32Array(cols + 1);
-    this.offsets.fill(-1);
-    this.size = 0;
-    this.current = -1;
-  }
-
-  begin(col: number): void {
-    this.offsets[col] = this.size;
-    this.current = col;
-    this.offsets[col + 1] = this.size;
-  }
-
-  push(id: number, top: number): void {
-    if (this.size === this.ids.length) {
-      const ids = new Int32Array(this.size * 2);
-      ids.set(this.ids);
-      this.ids = ids;
-      const tops = new Float64Array(this.size * 2);
-      tops.set(this.tops);
-      this.tops = tops;
-    }
-    this.ids[this.size] = id;
-    this.tops[this.size] = top;
-    this.size++;
-    this.offsets[this.current + 1] = this.size;
-  }
-
-  /** The first column where `id` is drawn, with the bytes at its bottom and top; null if nowhere. */
-  find(id: number, cols: number): { col: number; bottom: number; top: number } | null {
-    for (let col = 0; col < cols; col++) {
-      const from = this.offsets[col];
-      if (from < 0) continue;
-      for (let k = from; k < this.offsets[col + 1]; k++) {
-        if (this.ids[k] === id) return { col, bottom: k > from ? this.tops[k - 1] : 0, top: this.tops[k] };
-      }
-    }
-    return null;
-  }
-
-  /** Column `col`'s entries, bottom first: [id, bytes at its top]. */
-  column(col: number): [number, number][] {
-    const from = this.offsets[col];
-    if (from < 0) return [];
-    const out: [number, number][] = [];
-    for (let k = from; k < this.offsets[col + 1]; k++) out.push([this.ids[k], this.tops[k]]);
-    return out;
-  }
-
-  /** The band at `bytes` height in column `col`, or -1 above the stack. */
-  at(col: number, bytes: number): number {
-    const from = this.offsets[col];
-    if (from < 0) return -1;
-    const to = this.offsets[col + 1];
-    let lo = from;
-    let hi = to;
-    while (lo < hi) {
-      const mid = (lo + hi) >>> 1;
-      if (this.tops[mid] <= bytes) lo = mid + 1;
-      else hi = mid;
-    }
-    return lo < to ? this.ids[lo] : -1;
   }
 }
 

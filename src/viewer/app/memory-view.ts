@@ -4,7 +4,8 @@
  * search highlighting. The drawing is src/viewer/app/allocation-timeline.ts's.
  */
 import type { ReportData } from '../report-data.js';
-import { ColumnHits, DeviceTimeline, SMALLER_COLOR, SUMMARISED, deviceTimelines, siteColor, summedColor, summedGroup } from './allocation-timeline.js';
+import { DeviceTimeline, SMALLER_COLOR, SUMMARISED, deviceTimelines, siteColor, summedColor, summedGroup } from './allocation-timeline.js';
+import { ColumnHits } from './column-hits.js';
 import { el } from './dom.js';
 import { allocationPhase } from '../query.js';
 import { axisBytes, formatTick, formatTime, humanBytes, niceBytesStep, timeStep, type ViewRange } from './timeline.js';
