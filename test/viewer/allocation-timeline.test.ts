@@ -58,7 +58,7 @@ function randomDevice(n: number, seed: number): ReportDeviceMemory {
 }
 
 /** What a column must show, replaying the events one by one. */
-function expected(d: DeviceTimeline, t0: number, t1: number, cols: number, c: number, thr: number): [number, number][] {
+function expected(d: DeviceTimeline, t0: number, t1: number, cols: number, c: number, thr: number, yMax: number): [number, number][] {
   const span = t1 - t0;
   const firstEvent = (t: number) => {
     let i = 0;
@@ -81,7 +81,8 @@ function expected(d: DeviceTimeline, t0: number, t1: number, cols: number, c: nu
   for (const v of small.values()) if (v < thr) rest += v;
   if (rest > 0) out.push([SUMMARISED, (y += rest)]);
   for (const g of [...small.keys()].sort((p, q) => p - q)) if (small.get(g)! >= thr) out.push([-3 - g, (y += small.get(g)!)]);
-  for (const a of live) if (d.bytes[a] >= thr) out.push([a, (y += d.bytes[a])]);
+  // Bands that would start at or above the top of the view are not drawn.
+  for (const a of live) if (d.bytes[a] >= thr && y < yMax) out.push([a, (y += d.bytes[a])]);
   return out;
 }
 
@@ -105,7 +106,7 @@ describe('Active Memory Timeline renderer', () => {
       const pixels = new Uint32Array(cols * rows);
       d.render({ t0, t1, cols, rows, y0: 0, yMax, pinned: -1, matches: null }, pixels, hits);
       for (let c = 0; c < cols; c++) {
-        const want = expected(d, t0, t1, cols, c, yMax / rows);
+        const want = expected(d, t0, t1, cols, c, yMax / rows, yMax);
         const got = hits.column(c);
         expect(got.map(([id]) => id)).toEqual(want.map(([id]) => id));
         got.forEach(([, top], k) => expect(top).toBeCloseTo(want[k][1], 0));
