@@ -17,8 +17,8 @@
  * - When the rest of the JSON (strings, stacks, segments) is itself large, it goes into the same
  *   buffer, first, and the page's JSON is only `{"$packed": {"encoding", "head", "bytes", "b64"}}`
  *   (`head`: the JSON's length in UTF-8 bytes at the buffer's start; offsets count from its end).
- *   There, each top-level part whose JSON is long (the state history, the flame graphs) is its
- *   own JSON text in the buffer, `{"$json": {"at", "len"}}` in the head. A small report's JSON
+ *   There, each part whose JSON is long (the state history's segments, the flame graphs) is its
+ *   own JSON text in the buffer, `{"$json": {"at", "len"}}` in its place. A small report's JSON
  *   stays readable as it is.
  *
  * The page reads lazily: a column is decoded, and a `$json` part parsed, when the app first reads
@@ -183,6 +183,24 @@ function writeText(text: string, sink: ByteSink): { at: number; len: number } {
   return { at, len: bytes.length };
 }
 
+/**
+ * `value` with each property whose JSON is longer than LAZY_PART (after its own long properties
+ * are deferred) moved into `sink` as JSON text, `{"$json": {"at", "len"}}` in its place: the
+ * state history's segments wait there, while its event columns, which the first frame reads
+ * through the device, stay at hand.
+ */
+function deferParts(value: unknown, sink: ByteSink): unknown {
+  if (Array.isArray(value)) return typeof value[0] === 'object' ? value.map((v) => deferParts(v, sink)) : value;
+  if (!value || typeof value !== 'object' || '$col' in value) return value;
+  const out: Record<string, unknown> = {};
+  for (const [k, v] of Object.entries(value)) {
+    const deferred = deferParts(v, sink);
+    const text = deferred && typeof deferred === 'object' ? JSON.stringify(deferred) : '';
+    out[k] = text.length > LAZY_PART ? { $json: writeText(text, sink) } : deferred;
+  }
+  return out;
+}
+
 /** The JSON value a report page embeds for `data` (see the header for its layout). */
 export function embedReportData(data: ReportData, codec: EmbedCodec = { base64 }): unknown {
   const sink = new ByteSink();
@@ -195,8 +213,8 @@ export function embedReportData(data: ReportData, codec: EmbedCodec = { base64 }
     const head = Object.fromEntries(parts.map((p) => [p.key, p.part]));
     return sink.length ? { ...head, $columns: carry(sink.bytes.subarray(0, sink.length), codec) } : head;
   }
-  // A large part is JSON in the buffer, parsed when the page first reads it.
-  const head = Object.fromEntries(parts.map((p) => [p.key, p.text.length > LAZY_PART ? { $json: writeText(p.text, sink) } : p.part]));
+  // Large parts are JSON in the buffer, parsed when the page first reads them.
+  const head = deferParts(Object.fromEntries(parts.map((p) => [p.key, p.part])), sink);
   const headBytes = new TextEncoder().encode(JSON.stringify(head));
   const all = new Uint8Array(headBytes.length + sink.length);
   all.set(headBytes);
@@ -359,29 +377,25 @@ class LazyParts {
       if ('$col' in v) {
         checkColumn(v as ColumnRef, this.bytes, path);
         this.lazy(obj, key, () => readColumn(v as ColumnRef, this.bytes, path));
-      } else this.columns(v, path);
+      } else if ('$json' in v) this.part(obj, key, (v as { $json: { at: number; len: number } }).$json, path);
+      else this.columns(v, path);
     }
     return obj;
   }
 
-  /** `$json` parts of a packed head: their JSON is parsed from the buffer when first read. */
-  parts(head: Record<string, unknown>): void {
+  /** A `$json` part: its JSON is parsed from the buffer when first read. */
+  private part(obj: Record<string, unknown>, key: string, place: { at: number; len: number }, path: string): void {
     const bytes = this.bytes;
-    for (const key of Object.keys(head)) {
-      const v = head[key] as { $json?: { at: number; len: number } } | null;
-      const place = v && typeof v === 'object' ? v.$json : undefined;
-      if (!place) continue;
-      if (!(place.at >= 0 && place.len >= 0 && place.at + place.len <= bytes.length)) throw damaged(`${key} points outside the buffer`);
-      this.lazy(head, key, () => {
-        let part: unknown;
-        try {
-          part = JSON.parse(new TextDecoder().decode(bytes.subarray(place.at, place.at + place.len)));
-        } catch {
-          throw damaged(`${key} is not JSON`);
-        }
-        return this.columns(part, key);
-      });
-    }
+    if (!(place.at >= 0 && place.len >= 0 && place.at + place.len <= bytes.length)) throw damaged(`${path} points outside the buffer`);
+    this.lazy(obj, key, () => {
+      let part: unknown;
+      try {
+        part = JSON.parse(new TextDecoder().decode(bytes.subarray(place.at, place.at + place.len)));
+      } catch {
+        throw damaged(`${path} is not JSON`);
+      }
+      return this.columns(part, path);
+    });
   }
 }
 
@@ -407,10 +421,7 @@ export async function readEmbeddedReport(text: string, onDamage: (err: unknown) 
     } catch {
       throw damaged('its packed JSON is not JSON');
     }
-    const reader = new LazyParts(bytes.subarray(packed.head), onDamage);
-    reader.columns(head, '');
-    reader.parts(head);
-    return head as unknown as ReportData;
+    return new LazyParts(bytes.subarray(packed.head), onDamage).columns(head, '') as ReportData;
   }
   if (!raw.$columns) return raw as unknown as ReportData;
   const { $columns, ...head } = raw;

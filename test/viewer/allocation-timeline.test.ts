@@ -173,7 +173,7 @@ describe('Active Memory Timeline renderer', () => {
     const cols = 31;
     const { total } = d.profile(cols);
     for (let c = 0; c < cols; c++) {
-      const top = expected(d, d.tMin, d.tMax, cols, c, Infinity);
+      const top = expected(d, d.tMin, d.tMax, cols, c, Infinity, Infinity);
       expect(total[c]).toBe(top.length ? top[top.length - 1][1] : 0);
     }
   });

@@ -441,11 +441,18 @@ function snapshotAllocationsSection(): void {
     box.append(el('p', { class: 'muted' }, 'No allocations in this source.'));
     return;
   }
+  // Each device's event times, summed once (a row's time is the sum of its device's deltas so far).
+  const times = new Map<(typeof devices)[number], Float64Array>();
   const when = (d: (typeof devices)[number], event: number, none: string): string => {
     if (event < 0) return none;
-    let us = 0;
-    for (let i = 0; i <= event && i < d.eventDt.length; i++) us += d.eventDt[i];
-    return formatTime(us / 1000, data.timeUnit);
+    let t = times.get(d);
+    if (!t) {
+      t = new Float64Array(d.eventDt.length);
+      let us = 0;
+      for (let i = 0; i < t.length; i++) t[i] = us += d.eventDt[i];
+      times.set(d, t);
+    }
+    return formatTime((t.length ? t[Math.min(event, t.length - 1)] : 0) / 1000, data.timeUnit);
   };
   const rows = top.map(([di, a]) => {
     const d = devices[di];
