@@ -97,7 +97,8 @@ export class MemoryView {
   ) {
     this.devices = deviceTimelines(data);
     this.ooms = this.devices.map((d, i) => oomMarks(data, i, d.time));
-    this.ctx = canvas.getContext('2d')!;
+    // The bands are pixels the app writes (putImageData): a CPU-backed canvas takes them without a GPU round trip.
+    this.ctx = canvas.getContext('2d', { willReadFrequently: true })!;
     const d = this.dev();
     this.view = { t0: d.tMin, t1: d.tMax };
     if (this.devices.length > 1) {

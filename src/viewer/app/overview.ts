@@ -32,7 +32,8 @@ export class OverviewStrip {
     readonly canvas: HTMLCanvasElement,
     private readonly source: OverviewSource,
   ) {
-    this.ctx = canvas.getContext('2d')!;
+    // Its profile is pixels the app writes (putImageData), as the chart's are.
+    this.ctx = canvas.getContext('2d', { willReadFrequently: true })!;
     this.bind();
   }
 

@@ -179,7 +179,8 @@ export class SegmentTimelineView {
   render(): void {
     const c = this.canvas;
     const dpr = fitCanvas(c);
-    const ctx = c.getContext('2d')!;
+    // The bands are pixels the app writes (putImageData), as in the Active Memory Timeline.
+    const ctx = c.getContext('2d', { willReadFrequently: true })!;
     const p = plotArea(c);
     const d = this.dev();
     const peak = Math.max(1, d.bands.memory.peakReserved);
