@@ -431,26 +431,36 @@ export class DeviceTimeline {
     const W = cols + 1;
     const bigGroup = new Float64Array(G * W);
     const marks = matches ? new Int32Array(W) : null;
-    const bigList: number[] = [];
-    const bigFrom: number[] = [];
-    const bigTo: number[] = [];
     // Without a search, only allocations of a size class that can reach a pixel are visited;
     // a search visits every allocation for its marks.
     const minClass = sizeClass(thr);
     const candidates = matches || this.count - this.classStart[minClass] > this.count / 4 ? null : this.bigCandidates(minClass);
     const visits = candidates ? candidates.length : this.count;
+    const bigList = new Int32Array(visits);
+    const bigFrom = new Int32Array(visits);
+    const bigTo = new Int32Array(visits);
+    let bigCount = 0;
+    // Allocations come in allocation order, so their starts rise: the first column follows a pointer.
+    let startCol = 0;
+    let lastStart = -Infinity;
     for (let v = 0; v < visits; v++) {
       const a = candidates ? candidates[v] : v;
-      if (this.start[a] >= lastMoment || this.end[a] < firstMoment) continue;
+      const s = this.start[a];
+      if (s >= lastMoment || this.end[a] < firstMoment) continue;
       const big = this.bytes[a] >= thr;
       if (!big && !(marks && matches![a])) continue;
-      const c0 = colFrom(this.start[a]);
+      let c0: number;
+      if (s >= lastStart) {
+        while (startCol < cols && moment[startCol] <= s) startCol++;
+        c0 = startCol;
+        lastStart = s;
+      } else c0 = colFrom(s);
       const c1 = colFrom(this.end[a]);
       if (c0 >= c1) continue;
       if (big) {
-        bigList.push(a);
-        bigFrom.push(c0);
-        bigTo.push(c1);
+        bigList[bigCount] = a;
+        bigFrom[bigCount] = c0;
+        bigTo[bigCount++] = c1;
         const g = this.groupOf[a] * W;
         bigGroup[g + c0] += this.bytes[a];
         bigGroup[g + c1] -= this.bytes[a];
@@ -530,7 +540,7 @@ export class DeviceTimeline {
     const hitCol: number[] = [];
     const hitId: number[] = [];
     const hitTop: number[] = [];
-    for (let k = 0; k < bigList.length; k++) {
+    for (let k = 0; k < bigCount; k++) {
       const a = bigList[k];
       const bytes = this.bytes[a];
       const faded = matches !== null && !matches[a];
