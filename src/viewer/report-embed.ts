@@ -285,7 +285,7 @@ function checkColumn(ref: ColumnRef, bytes: Uint8Array, what: string): void {
 }
 
 /** The numbers of the column `ref` points at in `bytes`. */
-export function readColumn(ref: ColumnRef, bytes: Uint8Array, what: string): number[] {
+function readColumn(ref: ColumnRef, bytes: Uint8Array, what: string): number[] {
   checkColumn(ref, bytes, what);
   const { n, at, len } = ref;
   // Written in full below (a shorter column is refused), so never read with holes.
