@@ -341,7 +341,7 @@ async function snapshotBench(label, targetMb, targets) {
   const first = median(runs.map((x) => x.firstFrameMs));
   console.log(`${label} first frame (navigation start → first timeline frame): median ${first.toFixed(0)} ms [${list(runs.map((x) => x.firstFrameMs))}]${targets.first ? ` · target < ${targets.first} ms ${first < targets.first ? 'MET' : 'MISSED'}` : ''}`);
   const phase = (from, to) => median(runs.map((x) => (x.marks[to] ?? x.firstFrameMs) - (from ? x.marks[from] : 0)));
-  console.log(`  of which: page load until the script runs ${phase(null, 'memscope-start').toFixed(0)} ms, JSON.parse + unpack ${phase('memscope-start', 'memscope-parsed').toFixed(0)} ms, timeline model ${phase('memscope-parsed', 'memscope-model').toFixed(0)} ms, first draw ${median(runs.map((x) => x.firstFrameMs - x.marks['memscope-model'])).toFixed(0)} ms`);
+  console.log(`  of which: page load until the script runs ${phase(null, 'memscope-start').toFixed(0)} ms, inflate and unpack ${phase('memscope-start', 'memscope-parsed').toFixed(0)} ms, timeline model ${phase('memscope-parsed', 'memscope-model').toFixed(0)} ms, first draw ${median(runs.map((x) => x.firstFrameMs - x.marks['memscope-model'])).toFixed(0)} ms`);
   console.log(`  main-thread CPU time until then (CDP ThreadTime): ${list(runs.map((x) => (x.threadS ?? NaN) * 1000))} ms`);
   const stat = (name, xs) => {
     if (!xs.length) return console.log(`${label} ${name}: none`);
