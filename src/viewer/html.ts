@@ -1,7 +1,7 @@
 import { escapeHtml } from '../render/escape.js';
 import { jsonForScript, renderHtmlPage } from '../render/html-page.js';
 import type { ReportData } from './report-data.js';
-import { packReportData } from './report-columns.js';
+import { embedReportData, type EmbedCodec } from './report-embed.js';
 import { DROP_CSS, dropZoneHtml, VIEWER_TITLE } from './drop-page.js';
 
 const CSS = `
@@ -91,12 +91,13 @@ ${dropZoneHtml()}
 }
 
 /**
- * The report page: one self-contained HTML file. The data is embedded as JSON, the app as one
+ * The report page: one self-contained HTML file. The data is embedded as JSON with its number
+ * columns as (deflated, where `codec` deflates) bytes (src/viewer/report-embed.ts), the app as one
  * inline script; nothing is fetched. Without data it is the empty viewer, which reads a file
  * dropped on it (`memscope viewer`); a report reads one too.
  */
-export function renderReportHtml(data: ReportData | null, appJs: string): string {
+export function renderReportHtml(data: ReportData | null, appJs: string, codec?: EmbedCodec): string {
   const title = data?.title ?? VIEWER_TITLE;
-  const embedded = data ? `<script type="application/json" id="memscope-data">${jsonForScript(packReportData(data))}</script>\n` : '';
+  const embedded = data ? `<script type="application/json" id="memscope-data">${jsonForScript(embedReportData(data, codec))}</script>\n` : '';
   return renderHtmlPage({ title, css: CSS + DROP_CSS, body: `${reportBody(title, data?.source.file ?? '')}${embedded}`, script: appJs });
 }

@@ -3,7 +3,8 @@
 // allocation order, the rest are summed per site, and sites summing under a pixel go into one
 // "smaller allocations" band at the bottom.
 import { describe, it, expect } from 'vitest';
-import { ColumnHits, DeviceTimeline, SUMMARISED, summedGroup } from '../../src/viewer/app/allocation-timeline.js';
+import { DeviceTimeline, SUMMARISED, summedGroup } from '../../src/viewer/app/allocation-timeline.js';
+import { ColumnHits } from '../../src/viewer/app/column-hits.js';
 import type { ReportDeviceMemory } from '../../src/viewer/report-data.js';
 
 /** Random allocations over `n` events: some live before the trace, some still live at the end, sizes spanning six orders. */
@@ -57,7 +58,7 @@ function randomDevice(n: number, seed: number): ReportDeviceMemory {
 }
 
 /** What a column must show, replaying the events one by one. */
-function expected(d: DeviceTimeline, t0: number, t1: number, cols: number, c: number, thr: number): [number, number][] {
+function expected(d: DeviceTimeline, t0: number, t1: number, cols: number, c: number, thr: number, yMax: number): [number, number][] {
   const span = t1 - t0;
   const firstEvent = (t: number) => {
     let i = 0;
@@ -80,7 +81,8 @@ function expected(d: DeviceTimeline, t0: number, t1: number, cols: number, c: nu
   for (const v of small.values()) if (v < thr) rest += v;
   if (rest > 0) out.push([SUMMARISED, (y += rest)]);
   for (const g of [...small.keys()].sort((p, q) => p - q)) if (small.get(g)! >= thr) out.push([-3 - g, (y += small.get(g)!)]);
-  for (const a of live) if (d.bytes[a] >= thr) out.push([a, (y += d.bytes[a])]);
+  // Bands that would start at or above the top of the view are not drawn.
+  for (const a of live) if (d.bytes[a] >= thr && y < yMax) out.push([a, (y += d.bytes[a])]);
   return out;
 }
 
@@ -104,7 +106,7 @@ describe('Active Memory Timeline renderer', () => {
       const pixels = new Uint32Array(cols * rows);
       d.render({ t0, t1, cols, rows, y0: 0, yMax, pinned: -1, matches: null }, pixels, hits);
       for (let c = 0; c < cols; c++) {
-        const want = expected(d, t0, t1, cols, c, yMax / rows);
+        const want = expected(d, t0, t1, cols, c, yMax / rows, yMax);
         const got = hits.column(c);
         expect(got.map(([id]) => id)).toEqual(want.map(([id]) => id));
         got.forEach(([, top], k) => expect(top).toBeCloseTo(want[k][1], 0));
@@ -144,13 +146,34 @@ describe('Active Memory Timeline renderer', () => {
     expect(checked).toBeGreaterThan(cols);
   });
 
+  it('hover lists of a summed band are the allocations live at that moment, at any distance from a checkpoint', () => {
+    // Over 4096 events: the live index's checkpoints, not only its replay, are used.
+    const dev = randomDevice(30_000, 11);
+    const d = new DeviceTimeline(dev, dev.site);
+    const threshold = 1e6;
+    for (const m of [0, 1, 4095, 4096, 4097, 12_345, 29_999, 30_000]) {
+      const live = dev.bytes.map((_, a) => a).filter((a) => d.start[a] < m && d.end[a] >= m && dev.bytes[a] < threshold);
+      for (const group of [-1, 0, 3]) {
+        const s = d.smallLiveAt(m, threshold, group, 4);
+        // The definition, allocation by allocation: the band's groups, then its allocations.
+        const sums = new Float64Array(d.groupSite.length);
+        for (const a of live) sums[d.groupOf[a]] += dev.bytes[a];
+        const mine = live.filter((a) => (group < 0 ? sums[d.groupOf[a]] < threshold : d.groupOf[a] === group));
+        const largest = [...mine].sort((x, y) => dev.bytes[y] - dev.bytes[x] || x - y).slice(0, 4);
+        expect(s.count).toBe(mine.length);
+        expect(s.bytes).toBe(mine.reduce((t, a) => t + dev.bytes[a], 0));
+        expect(s.largest).toEqual(largest);
+      }
+    }
+  });
+
   it('the overview profile is each column\u2019s highest live bytes over the whole trace', () => {
     const dev = randomDevice(1500, 9);
     const d = new DeviceTimeline(dev, dev.site);
     const cols = 31;
     const { total } = d.profile(cols);
     for (let c = 0; c < cols; c++) {
-      const top = expected(d, d.tMin, d.tMax, cols, c, Infinity);
+      const top = expected(d, d.tMin, d.tMax, cols, c, Infinity, Infinity);
       expect(total[c]).toBe(top.length ? top[top.length - 1][1] : 0);
     }
   });

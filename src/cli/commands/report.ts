@@ -6,6 +6,7 @@ import { looksLikeCapture } from '../../capture/reader.js';
 import { readCaptureFile } from '../../capture/read-node.js';
 import { captureToReport, DEFAULT_CAPS, type ReportCaps, type ReportData } from '../../viewer/report-data.js';
 import { renderReportHtml } from '../../viewer/html.js';
+import { nodeEmbedCodec } from '../../viewer/report-embed-node.js';
 import { viewerBundle } from '../../viewer/bundle-node.js';
 import { positiveInt, SITE_SKIP_HELP, siteRuleOption, siteSkipOption } from '../options.js';
 import { writeOutput } from '../torch-common.js';
@@ -63,7 +64,7 @@ export function register(program: Command): void {
         site: siteRuleOption(opts.siteSkip),
       };
       const data = await loadReportData(input, caps);
-      const html = renderReportHtml(data, await viewerBundle());
+      const html = renderReportHtml(data, await viewerBundle(), nodeEmbedCodec);
       const out = opts.output ?? 'memscope-report.html';
       writeOutput(out, html, 'the report', { quiet: true });
       const json: ReportJson = {

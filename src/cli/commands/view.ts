@@ -4,6 +4,7 @@ import type { Command } from 'commander';
 import { humanBytes } from '../../core/units.js';
 import { DEFAULT_CAPS } from '../../viewer/report-data.js';
 import { renderReportHtml } from '../../viewer/html.js';
+import { nodeEmbedCodec } from '../../viewer/report-embed-node.js';
 import { viewerBundle } from '../../viewer/bundle-node.js';
 import { writeOutput } from '../torch-common.js';
 import { loadReportData } from './report.js';
@@ -58,7 +59,7 @@ export function register(program: Command): void {
     .option('--no-open', 'write the report and print its path, without opening a browser')
     .action(async (input: string, opts: { output: string; open: boolean }) => {
       const data = await loadReportData(input, DEFAULT_CAPS);
-      const html = renderReportHtml(data, await viewerBundle());
+      const html = renderReportHtml(data, await viewerBundle(), nodeEmbedCodec);
       writeOutput(opts.output, html, 'the report', { quiet: true });
       const path = resolve(opts.output);
       if (data.truncated) process.stderr.write(`memscope: ${data.truncated}\n`);

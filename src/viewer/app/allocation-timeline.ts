@@ -17,6 +17,8 @@
  */
 import type { ReportData, ReportDeviceMemory } from '../report-data.js';
 import { lowerBound } from './canvas.js';
+import { LiveIndex } from './live-index.js';
+import type { ColumnHits } from './column-hits.js';
 
 /** Entry id of the "smaller allocations" band in a column's hover list. */
 export const SUMMARISED = -2;
@@ -141,6 +143,10 @@ export class DeviceTimeline {
   private readonly groupFaded: Uint32Array;
   readonly tMin: number;
   readonly tMax: number;
+  /** The last frame's allocations that can reach a pixel, by the smallest size class that can. */
+  private candidates: { minClass: number; ids: Int32Array } | null = null;
+  /** Built on the first hover over a summed band. */
+  private liveIndex: LiveIndex | null = null;
   /** What the last frame drew, for hover. */
   lastFrame: FrameColumns = { moment: new Int32Array(0), threshold: Infinity };
 
@@ -322,26 +328,30 @@ export class DeviceTimeline {
    * how many, their bytes, the `k` largest.
    */
   smallLiveAt(m: number, threshold: number, group: number, k: number): { count: number; bytes: number; largest: number[] } {
+    const small: number[] = [];
+    this.live().forEachLive(m, (a) => {
+      if (this.bytes[a] < threshold) small.push(a);
+    });
     let groups: Uint8Array | null = null;
     if (group < 0) {
       // The groups the band holds: their allocations under a pixel sum to under a pixel.
       const sums = new Float64Array(this.groupSite.length);
-      for (let a = 0; a < this.count; a++) if (this.bytes[a] < threshold && this.start[a] < m && this.end[a] >= m) sums[this.groupOf[a]] += this.bytes[a];
+      for (const a of small) sums[this.groupOf[a]] += this.bytes[a];
       groups = new Uint8Array(sums.length);
       for (let g = 0; g < sums.length; g++) groups[g] = sums[g] < threshold ? 1 : 0;
     }
     let count = 0;
     let sum = 0;
     const largest: number[] = [];
-    for (let a = 0; a < this.count; a++) {
-      const b = this.bytes[a];
-      if (b >= threshold || this.start[a] >= m || this.end[a] < m) continue;
+    // Ties go to the earlier allocation, whatever order the live set lists them in.
+    const before = (x: number, y: number): boolean => this.bytes[x] > this.bytes[y] || (this.bytes[x] === this.bytes[y] && x < y);
+    for (const a of small) {
       if (groups ? !groups[this.groupOf[a]] : this.groupOf[a] !== group) continue;
       count++;
-      sum += b;
-      if (largest.length < k || b > this.bytes[largest[largest.length - 1]]) {
+      sum += this.bytes[a];
+      if (largest.length < k || before(a, largest[largest.length - 1])) {
         let p = largest.length < k ? largest.length : k - 1;
-        while (p > 0 && this.bytes[largest[p - 1]] < b) p--;
+        while (p > 0 && before(a, largest[p - 1])) p--;
         largest.splice(p, 0, a);
         if (largest.length > k) largest.pop();
       }
@@ -349,11 +359,8 @@ export class DeviceTimeline {
     return { count, bytes: sum, largest };
   }
 
-  /** Allocations live after the first `events` events (all of them before any event when 0). */
-  liveAfter(events: number): number[] {
-    const out: number[] = [];
-    for (let a = 0; a < this.count; a++) if (this.start[a] < events && this.end[a] >= events) out.push(a);
-    return out;
+  private live(): LiveIndex {
+    return (this.liveIndex ??= new LiveIndex(this.n, this.start, this.end, this.allocAt, this.freeAt));
   }
 
   /** Per pixel column of [t0, t1]: the moment shown (the first with the column's highest total) and the event range it covers. */
@@ -383,9 +390,18 @@ export class DeviceTimeline {
     return { total, reserved };
   }
 
+  /** Allocations of size class `minClass` or more, in allocation order (kept for the next frame at the same byte scale). */
+  private bigCandidates(minClass: number): Int32Array {
+    if (this.candidates?.minClass !== minClass) this.candidates = { minClass, ids: this.byClass.slice(this.classStart[minClass]).sort() };
+    return this.candidates.ids;
+  }
+
   /**
    * Draws the bands into `pixels` (cols × rows, row 0 at the top) and fills `hit` with each
-   * column's bands, bottom first, for hover.
+   * column's bands, bottom first, for hover. Bands that would start above the view are neither
+   * drawn nor listed: a column stops taking bands once its stack passes the top, so a frame
+   * zoomed far into the byte axis costs the pixels it fills, not every live allocation in every
+   * column.
    */
   render(f: PlotView, pixels: Uint32Array, hit: ColumnHits): { totals: Float64Array } {
     const { cols, rows } = f;
@@ -395,9 +411,6 @@ export class DeviceTimeline {
     this.lastFrame = { moment, threshold: thr };
     const G = this.groupSite.length;
     const matches = f.matches;
-
-    // Allocations at least a pixel tall, per column, in stacking order (allocation order); search
-    // matches under a pixel mark their columns.
     const lastMoment = cols ? moment[cols - 1] : 0;
     const firstMoment = cols ? moment[0] : 0;
     const colFrom = (m: number): number => {
@@ -411,44 +424,52 @@ export class DeviceTimeline {
       }
       return lo;
     };
-    const counts = new Int32Array(cols + 1);
-    const marks = matches ? new Int32Array(cols + 1) : null;
-    const bigList: number[] = [];
-    const bigFrom: number[] = [];
-    const bigTo: number[] = [];
-    // Without a search, only allocations of a size class that can reach a pixel are visited
-    // (in allocation order); a search visits every allocation for its marks.
+
+    // Allocations at least a pixel tall, in stacking order (allocation order), with their column
+    // spans; per group, their bytes per column (as differences), which the summed bands leave
+    // out. Search matches under a pixel mark their columns.
+    const W = cols + 1;
+    const bigGroup = new Float64Array(G * W);
+    const marks = matches ? new Int32Array(W) : null;
+    // Without a search, only allocations of a size class that can reach a pixel are visited;
+    // a search visits every allocation for its marks.
     const minClass = sizeClass(thr);
-    const candidates = matches || this.count - this.classStart[minClass] > this.count / 4 ? null : this.byClass.slice(this.classStart[minClass]).sort();
+    const candidates = matches || this.count - this.classStart[minClass] > this.count / 4 ? null : this.bigCandidates(minClass);
     const visits = candidates ? candidates.length : this.count;
+    const bigList = new Int32Array(visits);
+    const bigFrom = new Int32Array(visits);
+    const bigTo = new Int32Array(visits);
+    let bigCount = 0;
+    // Allocations come in allocation order, so their starts rise: the first column follows a pointer.
+    let startCol = 0;
+    let lastStart = -Infinity;
     for (let v = 0; v < visits; v++) {
       const a = candidates ? candidates[v] : v;
-      if (this.start[a] >= lastMoment || this.end[a] < firstMoment) continue;
+      const s = this.start[a];
+      if (s >= lastMoment || this.end[a] < firstMoment) continue;
       const big = this.bytes[a] >= thr;
       if (!big && !(marks && matches![a])) continue;
-      const c0 = colFrom(this.start[a]);
+      let c0: number;
+      if (s >= lastStart) {
+        while (startCol < cols && moment[startCol] <= s) startCol++;
+        c0 = startCol;
+        lastStart = s;
+      } else c0 = colFrom(s);
       const c1 = colFrom(this.end[a]);
       if (c0 >= c1) continue;
       if (big) {
-        bigList.push(a);
-        bigFrom.push(c0);
-        bigTo.push(c1);
-        counts[c0]++;
-        counts[c1]--;
+        bigList[bigCount] = a;
+        bigFrom[bigCount] = c0;
+        bigTo[bigCount++] = c1;
+        const g = this.groupOf[a] * W;
+        bigGroup[g + c0] += this.bytes[a];
+        bigGroup[g + c1] -= this.bytes[a];
       } else {
         marks![c0]++;
         marks![c1]--;
       }
     }
-    const offsets = new Int32Array(cols + 1);
-    let run = 0;
-    for (let c = 0; c < cols; c++) {
-      run += counts[c];
-      offsets[c + 1] = offsets[c] + run;
-    }
-    const ids = new Int32Array(offsets[cols]);
-    const fillAt = offsets.slice(0, cols);
-    for (let k = 0; k < bigList.length; k++) for (let c = bigFrom[k]; c < bigTo[k]; c++) ids[fillAt[c]++] = bigList[k];
+    for (let g = 0; g < G; g++) for (let c = 1; c < cols; c++) bigGroup[g * W + c] += bigGroup[g * W + c - 1];
 
     const hatch = rgba(matches ? towardWhite(SMALLER_HATCH_RGB, 0.6) : SMALLER_HATCH_RGB);
     const smallerColor = rgba(matches ? towardWhite(SMALLER_RGB, 0.6) : SMALLER_RGB);
@@ -456,16 +477,21 @@ export class DeviceTimeline {
     const pinnedColor = rgba(PINNED_RGB);
     const markColor = rgba(MATCH_MARK_RGB);
     const totals = new Float64Array(cols);
-    hit.reset(cols);
     const rowOf = (bytes: number): number => rows - Math.round((bytes - f.y0) * scale);
     const fill = (col: number, fromBytes: number, toBytes: number, color: number): void => {
       const top = Math.max(0, rowOf(toBytes));
       const bottom = Math.min(rows, rowOf(fromBytes));
       for (let y = top; y < bottom; y++) pixels[y * cols + col] = color;
     };
+
+    // The summed bands at the bottom of each column: "smaller allocations", then per site.
+    const stackTop = new Float64Array(cols);
+    const sumStart = new Int32Array(W);
+    const sumIds: number[] = [];
+    const sumTops: number[] = [];
     const groups = new Float64Array(G);
+    const small = new Float64Array(G);
     let groupsAt = -1;
-    let marked = 0;
     for (let col = 0; col < cols; col++) {
       const m = moment[col];
       totals[col] = this.totalAfter[m];
@@ -473,9 +499,8 @@ export class DeviceTimeline {
       if (groupsAt >= 0 && m >= groupsAt && m - groupsAt <= CHECKPOINT) for (let i = groupsAt; i < m; i++) this.applyGroup(i, groups);
       else this.groupsAfter(m, groups);
       groupsAt = m;
-      const small = groups.slice();
-      for (let k = offsets[col]; k < offsets[col + 1]; k++) small[this.groupOf[ids[k]]] -= this.bytes[ids[k]];
-      hit.begin(col);
+      for (let g = 0; g < G; g++) small[g] = groups[g] - bigGroup[g * W + col];
+      sumStart[col] = sumIds.length;
       let rest = 0;
       for (let g = 0; g < G; g++) if (small[g] > 0 && small[g] < thr) rest += small[g];
       let y = 0;
@@ -484,24 +509,69 @@ export class DeviceTimeline {
         const bottom = Math.min(rows, rowOf(0));
         for (let yy = top; yy < bottom; yy++) pixels[yy * cols + col] = (yy + col) % 4 === 0 ? hatch : smallerColor;
         y = rest;
-        hit.push(SUMMARISED, y);
+        sumIds.push(SUMMARISED);
+        sumTops.push(y);
       }
       for (let g = 0; g < G; g++) {
         if (!(small[g] >= thr)) continue;
         fill(col, y, y + small[g], matches ? this.groupFaded[g] : this.groupColor[g]);
         y += small[g];
-        hit.push(SITE_SUM - g, y);
+        sumIds.push(SITE_SUM - g);
+        sumTops.push(y);
       }
-      for (let k = offsets[col]; k < offsets[col + 1]; k++) {
-        const a = ids[k];
-        const top = y + this.bytes[a];
-        const faded = matches !== null && !matches[a];
-        fill(col, y, top, a === f.pinned ? pinnedColor : faded ? this.faded[a] : this.color[a]);
+      stackTop[col] = y;
+    }
+    sumStart[cols] = sumIds.length;
+
+    // The bands, allocation by allocation, into the columns whose stack is still inside the view.
+    // `open[c]` leads to the first such column at or after c (path-compressed skips).
+    const open = new Int32Array(W);
+    for (let c = 0; c <= cols; c++) open[c] = c < cols && stackTop[c] >= f.yMax ? c + 1 : c;
+    const nextOpen = (c: number): number => {
+      let r = c;
+      while (open[r] !== r) r = open[r];
+      while (open[c] !== r) {
+        const n = open[c];
+        open[c] = r;
+        c = n;
+      }
+      return r;
+    };
+    const hitCol: number[] = [];
+    const hitId: number[] = [];
+    const hitTop: number[] = [];
+    for (let k = 0; k < bigCount; k++) {
+      const a = bigList[k];
+      const bytes = this.bytes[a];
+      const faded = matches !== null && !matches[a];
+      const color = a === f.pinned ? pinnedColor : faded ? this.faded[a] : this.color[a];
+      const edged = !faded && a !== f.pinned;
+      for (let col = nextOpen(bigFrom[k]); col < bigTo[k]; col = nextOpen(col + 1)) {
+        const y = stackTop[col];
+        const top = y + bytes;
+        fill(col, y, top, color);
         const edgeRow = rowOf(top);
-        if (!faded && a !== f.pinned && rowOf(y) - edgeRow >= 3 && edgeRow >= 0 && edgeRow < rows) pixels[edgeRow * cols + col] = this.edge[a];
-        hit.push(a, top);
-        y = top;
+        if (edged && rowOf(y) - edgeRow >= 3 && edgeRow >= 0 && edgeRow < rows) pixels[edgeRow * cols + col] = this.edge[a];
+        hitCol.push(col);
+        hitId.push(a);
+        hitTop.push(top);
+        stackTop[col] = top;
+        if (top >= f.yMax) open[col] = col + 1;
       }
+    }
+
+    // Hover's lists, column by column: the summed bands, then the bands in stacking order.
+    const hitStart = new Int32Array(W + 1);
+    for (const col of hitCol) hitStart[col + 2]++;
+    for (let c = 2; c <= W; c++) hitStart[c] += hitStart[c - 1];
+    const byCol = new Int32Array(hitCol.length);
+    for (let k = 0; k < hitCol.length; k++) byCol[hitStart[hitCol[k] + 1]++] = k;
+    hit.reset(cols);
+    let marked = 0;
+    for (let col = 0; col < cols; col++) {
+      hit.begin(col);
+      for (let k = sumStart[col]; k < sumStart[col + 1]; k++) hit.push(sumIds[k], sumTops[k]);
+      for (let j = col ? hitStart[col] : 0; j < hitStart[col + 1]; j++) hit.push(hitId[byCol[j]], hitTop[byCol[j]]);
       const r = rowOf(this.maxReserved(first[col], first[col + 1]));
       if (r >= 0 && r < rows) pixels[r * cols + col] = reservedColor;
       if (marks) {
@@ -510,79 +580,6 @@ export class DeviceTimeline {
       }
     }
     return { totals };
-  }
-}
-
-/** Per pixel column, the bands drawn there bottom first: allocation id and the bytes at its top. */
-export class ColumnHits {
-  private offsets = new Int32Array(1);
-  private ids = new Int32Array(1024);
-  private tops = new Float64Array(1024);
-  private size = 0;
-  private current = -1;
-
-  reset(cols: number): void {
-    if (this.offsets.length < cols + 1) this.offsets = new Int32Array(cols + 1);
-    this.offsets.fill(-1);
-    this.size = 0;
-    this.current = -1;
-  }
-
-  begin(col: number): void {
-    this.offsets[col] = this.size;
-    this.current = col;
-    this.offsets[col + 1] = this.size;
-  }
-
-  push(id: number, top: number): void {
-    if (this.size === this.ids.length) {
-      const ids = new Int32Array(this.size * 2);
-      ids.set(this.ids);
-      this.ids = ids;
-      const tops = new Float64Array(this.size * 2);
-      tops.set(this.tops);
-      this.tops = tops;
-    }
-    this.ids[this.size] = id;
-    this.tops[this.size] = top;
-    this.size++;
-    this.offsets[this.current + 1] = this.size;
-  }
-
-  /** The first column where `id` is drawn, with the bytes at its bottom and top; null if nowhere. */
-  find(id: number, cols: number): { col: number; bottom: number; top: number } | null {
-    for (let col = 0; col < cols; col++) {
-      const from = this.offsets[col];
-      if (from < 0) continue;
-      for (let k = from; k < this.offsets[col + 1]; k++) {
-        if (this.ids[k] === id) return { col, bottom: k > from ? this.tops[k - 1] : 0, top: this.tops[k] };
-      }
-    }
-    return null;
-  }
-
-  /** Column `col`'s entries, bottom first: [id, bytes at its top]. */
-  column(col: number): [number, number][] {
-    const from = this.offsets[col];
-    if (from < 0) return [];
-    const out: [number, number][] = [];
-    for (let k = from; k < this.offsets[col + 1]; k++) out.push([this.ids[k], this.tops[k]]);
-    return out;
-  }
-
-  /** The band at `bytes` height in column `col`, or -1 above the stack. */
-  at(col: number, bytes: number): number {
-    const from = this.offsets[col];
-    if (from < 0) return -1;
-    const to = this.offsets[col + 1];
-    let lo = from;
-    let hi = to;
-    while (lo < hi) {
-      const mid = (lo + hi) >>> 1;
-      if (this.tops[mid] <= bytes) lo = mid + 1;
-      else hi = mid;
-    }
-    return lo < to ? this.ids[lo] : -1;
   }
 }
 

@@ -50,19 +50,3 @@ export function plotArea(c: HTMLCanvasElement): PlotArea {
   const dpr = window.devicePixelRatio || 1;
   return { x: Math.round(72 * dpr), y: Math.round(10 * dpr), w: Math.max(1, c.width - Math.round(84 * dpr)), h: Math.max(1, c.height - Math.round(34 * dpr)) };
 }
-
-/** The time under the pointer's x, clamped to the view. */
-export function timeAtPointer(c: HTMLCanvasElement, view: { t0: number; t1: number }, clientX: number): number {
-  const rect = c.getBoundingClientRect();
-  const dpr = window.devicePixelRatio || 1;
-  const p = plotArea(c);
-  const frac = ((clientX - rect.left) * dpr - p.x) / p.w;
-  return view.t0 + Math.max(0, Math.min(1, frac)) * (view.t1 - view.t0);
-}
-
-/** The range `factor` times as wide, around the view's middle. */
-export function zoomedRange(view: { t0: number; t1: number }, factor: number): [number, number] {
-  const mid = (view.t0 + view.t1) / 2;
-  const half = ((view.t1 - view.t0) * factor) / 2;
-  return [mid - half, mid + half];
-}

@@ -13,7 +13,7 @@ import { humanBytes } from '../../core/units.js';
 import type { ReportData } from '../report-data.js';
 import { reportBody } from '../html.js';
 import { errorLine, reportDataFromBlob, type OpenProgress } from '../open-file.js';
-import { unpackReportData } from '../report-columns.js';
+import { readEmbeddedReport } from '../report-embed.js';
 
 declare global {
   interface Window {
@@ -62,29 +62,40 @@ function pageState(): PageState {
   return state;
 }
 
-/** The data a report page embeds, or null on the empty viewer. */
-function embeddedData(): ReportData | null {
+/**
+ * The data a report page embeds (its columns inflate asynchronously), or null on the empty viewer.
+ * A column found damaged when a view first reads it puts its line on the page.
+ */
+function embeddedData(state: PageState): Promise<ReportData> | null {
   const script = document.getElementById('memscope-data');
-  return script?.textContent ? unpackReportData(JSON.parse(script.textContent)) : null;
+  return script?.textContent ? readEmbeddedReport(script.textContent, (err) => showError(state, errorLine(err))) : null;
+}
+
+/** Shows `err` as the page's one error line (the app failed on the data it was given). */
+export function showPageError(err: unknown): void {
+  showError(pageState(), errorLine(err));
 }
 
 /**
- * Starts a run of the app: ends the previous run's listeners, wires the drop zone, and returns the
- * data to show — a dropped file's, else the embedded report's, else null (the empty viewer, where
- * the app draws nothing and the page says what it reads).
+ * Starts a run of the app: ends the previous run's listeners, wires the drop zone, and gives the
+ * data to show — a dropped file's (at once), else the embedded report's (once read), else null (the
+ * empty viewer, where the app draws nothing and the page says what it reads). An embedded report
+ * that cannot be read puts its line under the drop zone and gives null.
  */
-export function beginPage(): ReportData | null {
+export function beginPage(): ReportData | Promise<ReportData | null> | null {
   const state = pageState();
   const script = document.currentScript;
   if (script?.textContent) state.appSource = script.textContent;
   state.run.abort();
   state.run = new AbortController();
   const g = globalThis as Globals;
-  const data = g[HANDOFF_KEY] ?? embeddedData();
+  const handed = g[HANDOFF_KEY] ?? null;
   delete g[HANDOFF_KEY];
+  const embedded = handed ? null : embeddedData(state);
+  const data = handed;
   state.data = data;
-  state.state = data ? 'shown' : 'empty';
-  document.body.classList.toggle('empty', !data);
+  state.state = data ? 'shown' : embedded ? 'reading' : 'empty';
+  document.body.classList.toggle('empty', !data && !embedded);
   wireDropZone(state);
   window.memscopeDrop = {
     get state() {
@@ -95,7 +106,25 @@ export function beginPage(): ReportData | null {
     },
     data: () => state.data,
   };
-  return data;
+  if (!embedded) return data;
+  // A file dropped while the embedded data is read replaces it.
+  const run = state.run;
+  const reads = state.reads;
+  const current = (): boolean => run === state.run && reads === state.reads;
+  return embedded.then(
+    (read) => {
+      if (!current()) return null;
+      state.data = read;
+      state.state = 'shown';
+      return read;
+    },
+    (err: unknown) => {
+      if (!current()) return null;
+      document.body.classList.add('empty');
+      showError(state, errorLine(err));
+      return null;
+    },
+  );
 }
 
 function element(id: string): HTMLElement {

@@ -10,9 +10,10 @@ import { flameGraphs } from './flamegraph.js';
 import { deviceSelector, deviceSlices, legend, sourceWords, stepLabel, traceAllocationsSection, type DeviceSlice } from './sources.js';
 import { el } from './dom.js';
 import { MemoryView, allocationMatcher, hexAddress } from './memory-view.js';
-import { FrameScheduler, fitCanvas, plotArea, timeAtPointer, zoomedRange, type PlotArea } from './canvas.js';
+import { FrameScheduler, fitCanvas, plotArea, type PlotArea } from './canvas.js';
+import { bindPanZoom, clampRange, timeAtPointer, zoomedRange } from './pan-zoom.js';
 import { mountQueryBox } from './query-box.js';
-import { beginPage } from './drop.js';
+import { beginPage, showPageError } from './drop.js';
 import { renderHistorySections } from './state-history-sections.js';
 
 declare global {
@@ -72,9 +73,8 @@ function location(frame: string | null): string {
 
 // Marks for the benchmark: where the time before the first frame goes.
 performance.mark('memscope-start');
-// The embedded report, or a file dropped on the page (drop.ts); null on the empty viewer, where main() does not run.
-const data = beginPage() as ReportData;
-performance.mark('memscope-parsed');
+// The report this run shows: set by start() below, before main() runs.
+let data!: ReportData;
 const str = (i: number): string => data.strings[i] ?? '';
 const frames = (stack: number): string[] => (stack >= 0 ? (data.stacks[stack] ?? []).map(str) : []);
 
@@ -101,7 +101,6 @@ class TimelineView {
   private readonly ctx: CanvasRenderingContext2D;
   private view: ViewRange;
   private readonly redraw = new FrameScheduler(() => this.render());
-  private drag: { x: number; range: ViewRange } | null = null;
   frames = 0;
   firstFrameMs = 0;
   lastFrameMs = 0;
@@ -152,10 +151,7 @@ class TimelineView {
 
   setRange(t0: number, t1: number): void {
     const full = this.model.tMax - this.model.tMin;
-    let span = Math.min(full, Math.max(t1 - t0, full * 1e-7, 1e-6));
-    if (!(span > 0)) span = full;
-    const start = Math.max(this.model.tMin, Math.min(t0, this.model.tMax - span));
-    this.view = { t0: start, t1: start + span };
+    this.view = clampRange(t0, t1, this.model.tMin, this.model.tMax, Math.max(full * 1e-7, 1e-6));
     this.schedule();
   }
 
@@ -168,40 +164,17 @@ class TimelineView {
   }
 
   private bind(): void {
-    const c = this.canvas;
-    c.addEventListener(
-      'wheel',
-      (e) => {
-        e.preventDefault();
-        const anchor = this.timeAt(e.clientX);
-        const factor = Math.exp(Math.max(-5, Math.min(5, e.deltaY * 0.002)));
-        const { t0, t1 } = this.view;
-        this.setRange(anchor - (anchor - t0) * factor, anchor + (t1 - anchor) * factor);
-      },
-      { passive: false },
-    );
-    c.addEventListener('mousedown', (e) => {
-      this.drag = { x: e.clientX, range: this.range() };
-      c.classList.add('dragging');
+    const reset = (): void => this.setRange(this.model.tMin, this.model.tMax);
+    bindPanZoom(this.canvas, {
+      view: () => this.view,
+      setRange: (t0, t1) => this.setRange(t0, t1),
+      reset,
+      hover: (e) => this.hover(e),
+      leave: () => (this.tooltip.hidden = true),
     });
-    window.addEventListener('mouseup', () => {
-      this.drag = null;
-      c.classList.remove('dragging');
-    });
-    window.addEventListener('mousemove', (e) => {
-      if (!this.drag) return;
-      const dpr = window.devicePixelRatio || 1;
-      const dt = (((e.clientX - this.drag.x) * dpr) / this.plot().w) * (this.drag.range.t1 - this.drag.range.t0);
-      this.setRange(this.drag.range.t0 - dt, this.drag.range.t1 - dt);
-    });
-    c.addEventListener('mousemove', (e) => {
-      if (!this.drag) this.hover(e);
-    });
-    c.addEventListener('mouseleave', () => (this.tooltip.hidden = true));
-    c.addEventListener('dblclick', () => this.setRange(this.model.tMin, this.model.tMax));
     document.getElementById('zoom-in')!.addEventListener('click', () => this.zoom(0.5));
     document.getElementById('zoom-out')!.addEventListener('click', () => this.zoom(2));
-    document.getElementById('zoom-reset')!.addEventListener('click', () => this.setRange(this.model.tMin, this.model.tMax));
+    document.getElementById('zoom-reset')!.addEventListener('click', reset);
   }
 
   private zoom(factor: number): void {
@@ -468,11 +441,18 @@ function snapshotAllocationsSection(): void {
     box.append(el('p', { class: 'muted' }, 'No allocations in this source.'));
     return;
   }
+  // Each device's event times, summed once (a row's time is the sum of its device's deltas so far).
+  const times = new Map<(typeof devices)[number], Float64Array>();
   const when = (d: (typeof devices)[number], event: number, none: string): string => {
     if (event < 0) return none;
-    let us = 0;
-    for (let i = 0; i <= event && i < d.eventDt.length; i++) us += d.eventDt[i];
-    return formatTime(us / 1000, data.timeUnit);
+    let t = times.get(d);
+    if (!t) {
+      t = new Float64Array(d.eventDt.length);
+      let us = 0;
+      for (let i = 0; i < t.length; i++) t[i] = us += d.eventDt[i];
+      times.set(d, t);
+    }
+    return formatTime((t.length ? t[Math.min(event, t.length - 1)] : 0) / 1000, data.timeUnit);
   };
   const rows = top.map(([di, a]) => {
     const d = devices[di];
@@ -595,4 +575,20 @@ function main(): void {
   input.addEventListener('input', () => search(input.value));
 }
 
-if (data) main();
+/** Runs the app on `shown` (null: the empty viewer, or a read that failed or was superseded). */
+function start(shown: ReportData | null): void {
+  performance.mark('memscope-parsed');
+  if (!shown) return;
+  data = shown;
+  try {
+    main();
+  } catch (err) {
+    // Data the app cannot draw (a damaged page) gets the page's one error line, not a stack trace.
+    showPageError(err);
+  }
+}
+
+// The embedded report (read asynchronously: its columns inflate), or a file dropped on the page (drop.ts, at once).
+const shown = beginPage();
+if (shown instanceof Promise) void shown.then(start);
+else start(shown);

@@ -4,11 +4,13 @@
  * search highlighting. The drawing is src/viewer/app/allocation-timeline.ts's.
  */
 import type { ReportData } from '../report-data.js';
-import { ColumnHits, DeviceTimeline, SMALLER_COLOR, SUMMARISED, deviceTimelines, siteColor, summedColor, summedGroup } from './allocation-timeline.js';
+import { DeviceTimeline, SMALLER_COLOR, SUMMARISED, deviceTimelines, siteColor, summedColor, summedGroup } from './allocation-timeline.js';
+import { ColumnHits } from './column-hits.js';
 import { el } from './dom.js';
 import { allocationPhase } from '../query.js';
 import { axisBytes, formatTick, formatTime, humanBytes, niceBytesStep, timeStep, type ViewRange } from './timeline.js';
-import { FrameScheduler, fitCanvas, plotArea, timeAtPointer, zoomedRange, type PlotArea } from './canvas.js';
+import { FrameScheduler, fitCanvas, plotArea, type PlotArea } from './canvas.js';
+import { bindPanZoom, clampRange, timeAtPointer, zoomedRange } from './pan-zoom.js';
 import { OverviewStrip } from './overview.js';
 import { drawOomMarks, oomAt, oomMarks, oomText, type OomMark } from './state-history-oom.js';
 
@@ -72,7 +74,6 @@ export class MemoryView {
   private readonly ctx: CanvasRenderingContext2D;
   private view: ViewRange;
   private readonly redraw = new FrameScheduler(() => this.render());
-  private drag: { x: number; range: ViewRange; moved: boolean } | null = null;
   private readonly hits = new ColumnHits();
   private image: ImageData | null = null;
   private pinned = -1;
@@ -96,7 +97,8 @@ export class MemoryView {
   ) {
     this.devices = deviceTimelines(data);
     this.ooms = this.devices.map((d, i) => oomMarks(data, i, d.time));
-    this.ctx = canvas.getContext('2d')!;
+    // The bands are pixels the app writes (putImageData): a CPU-backed canvas takes them without a GPU round trip.
+    this.ctx = canvas.getContext('2d', { willReadFrequently: true })!;
     const d = this.dev();
     this.view = { t0: d.tMin, t1: d.tMax };
     if (this.devices.length > 1) {
@@ -170,13 +172,8 @@ export class MemoryView {
 
   setRange(t0: number, t1: number): void {
     const d = this.dev();
-    const full = d.tMax - d.tMin;
     // Down to a few microseconds (the trace's clock) or a few events across the plot.
-    const minSpan = this.data.timeUnit === 'event' ? 4 : 0.004;
-    let span = Math.min(full, Math.max(t1 - t0, minSpan));
-    if (!(span > 0)) span = full;
-    const start = Math.max(d.tMin, Math.min(t0, d.tMax - span));
-    this.view = { t0: start, t1: start + span };
+    this.view = clampRange(t0, t1, d.tMin, d.tMax, this.data.timeUnit === 'event' ? 4 : 0.004);
     this.schedule();
   }
 
@@ -189,51 +186,23 @@ export class MemoryView {
   }
 
   private bind(): void {
-    const c = this.canvas;
-    c.addEventListener(
-      'wheel',
-      (e) => {
-        e.preventDefault();
-        const factor = Math.exp(Math.max(-5, Math.min(5, e.deltaY * 0.002)));
-        if (e.shiftKey) {
-          // Shift+wheel zooms the byte axis, so allocations thinner than a pixel get their own bands.
-          const rect = this.canvas.getBoundingClientRect();
-          const lp = this.lastPlot;
-          const frac = 1 - Math.max(0, Math.min(1, ((e.clientY - rect.top) * (window.devicePixelRatio || 1) - lp.y) / lp.h));
-          const anchor = lp.y0 + frac * (lp.yMax - lp.y0);
-          this.setBytes(anchor - (anchor - lp.y0) * factor, anchor + (lp.yMax - anchor) * factor);
-          return;
-        }
-        const anchor = this.timeAt(e.clientX);
-        const { t0, t1 } = this.view;
-        this.setRange(anchor - (anchor - t0) * factor, anchor + (t1 - anchor) * factor);
+    bindPanZoom(this.canvas, {
+      view: () => this.view,
+      setRange: (t0, t1) => this.setRange(t0, t1),
+      reset: () => this.reset(),
+      hover: (e) => this.hover(e.clientX, e.clientY),
+      leave: () => (this.tooltip.hidden = true),
+      // A click on the chart pins the allocation under the pointer, or unpins.
+      click: (e) => this.pin(this.allocationAt(e.clientX, e.clientY)),
+      // Shift+wheel zooms the byte axis, so allocations thinner than a pixel get their own bands.
+      shiftWheel: (e, factor) => {
+        const rect = this.canvas.getBoundingClientRect();
+        const lp = this.lastPlot;
+        const frac = 1 - Math.max(0, Math.min(1, ((e.clientY - rect.top) * (window.devicePixelRatio || 1) - lp.y) / lp.h));
+        const anchor = lp.y0 + frac * (lp.yMax - lp.y0);
+        this.setBytes(anchor - (anchor - lp.y0) * factor, anchor + (lp.yMax - anchor) * factor);
       },
-      { passive: false },
-    );
-    c.addEventListener('mousedown', (e) => {
-      this.drag = { x: e.clientX, range: this.range(), moved: false };
-      c.classList.add('dragging');
     });
-    window.addEventListener('mouseup', (e) => {
-      const drag = this.drag;
-      this.drag = null;
-      c.classList.remove('dragging');
-      // A click (no drag) on the chart pins the allocation under the pointer, or unpins.
-      if (drag && !drag.moved && e.target === c) this.pin(this.allocationAt(e.clientX, e.clientY));
-    });
-    window.addEventListener('mousemove', (e) => {
-      if (!this.drag) return;
-      if (Math.abs(e.clientX - this.drag.x) > 2) this.drag.moved = true;
-      if (!this.drag.moved) return;
-      const dpr = window.devicePixelRatio || 1;
-      const dt = (((e.clientX - this.drag.x) * dpr) / this.plot().w) * (this.drag.range.t1 - this.drag.range.t0);
-      this.setRange(this.drag.range.t0 - dt, this.drag.range.t1 - dt);
-    });
-    c.addEventListener('mousemove', (e) => {
-      if (!this.drag?.moved) this.hover(e.clientX, e.clientY);
-    });
-    c.addEventListener('mouseleave', () => (this.tooltip.hidden = true));
-    c.addEventListener('dblclick', () => this.reset());
   }
 
   zoom(factor: number): void {

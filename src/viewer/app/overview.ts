@@ -6,6 +6,7 @@
  * window only.
  */
 import { fitCanvas } from './canvas.js';
+import { wheelFactor, zoomedAround } from './pan-zoom.js';
 import type { ViewRange } from './timeline.js';
 
 export interface OverviewSource {
@@ -31,7 +32,8 @@ export class OverviewStrip {
     readonly canvas: HTMLCanvasElement,
     private readonly source: OverviewSource,
   ) {
-    this.ctx = canvas.getContext('2d')!;
+    // Its profile is pixels the app writes (putImageData), as the chart's are.
+    this.ctx = canvas.getContext('2d', { willReadFrequently: true })!;
     this.bind();
   }
 
@@ -92,10 +94,9 @@ export class OverviewStrip {
       (e) => {
         e.preventDefault();
         const r = this.source.range();
-        const factor = Math.exp(Math.max(-5, Math.min(5, e.deltaY * 0.002)));
-        const t = this.timeAt(e.clientX);
-        const anchor = Math.max(r.t0, Math.min(r.t1, t));
-        this.source.setRange(anchor - (anchor - r.t0) * factor, anchor + (r.t1 - anchor) * factor);
+        const anchor = Math.max(r.t0, Math.min(r.t1, this.timeAt(e.clientX)));
+        const [t0, t1] = zoomedAround(r, anchor, wheelFactor(e.deltaY));
+        this.source.setRange(t0, t1);
       },
       { passive: false },
     );

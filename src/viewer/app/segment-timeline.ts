@@ -5,8 +5,10 @@
  * double-click resets; hover names the segment (address, size, pool, stream) and OOM marks.
  */
 import type { ReportData } from '../report-data.js';
-import { ColumnHits, DeviceTimeline, SUMMARISED, siteColor } from './allocation-timeline.js';
-import { FrameScheduler, fitCanvas, plotArea, timeAtPointer } from './canvas.js';
+import { DeviceTimeline, SUMMARISED, siteColor } from './allocation-timeline.js';
+import { ColumnHits } from './column-hits.js';
+import { FrameScheduler, fitCanvas, plotArea } from './canvas.js';
+import { bindPanZoom, clampRange } from './pan-zoom.js';
 import { el } from './dom.js';
 import { axisBytes, formatTick, formatTime, humanBytes, niceBytesStep, timeStep, type ViewRange } from './timeline.js';
 import type { AllocatorHistory } from './state-history-model.js';
@@ -45,7 +47,6 @@ export class SegmentTimelineView {
   private readonly hits = new ColumnHits();
   private readonly redraw = new FrameScheduler(() => this.render());
   private image: ImageData | null = null;
-  private drag: { x: number; range: ViewRange } | null = null;
   private last = { x: 0, y: 0, w: 1, h: 1, yMax: 1 };
   frames = 0;
 
@@ -104,38 +105,18 @@ export class SegmentTimelineView {
 
   private setRange(t0: number, t1: number): void {
     const tl = this.dev().timeline;
-    const full = tl.tMax - tl.tMin;
-    let span = Math.min(full, Math.max(t1 - t0, this.data.timeUnit === 'event' ? 4 : 0.004));
-    if (!(span > 0)) span = full;
-    const start = Math.max(tl.tMin, Math.min(t0, tl.tMax - span));
-    this.view = { t0: start, t1: start + span };
+    this.view = clampRange(t0, t1, tl.tMin, tl.tMax, this.data.timeUnit === 'event' ? 4 : 0.004);
     this.redraw.schedule();
   }
 
   private bind(): void {
-    const c = this.canvas;
-    c.addEventListener(
-      'wheel',
-      (e) => {
-        e.preventDefault();
-        const anchor = timeAtPointer(c, this.view, e.clientX);
-        const f = Math.exp(Math.max(-5, Math.min(5, e.deltaY * 0.002)));
-        this.setRange(anchor - (anchor - this.view.t0) * f, anchor + (this.view.t1 - anchor) * f);
-      },
-      { passive: false },
-    );
-    c.addEventListener('mousedown', (e) => (this.drag = { x: e.clientX, range: { ...this.view } }));
-    window.addEventListener('mouseup', () => (this.drag = null));
-    window.addEventListener('mousemove', (e) => {
-      if (!this.drag) return;
-      const dt = (((e.clientX - this.drag.x) * (window.devicePixelRatio || 1)) / this.last.w) * (this.drag.range.t1 - this.drag.range.t0);
-      if (dt !== 0) this.setRange(this.drag.range.t0 - dt, this.drag.range.t1 - dt);
+    bindPanZoom(this.canvas, {
+      view: () => this.view,
+      setRange: (t0, t1) => this.setRange(t0, t1),
+      reset: () => this.setRange(this.dev().timeline.tMin, this.dev().timeline.tMax),
+      hover: (e) => this.hover(e),
+      leave: () => (this.tooltip.hidden = true),
     });
-    c.addEventListener('mousemove', (e) => {
-      if (!this.drag) this.hover(e);
-    });
-    c.addEventListener('mouseleave', () => (this.tooltip.hidden = true));
-    c.addEventListener('dblclick', () => this.setRange(this.dev().timeline.tMin, this.dev().timeline.tMax));
   }
 
   private hover(e: MouseEvent): void {
@@ -198,7 +179,8 @@ export class SegmentTimelineView {
   render(): void {
     const c = this.canvas;
     const dpr = fitCanvas(c);
-    const ctx = c.getContext('2d')!;
+    // The bands are pixels the app writes (putImageData), as in the Active Memory Timeline.
+    const ctx = c.getContext('2d', { willReadFrequently: true })!;
     const p = plotArea(c);
     const d = this.dev();
     const peak = Math.max(1, d.bands.memory.peakReserved);

@@ -23,8 +23,10 @@ export function renderHistorySections(data: ReportData): void {
   }
   const stateBox = section('state-history');
   const segBox = section('segment-timeline');
-  const showState = !!stateBox && history.devices.some((d) => d.events.action.length > 0 || d.segments.length > 0);
-  const showSegments = !!segBox && history.devices.some((d) => d.events.action.length > 0);
+  // A device's events are its memory timeline's (the same count), which the page has read already.
+  const traced = (d: (typeof history.devices)[number]): boolean => (data.memory!.devices[d.memory]?.eventDt.length ?? 0) > 0;
+  const showState = !!stateBox && history.devices.some((d) => traced(d) || d.segments.length > 0);
+  const showSegments = !!segBox && history.devices.some(traced);
   const waiting: HTMLElement[] = [];
   for (const [show, box, body] of [[showState, stateBox, 'state-history-body'], [showSegments, segBox, 'segment-timeline-body']] as const) {
     if (!show || !box) continue;

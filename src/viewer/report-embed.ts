@@ -1,0 +1,430 @@
+/**
+ * How a report page embeds its ReportData, and how the page reads it back. Framework-free: the
+ * writer runs in Node (`memscope report`) and in browsers (src/browser/report-page.ts), the reader
+ * in the page and in tests.
+ *
+ * The HTML parser reads every embedded byte before any script runs, and JSON.parse reads every
+ * number as text, so the bulk of the data — its long number columns — travels as bytes:
+ *
+ * - Every array of at least 64 numbers anywhere in the data is a column. Integers that a double
+ *   holds exactly are zigzag varints of the values or of their differences, whichever is shorter
+ *   (event times, addresses and ids mostly differ little from their neighbours); a column with a
+ *   fraction is little-endian float64. In the JSON the column is replaced by
+ *   `{"$col": "z" | "zd" | "f64", "n": values, "at": offset, "len": bytes}`.
+ * - The columns' bytes follow one another in one buffer, deflated (`deflate-raw`, which every
+ *   browser inflates natively with `DecompressionStream`) where the writer has a deflater, and
+ *   carried as base64 in the JSON: `"$columns": {"encoding", "bytes", "b64"}`.
+ * - When the rest of the JSON (strings, stacks, segments) is itself large, it goes into the same
+ *   buffer, first, and the page's JSON is only `{"$packed": {"encoding", "head", "bytes", "b64"}}`
+ *   (`head`: the JSON's length in UTF-8 bytes at the buffer's start; offsets count from its end).
+ *   There, each part whose JSON is long (the state history's segments, the flame graphs) is its
+ *   own JSON text in the buffer, `{"$json": {"at", "len"}}` in its place. A small report's JSON
+ *   stays readable as it is.
+ *
+ * The page reads lazily: a column is decoded, and a `$json` part parsed, when the app first reads
+ * it, so the first frame of the Active Memory Timeline waits only for the columns it draws, and a
+ * section never opened costs nothing.
+ */
+import { MemscopeError } from '../core/errors.js';
+import type { ReportData } from './report-data.js';
+
+/** Columns shorter than this stay JSON: the reference would be as long. */
+const MIN_COLUMN = 64;
+/** A JSON head longer than this (UTF-16 units) is deflated with the columns. */
+const HEAD_INLINE_MAX = 256 * 1024;
+/** In a packed page, a top-level part whose JSON is longer than this waits in the buffer until read. */
+const LAZY_PART = 64 * 1024;
+/** Integers up to this size zigzag exactly in a double. */
+const PACKABLE = 2 ** 52;
+
+/** Deflate and base64 as the writer's platform offers them. */
+export interface EmbedCodec {
+  /** Raw deflate (RFC 1951); absent where the platform has no synchronous deflater. */
+  readonly deflateRaw?: (bytes: Uint8Array) => Uint8Array;
+  readonly base64: (bytes: Uint8Array) => string;
+}
+
+/** A column's place in the buffer. */
+interface ColumnRef {
+  readonly $col: 'z' | 'zd' | 'f64';
+  readonly n: number;
+  readonly at: number;
+  readonly len: number;
+}
+
+/** The buffer as the JSON carries it. */
+interface EmbeddedBytes {
+  readonly encoding: 'deflate-raw' | 'none';
+  /** Length of the buffer before deflating. */
+  readonly bytes: number;
+  readonly b64: string;
+}
+
+const B64 = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/';
+
+/** Base64 in plain code, for platforms without a native encoder at hand. */
+export function base64(bytes: Uint8Array): string {
+  const parts: string[] = [];
+  const n = bytes.length;
+  for (let start = 0; start < n; start += 24576) {
+    const end = Math.min(n, start + 24576);
+    let chunk = '';
+    for (let i = start; i < end; i += 3) {
+      const a = bytes[i]!;
+      const b = i + 1 < n ? bytes[i + 1]! : 0;
+      const c = i + 2 < n ? bytes[i + 2]! : 0;
+      chunk += B64[a >> 2]! + B64[((a & 3) << 4) | (b >> 4)]! + (i + 1 < n ? B64[((b & 15) << 2) | (c >> 6)]! : '=') + (i + 2 < n ? B64[c & 63]! : '=');
+    }
+    parts.push(chunk);
+  }
+  return parts.join('');
+}
+
+/** A growable byte buffer. */
+class ByteSink {
+  bytes = new Uint8Array(1 << 16);
+  length = 0;
+  reserve(extra: number): void {
+    if (this.length + extra <= this.bytes.length) return;
+    let size = this.bytes.length * 2;
+    while (size < this.length + extra) size *= 2;
+    const next = new Uint8Array(size);
+    next.set(this.bytes.subarray(0, this.length));
+    this.bytes = next;
+  }
+}
+
+function zigzag(v: number): number {
+  return v >= 0 ? v * 2 : -v * 2 - 1;
+}
+
+function varintLength(z: number): number {
+  let len = 1;
+  while (z >= 128) {
+    z = Math.floor(z / 128);
+    len++;
+  }
+  return len;
+}
+
+/** Appends `values` to `sink` in the shortest of the three encodings; returns its reference. */
+function writeColumn(values: readonly number[], sink: ByteSink): ColumnRef {
+  const n = values.length;
+  let plain = 0;
+  let delta = 0;
+  let prev = 0;
+  let integers = true;
+  for (let i = 0; i < n; i++) {
+    const v = values[i]!;
+    if (!Number.isInteger(v) || Math.abs(v) >= PACKABLE / 2) {
+      integers = false;
+      break;
+    }
+    plain += varintLength(zigzag(v));
+    delta += varintLength(zigzag(v - prev));
+    prev = v;
+  }
+  const at = sink.length;
+  if (!integers) {
+    sink.reserve(n * 8);
+    const view = new DataView(sink.bytes.buffer, sink.bytes.byteOffset + at, n * 8);
+    for (let i = 0; i < n; i++) view.setFloat64(i * 8, values[i]!, true);
+    sink.length += n * 8;
+    return { $col: 'f64', n, at, len: n * 8 };
+  }
+  const useDelta = delta < plain;
+  const len = useDelta ? delta : plain;
+  sink.reserve(len);
+  const out = sink.bytes;
+  let k = at;
+  prev = 0;
+  for (let i = 0; i < n; i++) {
+    const v = values[i]!;
+    let z = zigzag(useDelta ? v - prev : v);
+    prev = v;
+    while (z >= 128) {
+      out[k++] = (z % 128) | 128;
+      z = Math.floor(z / 128);
+    }
+    out[k++] = z;
+  }
+  sink.length = k;
+  return { $col: useDelta ? 'zd' : 'z', n, at, len };
+}
+
+function isColumn(v: unknown): v is number[] {
+  return Array.isArray(v) && v.length >= MIN_COLUMN && typeof v[0] === 'number' && v.every((x) => typeof x === 'number');
+}
+
+/** `value` with every column moved into `sink` and replaced by its reference. */
+function extractColumns(value: unknown, sink: ByteSink): unknown {
+  if (isColumn(value)) return writeColumn(value, sink);
+  if (Array.isArray(value)) return value.map((v) => extractColumns(v, sink));
+  if (value && typeof value === 'object') {
+    const out: Record<string, unknown> = {};
+    for (const [k, v] of Object.entries(value)) out[k] = extractColumns(v, sink);
+    return out;
+  }
+  return value;
+}
+
+function carry(bytes: Uint8Array, codec: EmbedCodec): EmbeddedBytes {
+  const deflated = codec.deflateRaw?.(bytes);
+  return deflated ? { encoding: 'deflate-raw', bytes: bytes.length, b64: codec.base64(deflated) } : { encoding: 'none', bytes: bytes.length, b64: codec.base64(bytes) };
+}
+
+/** Appends UTF-8 `text` to `sink`; returns where it is. */
+function writeText(text: string, sink: ByteSink): { at: number; len: number } {
+  const bytes = new TextEncoder().encode(text);
+  const at = sink.length;
+  sink.reserve(bytes.length);
+  sink.bytes.set(bytes, at);
+  sink.length += bytes.length;
+  return { at, len: bytes.length };
+}
+
+/**
+ * `value` with each property whose JSON is longer than LAZY_PART (after its own long properties
+ * are deferred) moved into `sink` as JSON text, `{"$json": {"at", "len"}}` in its place: the
+ * state history's segments wait there, while its event columns, which the first frame reads
+ * through the device, stay at hand.
+ */
+function deferParts(value: unknown, sink: ByteSink): unknown {
+  if (Array.isArray(value)) return typeof value[0] === 'object' ? value.map((v) => deferParts(v, sink)) : value;
+  if (!value || typeof value !== 'object' || '$col' in value) return value;
+  const out: Record<string, unknown> = {};
+  for (const [k, v] of Object.entries(value)) {
+    const deferred = deferParts(v, sink);
+    const text = deferred && typeof deferred === 'object' ? JSON.stringify(deferred) : '';
+    out[k] = text.length > LAZY_PART ? { $json: writeText(text, sink) } : deferred;
+  }
+  return out;
+}
+
+/** The JSON value a report page embeds for `data` (see the header for its layout). */
+export function embedReportData(data: ReportData, codec: EmbedCodec = { base64 }): unknown {
+  const sink = new ByteSink();
+  const parts = Object.entries(data).map(([key, value]) => {
+    const part = extractColumns(value, sink);
+    return { key, part, text: JSON.stringify(part) ?? '' };
+  });
+  const headLength = parts.reduce((n, p) => n + p.key.length + p.text.length + 4, 2);
+  if (headLength <= HEAD_INLINE_MAX) {
+    const head = Object.fromEntries(parts.map((p) => [p.key, p.part]));
+    return sink.length ? { ...head, $columns: carry(sink.bytes.subarray(0, sink.length), codec) } : head;
+  }
+  // Large parts are JSON in the buffer, parsed when the page first reads them.
+  const head = deferParts(Object.fromEntries(parts.map((p) => [p.key, p.part])), sink);
+  const headBytes = new TextEncoder().encode(JSON.stringify(head));
+  const all = new Uint8Array(headBytes.length + sink.length);
+  all.set(headBytes);
+  all.set(sink.bytes.subarray(0, sink.length), headBytes.length);
+  return { $packed: { ...carry(all, codec), head: headBytes.length } };
+}
+
+/** A report page whose embedded data cannot be read: the page shows this line instead of drawing. */
+function damaged(what: string): MemscopeError {
+  return new MemscopeError('damaged-report', `the embedded report data is damaged: ${what}`);
+}
+
+/** The bytes of a base64 string. */
+function unbase64(s: string, what: string): Uint8Array<ArrayBuffer> {
+  let text: string;
+  try {
+    text = atob(s);
+  } catch {
+    throw damaged(`${what} is not base64`);
+  }
+  const out = new Uint8Array(text.length);
+  for (let i = 0; i < text.length; i++) out[i] = text.charCodeAt(i);
+  return out;
+}
+
+/**
+ * Raw-inflates `raw` to (at most) `size` bytes with the platform's DecompressionStream, reading
+ * its chunks by hand: in Chromium that takes a third of the time `new Response(stream).arrayBuffer()`
+ * takes on the same stream.
+ */
+async function inflateRaw(raw: Uint8Array<ArrayBuffer>, size: number): Promise<Uint8Array> {
+  const reader = new Blob([raw]).stream().pipeThrough(new DecompressionStream('deflate-raw')).getReader();
+  const out = new Uint8Array(size);
+  let length = 0;
+  for (;;) {
+    const { done, value } = await reader.read();
+    if (done) break;
+    // More than the writer said: the buffer is damaged; the caller compares lengths.
+    if (length + value.length > size) return new Uint8Array(length + value.length);
+    out.set(value, length);
+    length += value.length;
+  }
+  return length === size ? out : out.subarray(0, length);
+}
+
+/** The buffer the JSON carries, inflated where it was deflated. */
+async function readBytes(e: EmbeddedBytes, what: string): Promise<Uint8Array> {
+  if (!e || typeof e.b64 !== 'string' || (e.encoding !== 'deflate-raw' && e.encoding !== 'none')) throw damaged(`${what} is not an embedded buffer`);
+  const raw = unbase64(e.b64, what);
+  let bytes: Uint8Array = raw;
+  if (e.encoding === 'deflate-raw') {
+    try {
+      bytes = await inflateRaw(raw, e.bytes);
+    } catch {
+      throw damaged(`${what} does not inflate`);
+    }
+  }
+  if (bytes.length !== e.bytes) throw damaged(`${what} holds ${bytes.length} bytes, not ${e.bytes}`);
+  return bytes;
+}
+
+/** Refuses a reference that is not a column or reaches outside the buffer (checked when the page opens). */
+function checkColumn(ref: ColumnRef, bytes: Uint8Array, what: string): void {
+  const { n, at, len } = ref;
+  if (ref.$col !== 'z' && ref.$col !== 'zd' && ref.$col !== 'f64') throw damaged(`${what} is not a column`);
+  if (!(n >= 0) || !(at >= 0) || !(len >= 0) || at + len > bytes.length) throw damaged(`${what} points outside the embedded columns`);
+  if (ref.$col === 'f64' && len !== n * 8) throw damaged(`${what} holds ${len / 8} values, not ${n}`);
+}
+
+/** The numbers of the column `ref` points at in `bytes`. */
+function readColumn(ref: ColumnRef, bytes: Uint8Array, what: string): number[] {
+  checkColumn(ref, bytes, what);
+  const { n, at, len } = ref;
+  // Written in full below (a shorter column is refused), so never read with holes.
+  const out: number[] = new Array<number>(n);
+  if (ref.$col === 'f64') {
+    const view = new DataView(bytes.buffer, bytes.byteOffset + at, len);
+    for (let i = 0; i < n; i++) out[i] = view.getFloat64(i * 8, true);
+    return out;
+  }
+  const delta = ref.$col === 'zd';
+  let k = 0;
+  let prev = 0;
+  let i = at;
+  const end = at + len;
+  while (i < end) {
+    let b = bytes[i++]!;
+    let z = b & 127;
+    // Up to four bytes (28 bits) in integer arithmetic; longer ones (addresses) in doubles.
+    let shift = 7;
+    while (b & 128 && i < end && shift < 28) {
+      b = bytes[i++]!;
+      z |= (b & 127) << shift;
+      shift += 7;
+    }
+    if (b & 128) {
+      let mult = 2 ** 28;
+      while (b & 128 && i < end) {
+        b = bytes[i++]!;
+        z += (b & 127) * mult;
+        mult *= 128;
+      }
+    }
+    let v = z < 2 ** 30 ? ((z & 1) === 0 ? z >>> 1 : -((z + 1) >>> 1)) : z % 2 === 0 ? z / 2 : -(z + 1) / 2;
+    if (delta) v += prev;
+    prev = v;
+    if (k < n) out[k] = v;
+    k++;
+  }
+  if (k !== n) throw damaged(`${what} holds ${k} values, not ${n}`);
+  return out;
+}
+
+/** Restores columns and `$json` parts from one buffer, each when the page first reads it. */
+class LazyParts {
+  constructor(
+    private readonly bytes: Uint8Array,
+    /** Told of damage found only when a part is read, after the page opened. */
+    private readonly onDamage: (err: unknown) => void,
+  ) {}
+
+  /** Makes `obj[key]` compute its value on first read, then hold it. */
+  private lazy(obj: Record<string, unknown>, key: string, compute: () => unknown): void {
+    const onDamage = this.onDamage;
+    Object.defineProperty(obj, key, {
+      configurable: true,
+      enumerable: true,
+      get() {
+        let value: unknown;
+        try {
+          value = compute();
+        } catch (err) {
+          onDamage(err);
+          throw err;
+        }
+        Object.defineProperty(obj, key, { configurable: true, enumerable: true, writable: true, value });
+        return value;
+      },
+    });
+  }
+
+  /**
+   * Puts the columns back into `value`, in place: each column reference becomes its numbers when
+   * first read, so a column the page never reads (a section never opened) is never decoded.
+   */
+  columns(value: unknown, what: string): unknown {
+    if (Array.isArray(value)) {
+      // Arrays of numbers (short columns, a stack's frames) hold no reference.
+      if (typeof value[0] !== 'object') return value;
+      for (let i = 0; i < value.length; i++) value[i] = this.columns(value[i], `${what}[${i}]`);
+      return value;
+    }
+    if (!value || typeof value !== 'object') return value;
+    if ('$col' in value) return readColumn(value as ColumnRef, this.bytes, what);
+    const obj = value as Record<string, unknown>;
+    for (const key of Object.keys(obj)) {
+      const v = obj[key];
+      if (!v || typeof v !== 'object') continue;
+      const path = what ? `${what}.${key}` : key;
+      if ('$col' in v) {
+        checkColumn(v as ColumnRef, this.bytes, path);
+        this.lazy(obj, key, () => readColumn(v as ColumnRef, this.bytes, path));
+      } else if ('$json' in v) this.part(obj, key, (v as { $json: { at: number; len: number } }).$json, path);
+      else this.columns(v, path);
+    }
+    return obj;
+  }
+
+  /** A `$json` part: its JSON is parsed from the buffer when first read. */
+  private part(obj: Record<string, unknown>, key: string, place: { at: number; len: number }, path: string): void {
+    const bytes = this.bytes;
+    if (!(place.at >= 0 && place.len >= 0 && place.at + place.len <= bytes.length)) throw damaged(`${path} points outside the buffer`);
+    this.lazy(obj, key, () => {
+      let part: unknown;
+      try {
+        part = JSON.parse(new TextDecoder().decode(bytes.subarray(place.at, place.at + place.len)));
+      } catch {
+        throw damaged(`${path} is not JSON`);
+      }
+      return this.columns(part, path);
+    });
+  }
+}
+
+/**
+ * The report data from the page's embedded JSON text (the writer's `embedReportData`,
+ * stringified). Its layout and buffer are checked here; a column's own bytes only when it is
+ * read, and damage found then goes to `onDamage` before the read throws.
+ */
+export async function readEmbeddedReport(text: string, onDamage: (err: unknown) => void = () => {}): Promise<ReportData> {
+  let raw: Record<string, unknown>;
+  try {
+    raw = JSON.parse(text) as Record<string, unknown>;
+  } catch {
+    throw damaged('it is not JSON');
+  }
+  if (raw.$packed) {
+    const packed = raw.$packed as EmbeddedBytes & { head: number };
+    const bytes = await readBytes(packed, '$packed');
+    if (!(packed.head >= 0 && packed.head <= bytes.length)) throw damaged('$packed.head is outside the buffer');
+    let head: Record<string, unknown>;
+    try {
+      head = JSON.parse(new TextDecoder().decode(bytes.subarray(0, packed.head))) as Record<string, unknown>;
+    } catch {
+      throw damaged('its packed JSON is not JSON');
+    }
+    return new LazyParts(bytes.subarray(packed.head), onDamage).columns(head, '') as ReportData;
+  }
+  if (!raw.$columns) return raw as unknown as ReportData;
+  const { $columns, ...head } = raw;
+  const bytes = await readBytes($columns as EmbeddedBytes, '$columns');
+  return new LazyParts(bytes, onDamage).columns(head, '') as ReportData;
+}

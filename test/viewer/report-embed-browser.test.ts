@@ -1,0 +1,70 @@
+// A report page whose data is deflated and packed (as `memscope report` writes a large one) read
+// in Chromium: the data the page reads is the data the report was written from, every column and
+// lazily parsed part included, with no error, warning or network request.
+import { describe, it, expect, beforeAll, afterAll } from 'vitest';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import type { Browser } from 'playwright-core';
+import { openMemoryFile } from '../../src/torch/open-node.js';
+import { snapshotToReport } from '../../src/viewer/torch-report.js';
+import { DEFAULT_CAPS } from '../../src/viewer/report-data.js';
+import { renderReportHtml } from '../../src/viewer/html.js';
+import { viewerBundle } from '../../src/viewer/bundle-node.js';
+import { nodeEmbedCodec } from '../../src/viewer/report-embed-node.js';
+import { launchChromium } from '../support/browser.js';
+import { openReportPage } from '../support/report-page.js';
+import { fixture } from '../support/fixtures.js';
+
+const work = mkdtempSync(join(tmpdir(), 'memscope-embed-'));
+let browser: Browser;
+
+beforeAll(async () => {
+  browser = await launchChromium();
+});
+
+afterAll(async () => {
+  await browser?.close();
+  rmSync(work, { recursive: true, force: true });
+});
+
+describe('a deflated report page in Chromium', () => {
+  it('gives the page exactly the data it was written from', async () => {
+    const file = fixture('torch/transformer_fullstep_trace.pickle');
+    const f = await openMemoryFile(file);
+    if (f.kind !== 'snapshot') throw new Error('expected a snapshot');
+    const data = snapshotToReport(f.snapshot, file, DEFAULT_CAPS);
+    const html = join(work, 'packed.html');
+    writeFileSync(html, renderReportHtml(data, await viewerBundle(), nodeEmbedCodec));
+    const text = readFileSync(html, 'utf8');
+    // Packed and deflated: the embedded data is well under a fifth of the data's JSON.
+    const embedded = /<script type="application\/json" id="memscope-data">(.*?)<\/script>/s.exec(text)![1]!;
+    expect(embedded).toMatch(/^\{"\$packed":\{"encoding":"deflate-raw"/);
+    expect(embedded.length).toBeLessThan(JSON.stringify(data).length / 5);
+    const { page, errors } = await openReportPage(browser, html);
+    // JSON.stringify reads every column and part, so each is decoded in the page.
+    const shown = JSON.parse(await page.evaluate(() => JSON.stringify(window.memscopeDrop!.data())));
+    expect(shown).toEqual(JSON.parse(JSON.stringify(data)));
+    expect(errors).toEqual([]);
+    await page.close();
+  });
+
+  it('a page whose embedded data is damaged shows one line saying so, and draws nothing', async () => {
+    const file = fixture('torch/small_3seg.pickle');
+    const f = await openMemoryFile(file);
+    if (f.kind !== 'snapshot') throw new Error('expected a snapshot');
+    const good = renderReportHtml(snapshotToReport(f.snapshot, file, DEFAULT_CAPS), await viewerBundle(), nodeEmbedCodec);
+    const html = join(work, 'damaged.html');
+    writeFileSync(html, good.replace(/("\$columns":\{"encoding":"deflate-raw","bytes":)(\d+)/, (_, head: string, n: string) => `${head}${Number(n) + 5}`));
+    expect(readFileSync(html, 'utf8')).not.toBe(good);
+    const page = await browser.newPage();
+    const problems: string[] = [];
+    page.on('pageerror', (e) => problems.push(String(e)));
+    await page.goto(`file://${html}`);
+    await page.waitForFunction(() => window.memscopeDrop?.state === 'error');
+    expect(await page.locator('#drop-error').innerText()).toMatch(/^memscope: the embedded report data is damaged: \$columns holds \d+ bytes, not \d+$/);
+    expect(await page.evaluate(() => window.memscopeViewer)).toBeUndefined();
+    expect(problems).toEqual([]);
+    await page.close();
+  });
+});
