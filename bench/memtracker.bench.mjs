@@ -26,6 +26,7 @@
 //   MEMSCOPE_BENCH_CALLGRIND=1 npm run bench -- memtracker   (add part 4: exact instruction counts)
 //   MEMSCOPE_BENCH_CALLGRIND=functions npm run bench -- memtracker   (part 4, and where the extra instructions are, by function)
 //   MEMSCOPE_BENCH_CALLGRIND_WARMUP=600 ...   (part 4 after fewer warm-up steps than WARMUP_STEPS: quicker, with V8's compile work in it)
+//   MEMSCOPE_BENCH_CALLGRIND_MODES=plain,tracked ...   (part 4 for these modes only)
 import { spawn, spawnSync } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -339,8 +340,13 @@ if (SWITCH_ROUNDS > 0) {
 // names V8's JIT code); V8's compilers are one line, since their share moves between windows (by up
 // to ~0.5 M instructions per step even after 4,000 warm-up steps).
 const CALLGRIND = process.env.MEMSCOPE_BENCH_CALLGRIND;
+/** Part 4's modes (all unless narrowed): a build compared with another needs only the modes it changes. */
+const CALLGRIND_MODES = envList('MEMSCOPE_BENCH_CALLGRIND_MODES', ['plain', 'adapter', 'subscribed', 'tracked']);
 if (CALLGRIND === '1' || CALLGRIND === 'functions') {
   const byFunction = CALLGRIND === 'functions';
+  if (byFunction && !CALLGRIND_MODES.includes('plain')) {
+    throw new Error('MEMSCOPE_BENCH_CALLGRIND=functions compares each mode with untracked: keep plain in MEMSCOPE_BENCH_CALLGRIND_MODES');
+  }
   const outDir = byFunction ? mkdtempSync(join(tmpdir(), 'memscope-callgrind-')) : null;
   const WARMUP = Number(process.env.MEMSCOPE_BENCH_CALLGRIND_WARMUP ?? WARMUP_STEPS);
   if (!Number.isInteger(WARMUP) || WARMUP < 1) {
@@ -368,20 +374,23 @@ if (CALLGRIND === '1' || CALLGRIND === 'functions') {
     });
   console.log(`4. Instructions per steady-state training step at batch 1 (callgrind, node --predictable; ${WARMUP} warm-up steps, ${(LONG - SHORT) * STEPS} counted)`);
   const perStep = {};
-  for (const mode of ['plain', 'adapter', 'subscribed', 'tracked']) {
+  for (const mode of CALLGRIND_MODES) {
     // The two lengths of one mode run side by side (two cores).
     const [a, b] = await Promise.all([count(mode, SHORT), count(mode, LONG)]);
     perStep[mode] = (b - a) / ((LONG - SHORT) * STEPS);
   }
-  const r = (mode) => (perStep[mode] / perStep.plain).toFixed(3);
+  const label = { plain: 'untracked', adapter: 'adapter alone', subscribed: "with MemTracker's events to a no-op sink", tracked: 'MemTracker' };
   console.log(
-    `untracked ${(perStep.plain / 1e6).toFixed(3)} M instructions/step; adapter alone ×${r('adapter')}, ` +
-      `with MemTracker's events to a no-op sink ×${r('subscribed')}, MemTracker ×${r('tracked')}`,
+    CALLGRIND_MODES.map(
+      (mode) =>
+        `${label[mode]} ${(perStep[mode] / 1e6).toFixed(3)} M instructions/step` +
+        (mode !== 'plain' && perStep.plain !== undefined ? ` (×${(perStep[mode] / perStep.plain).toFixed(3)})` : ''),
+    ).join('; '),
   );
   if (outDir !== null) {
     const read = (mode) => ({ short: selfInstructions(outputs[mode].short), long: selfInstructions(outputs[mode].long) });
     const plain = read('plain');
-    for (const mode of ['adapter', 'tracked']) {
+    for (const mode of ['adapter', 'tracked'].filter((m) => CALLGRIND_MODES.includes(m))) {
       const diff = perStepDifference(plain, read(mode), (LONG - SHORT) * STEPS);
       const compilers = diff.get('(V8 compilers)') ?? 0;
       diff.delete('(V8 compilers)');
