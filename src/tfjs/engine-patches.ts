@@ -292,11 +292,7 @@ export class EnginePatches {
         trackTensor.call(this, a, backend);
         if (!active) return;
         try {
-          const isNew = this.state.numDataBuffers !== before;
-          // The common case, kept small: a new storage on the backend whose storages are queued.
-          const queueBackend = d.queueBackend;
-          if (isNew && queueBackend !== null && (backend ?? this.backendInstance) === queueBackend && identity.queueAlloc(a)) return;
-          identity.onTrack(this, a, isNew, backend);
+          identity.onTrack(this, a, this.state.numDataBuffers !== before, backend);
         } catch (err) {
           d.internalError(err);
         }
@@ -327,9 +323,7 @@ export class EnginePatches {
         removeDataId.call(this, dataId, backend);
         if (!d.active) return;
         try {
-          const removed = this.state.numDataBuffers !== before;
-          if (removed && backend === d.queueBackend && backend != null && identity.queueFree(dataId)) return;
-          identity.onDataIdRemoved(this, dataId, backend, removed);
+          identity.onDataIdRemoved(this, dataId, backend, this.state.numDataBuffers !== before);
         } catch (err) {
           d.internalError(err);
         }
@@ -350,7 +344,6 @@ export class EnginePatches {
         const previousKernel = ctx.kernel;
         let start: KernelEvent | null = null;
         try {
-          d.flushBeforeKernelChange();
           ctx.kernel = params.kernelName ?? compositeKernelName(this.state.activeScope?.name);
           if (d.wantKernels) start = attribution.kernelStart(ctx.kernel, params);
         } catch (err) {
@@ -367,7 +360,6 @@ export class EnginePatches {
               d.internalError(err);
             }
           }
-          d.flushBeforeKernelChange();
           ctx.kernel = previousKernel;
           throw userError;
         }
@@ -378,7 +370,6 @@ export class EnginePatches {
             d.internalError(err);
           }
         }
-        d.flushBeforeKernelChange();
         ctx.kernel = previousKernel;
         return out;
       },
