@@ -53,7 +53,6 @@ export class Installation {
 
   private applySinkNeeds(): void {
     this.identity.applySinkNeeds();
-    this.patches.applySinkNeeds();
   }
 
   refFor(t: TfTensor): TfjsTensorRef {
