@@ -26,6 +26,7 @@
 //   MEMSCOPE_BENCH_CALLGRIND=1 npm run bench -- memtracker   (add part 4: exact instruction counts)
 //   MEMSCOPE_BENCH_CALLGRIND=functions npm run bench -- memtracker   (part 4, and where the extra instructions are, by function)
 //   MEMSCOPE_BENCH_CALLGRIND_WARMUP=600 ...   (part 4 after fewer warm-up steps than WARMUP_STEPS: quicker, with V8's compile work in it)
+//   MEMSCOPE_BENCH_CALLGRIND_MODES=plain,tracked ...   (part 4 for these modes only)
 import { spawn, spawnSync } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -334,11 +335,15 @@ if (SWITCH_ROUNDS > 0) {
 // the difference / extra steps is the cost of a steady-state step, start-up and warm-up cancelling.
 // Instructions are not time (cache misses and the threads --predictable turns off are not in
 // them), so this explains the ratio in part 1 rather than replacing it.
-// With MEMSCOPE_BENCH_CALLGRIND=functions the processes also run under --perf-basic-prof, and the
-// extra instructions of each mode over untracked are listed by function (bench/callgrind-functions.mjs
-// names V8's JIT code); V8's compilers are one line, since their share moves between windows (by up
-// to ~0.5 M instructions per step even after 4,000 warm-up steps).
+// With MEMSCOPE_BENCH_CALLGRIND=functions the processes also run under --perf-basic-prof: each mode's
+// step is printed without V8's compilers, and the extra instructions of each mode over untracked
+// are listed by function (bench/callgrind-functions.mjs names V8's JIT code); V8's compilers are
+// one line, since their share moves between windows (by up to ~0.5 M instructions per step even
+// after 4,000 warm-up steps) and between two builds of memscope, which therefore compare by the
+// instructions besides them.
 const CALLGRIND = process.env.MEMSCOPE_BENCH_CALLGRIND;
+/** Part 4's modes (all unless narrowed): a build compared with another needs only the modes it changes. */
+const CALLGRIND_MODES = envList('MEMSCOPE_BENCH_CALLGRIND_MODES', ['plain', 'adapter', 'subscribed', 'tracked']);
 if (CALLGRIND === '1' || CALLGRIND === 'functions') {
   const byFunction = CALLGRIND === 'functions';
   const outDir = byFunction ? mkdtempSync(join(tmpdir(), 'memscope-callgrind-')) : null;
@@ -368,20 +373,32 @@ if (CALLGRIND === '1' || CALLGRIND === 'functions') {
     });
   console.log(`4. Instructions per steady-state training step at batch 1 (callgrind, node --predictable; ${WARMUP} warm-up steps, ${(LONG - SHORT) * STEPS} counted)`);
   const perStep = {};
-  for (const mode of ['plain', 'adapter', 'subscribed', 'tracked']) {
+  for (const mode of CALLGRIND_MODES) {
     // The two lengths of one mode run side by side (two cores).
     const [a, b] = await Promise.all([count(mode, SHORT), count(mode, LONG)]);
     perStep[mode] = (b - a) / ((LONG - SHORT) * STEPS);
   }
-  const r = (mode) => (perStep[mode] / perStep.plain).toFixed(3);
+  const label = { plain: 'untracked', adapter: 'adapter alone', subscribed: "with MemTracker's events to a no-op sink", tracked: 'MemTracker' };
   console.log(
-    `untracked ${(perStep.plain / 1e6).toFixed(3)} M instructions/step; adapter alone ×${r('adapter')}, ` +
-      `with MemTracker's events to a no-op sink ×${r('subscribed')}, MemTracker ×${r('tracked')}`,
+    CALLGRIND_MODES.map(
+      (mode) =>
+        `${label[mode]} ${(perStep[mode] / 1e6).toFixed(3)} M instructions/step` +
+        (mode !== 'plain' && perStep.plain !== undefined ? ` (×${(perStep[mode] / perStep.plain).toFixed(3)})` : ''),
+    ).join('; '),
   );
   if (outDir !== null) {
     const read = (mode) => ({ short: selfInstructions(outputs[mode].short), long: selfInstructions(outputs[mode].long) });
-    const plain = read('plain');
-    for (const mode of ['adapter', 'tracked']) {
+    // Each mode's own step without V8's compilers, whose share moves between windows and between
+    // builds: what two builds of memscope compare by.
+    const nothing = { short: new Map(), long: new Map() };
+    for (const mode of CALLGRIND_MODES) {
+      const own = perStepDifference(nothing, read(mode), (LONG - SHORT) * STEPS);
+      const compilers = own.get('(V8 compilers)') ?? 0;
+      const total = [...own.values()].reduce((a, b) => a + b, 0);
+      console.log(`${label[mode]}: ${((total - compilers) / 1e6).toFixed(3)} M instructions/step besides V8's compilers (${(compilers / 1e6).toFixed(3)} M)`);
+    }
+    const plain = CALLGRIND_MODES.includes('plain') ? read('plain') : null;
+    for (const mode of plain === null ? [] : ['adapter', 'tracked'].filter((m) => CALLGRIND_MODES.includes(m))) {
       const diff = perStepDifference(plain, read(mode), (LONG - SHORT) * STEPS);
       const compilers = diff.get('(V8 compilers)') ?? 0;
       diff.delete('(V8 compilers)');

@@ -169,9 +169,8 @@ export interface MemoryEventSink {
 /**
  * The one opt-in fast form of the contract, for a sink that counts storages (MemTracker's
  * recorder): it receives storage events as batches of (id, bytes) numbers instead of one call with
- * a `StorageRef` each. Per tensor, an adapter then keeps no object, makes no call per event on the
- * framework's allocation path, and runs the sink's handling later in one warm loop (costs:
- * docs/MEMTRACKER.md, "Overhead").
+ * a `StorageRef` each. Per tensor, an adapter then need keep no object, and it may hold events back
+ * and hand them over later in one call (the TFJS adapter delivers each when it happens).
  *
  * Implementing it promises, beyond the plain contract, that the sink:
  * - knows storages only by `id`, `bytes` and `device`, and reads the batch during the call only;

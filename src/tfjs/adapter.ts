@@ -84,10 +84,6 @@ class TfjsSession implements AdapterSession {
     return readDeviceMemory(this.live().engine, device);
   }
 
-  flush(): void {
-    if (!this.detached) this.inst.flushQueued();
-  }
-
   detach(): void {
     if (this.detached) return;
     this.detached = true;

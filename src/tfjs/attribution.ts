@@ -107,7 +107,6 @@ export class Attribution {
   ) {}
 
   private updateCtx(): void {
-    this.dispatch.flushIfQueued();
     const ctx = this.dispatch.ctx;
     if (this.optimizerDepth > 0) ctx.phase = 'optimizer';
     else if (this.backwardDepth > 0) ctx.phase = 'backward';
@@ -311,7 +310,6 @@ export class Attribution {
     const cur = this.bwTop;
     if (cur === target) return;
     const d = this.dispatch;
-    d.flushIfQueued();
     let a = cur;
     let b = target;
     while (a !== b) {
@@ -365,7 +363,6 @@ export class Attribution {
 
   private closeFrame(frame: Frame, outputs: readonly TensorRef[]): void {
     const d = this.dispatch;
-    d.flushIfQueued();
     d.ctx.module = frame.module;
     if (d.moduleExitSinks.length > 0) d.emit(d.moduleExitSinks, 'onModuleExit', frame.module, outputs, true);
     this.fwdTop = frame.parent;
@@ -426,7 +423,6 @@ export class Attribution {
 
   optimizerEnd(ref: TfjsOptimizer): void {
     const d = this.dispatch;
-    d.flushIfQueued();
     d.ctx.step++;
     d.emit(d.optEndSinks, 'onOptimizerStepEnd', ref);
     this.optimizerDepth--;

@@ -15,8 +15,8 @@ import type { StorageIdentity } from './storage-identity.js';
 /**
  * Engine patching for one installation: the wrappers memscope puts on the TFJS engine's prototype,
  * on variable classes (`assign`), and on instrumented layers (`call`) and optimizers
- * (`applyGradients`); the two engine wrappers installed only once a sink needs them; and putting
- * back exactly what each replaced. Every wrapper runs the original whatever memscope's own code
+ * (`applyGradients`), all installed with the first session; and putting back exactly what each
+ * replaced. Every wrapper runs the original whatever memscope's own code
  * does: a failure inside memscope is counted and logged once, and a user exception passes through
  * after the bookkeeping it interrupts is closed. The per-tensor wrappers call storage identity
  * directly.
@@ -32,9 +32,6 @@ interface InstanceWrap {
   readonly wrapper: unknown;
 }
 
-/** Engine methods wrapped only when a subscribed sink needs them (see applySinkNeeds). */
-const DEFERRED_ENGINE_METHODS: ReadonlySet<PatchedEngineMethod> = new Set(['runKernelFunc', 'disposeTensor']);
-
 /**
  * A customGrad kernel has no registered name; the engine (and its profiler)
  * names it after the enclosing scope — the op that used customGrad, e.g.
@@ -49,14 +46,10 @@ export class EnginePatches {
   private readonly engineOriginals = new Map<PatchedEngineMethod, Fn>();
   /** Wrappers now on the engine prototype. */
   private readonly engineWrappers = new Map<PatchedEngineMethod, Fn>();
-  /** Wrappers built but not installed yet: installed when a subscribed sink first needs them. */
-  private readonly deferredWrappers = new Map<PatchedEngineMethod, Fn>();
   private readonly engineProto: Record<string, unknown>;
   /** Prototypes whose `assign` memscope replaced → the original. */
   private readonly assignOriginals = new Map<Record<string, unknown>, { original: Fn; wrapper: Fn }>();
   private readonly instanceWraps: InstanceWrap[] = [];
-  /** Points a deferred wrapper at the method it wraps (set by patchEngine). */
-  private rebindDeferredOriginal: (name: PatchedEngineMethod, original: Fn) => void = () => {};
   /** The prototype of the last variable patchVariableClassOf looked at (its class is instrumented). */
   private lastVariableProto: object | null = null;
 
@@ -71,33 +64,6 @@ export class EnginePatches {
   ) {
     this.engineProto = Object.getPrototypeOf(engine) as Record<string, unknown>;
     this.patchEngine();
-  }
-
-  /**
-   * After the sinks changed. runKernelFunc and disposeTensor run for every kernel and every
-   * dispose; they are wrapped only once some sink needs what their wrappers provide (ctx.kernel,
-   * kernel events, tensor disposals). Once wrapped they stay wrapped until uninstall: re-patching
-   * the engine's prototype makes V8 discard optimised TFJS code, which costs more than a
-   * pass-through.
-   */
-  applySinkNeeds(): void {
-    const d = this.dispatch;
-    if (d.wantKernels || d.plainSinkCount > 0) this.installDeferred('runKernelFunc');
-    if (d.disposeSinks.length > 0) this.installDeferred('disposeTensor');
-  }
-
-  private installDeferred(name: PatchedEngineMethod): void {
-    const wrapper = this.deferredWrappers.get(name);
-    if (wrapper === undefined || !this.dispatch.active) return;
-    // Wrap what is there now, which is also what uninstall puts back: a patch another library
-    // made after memscope attached keeps running beneath memscope's wrapper.
-    const current = this.engineProto[name];
-    if (typeof current !== 'function') return;
-    this.engineOriginals.set(name, current as Fn);
-    this.rebindDeferredOriginal(name, current as Fn);
-    this.deferredWrappers.delete(name);
-    this.engineWrappers.set(name, wrapper);
-    this.engineProto[name] = wrapper;
   }
 
   /** For tests: the function memscope replaced (by identity). */
@@ -268,16 +234,10 @@ export class EnginePatches {
     const patches = this;
     const o = <K extends PatchedEngineMethod>(k: K) => this.engineOriginals.get(k) as unknown as TfEngine[K];
     const trackTensor = o('trackTensor');
-    // The deferred methods' originals are read again when their wrappers are installed (see
-    // installDeferred): another library may have patched them in the meantime.
-    let disposeTensor = o('disposeTensor');
+    const disposeTensor = o('disposeTensor');
     const removeDataId = o('removeDataId');
     const moveData = o('moveData');
-    let runKernelFunc = o('runKernelFunc');
-    this.rebindDeferredOriginal = (name, f) => {
-      if (name === 'runKernelFunc') runKernelFunc = f as unknown as TfEngine['runKernelFunc'];
-      else if (name === 'disposeTensor') disposeTensor = f as unknown as TfEngine['disposeTensor'];
-    };
+    const runKernelFunc = o('runKernelFunc');
     const addTapeNode = o('addTapeNode');
     const gradients = o('gradients');
     const startScope = o('startScope');
@@ -292,11 +252,7 @@ export class EnginePatches {
         trackTensor.call(this, a, backend);
         if (!active) return;
         try {
-          const isNew = this.state.numDataBuffers !== before;
-          // The common case, kept small: a new storage on the backend whose storages are queued.
-          const queueBackend = d.queueBackend;
-          if (isNew && queueBackend !== null && (backend ?? this.backendInstance) === queueBackend && identity.queueAlloc(a)) return;
-          identity.onTrack(this, a, isNew, backend);
+          identity.onTrack(this, a, this.state.numDataBuffers !== before, backend);
         } catch (err) {
           d.internalError(err);
         }
@@ -327,9 +283,7 @@ export class EnginePatches {
         removeDataId.call(this, dataId, backend);
         if (!d.active) return;
         try {
-          const removed = this.state.numDataBuffers !== before;
-          if (removed && backend === d.queueBackend && backend != null && identity.queueFree(dataId)) return;
-          identity.onDataIdRemoved(this, dataId, backend, removed);
+          identity.onDataIdRemoved(this, dataId, backend, this.state.numDataBuffers !== before);
         } catch (err) {
           d.internalError(err);
         }
@@ -350,7 +304,6 @@ export class EnginePatches {
         const previousKernel = ctx.kernel;
         let start: KernelEvent | null = null;
         try {
-          d.flushBeforeKernelChange();
           ctx.kernel = params.kernelName ?? compositeKernelName(this.state.activeScope?.name);
           if (d.wantKernels) start = attribution.kernelStart(ctx.kernel, params);
         } catch (err) {
@@ -367,7 +320,6 @@ export class EnginePatches {
               d.internalError(err);
             }
           }
-          d.flushBeforeKernelChange();
           ctx.kernel = previousKernel;
           throw userError;
         }
@@ -378,7 +330,6 @@ export class EnginePatches {
             d.internalError(err);
           }
         }
-        d.flushBeforeKernelChange();
         ctx.kernel = previousKernel;
         return out;
       },
@@ -454,10 +405,6 @@ export class EnginePatches {
     };
     for (const name of PATCHED_ENGINE_METHODS) {
       const w = wrappers[name] as unknown as Fn;
-      if (DEFERRED_ENGINE_METHODS.has(name)) {
-        this.deferredWrappers.set(name, w);
-        continue;
-      }
       this.engineWrappers.set(name, w);
       proto[name] = w;
     }

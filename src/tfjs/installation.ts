@@ -10,7 +10,7 @@ import { StorageIdentity } from './storage-identity.js';
  * One installation of memscope's hooks on the global TFJS engine, shared by every attached
  * session (reference counted by the adapter). It is four collaborators, each one concern, lowest
  * first (docs/ADAPTER_DESIGN.md, "Collaborators"):
- * - `dispatch` (sink-dispatch.ts): the context, the sinks, the emitters, the storage-event queue;
+ * - `dispatch` (sink-dispatch.ts): the context, the sinks, the emitters;
  * - `identity` (storage-identity.ts): storages, their ids, adoption, moves, tensor refs;
  * - `attribution` (attribution.ts): modules, gradient runs, backprop, optimizer steps, scopes;
  * - `patches` (engine-patches.ts): the wrappers on the engine, variables, layers and optimizers.
@@ -41,11 +41,6 @@ export class Installation {
     return this.dispatch.sinkCount;
   }
 
-  /** Storage events held back now (numbers in the queue: two per event). */
-  get queuedLength(): number {
-    return this.dispatch.queuedLength;
-  }
-
   subscribe(sink: MemoryEventSink): void {
     this.dispatch.subscribe(sink);
     this.applySinkNeeds();
@@ -58,12 +53,6 @@ export class Installation {
 
   private applySinkNeeds(): void {
     this.identity.applySinkNeeds();
-    this.patches.applySinkNeeds();
-  }
-
-  /** Delivers the storage events held back (the session's flush). */
-  flushQueued(): void {
-    this.dispatch.flushQueued();
   }
 
   refFor(t: TfTensor): TfjsTensorRef {
@@ -92,7 +81,6 @@ export class Installation {
 
   /** Puts back everything patched; events stop. */
   uninstall(): void {
-    this.dispatch.flushIfQueued();
     this.dispatch.active = false;
     this.patches.restore();
     this.identity.forgetAll();

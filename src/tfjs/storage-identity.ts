@@ -31,7 +31,9 @@ export class StorageIdentity {
    * dataId (refs.ts, derivedStorageId) gets no object and no entry on its dataId or in the live
    * list. Its events carry the derived id, and an object is built only when asked for (a
    * TensorRef's storage, liveStorages). A storage made so is, to sinks that subscribe later, like
-   * one made before memscope was installed: met when first touched.
+   * one made before memscope was installed: met when first touched. What it saves: 1.5 % of a
+   * tracked training step's instructions (docs/ARCHITECTURE.md, "Performance devices"), below the
+   * 5 % a performance device must save.
    */
   private byId = false;
   /**
@@ -106,7 +108,6 @@ export class StorageIdentity {
     if (byId && !this.byId) this.dropDerivedStorages();
     this.byId = byId;
     this.storages.onDemand = byId ? this.storageOnDemand : null;
-    d.queueAllowed = byId && this.deriveIds && !this.sawMove && d.batchSinks.length > 0;
     this.tensorRefs.everyTensor = d.createSinks.length > 0;
     this.stableTensorRefs = d.createSinks.length > 0 || d.disposeSinks.length > 0 || d.plainSinkCount > 0;
   }
@@ -287,27 +288,6 @@ export class StorageIdentity {
 
   // ------------------------------------------------------------- the engine's storage events
 
-  /**
-   * Queues the new storage of `a` on the dispatch's queueBackend (the engine wrapper checked the
-   * backend); false when it must take the general path: a string tensor (its bytes are read from
-   * the backend) or a dataId not numbered as derived ids need.
-   */
-  queueAlloc(a: TfTensor): boolean {
-    const dtype = a.dtype;
-    const id = derivedStorageId(a.dataId, this.dispatch.queueSlot);
-    if (id < 0 || dtype === 'string') return false;
-    this.dispatch.pushQueued(id, storageBytes(dtype, a.size, undefined, a.dataId));
-    return true;
-  }
-
-  /** Queues the free of `dataId`'s storage on queueBackend (the engine dropped its entry); false as for queueAlloc. */
-  queueFree(dataId: DataId): boolean {
-    const id = derivedStorageId(dataId, this.dispatch.queueSlot);
-    if (id < 0) return false;
-    this.dispatch.pushQueued(id, -1);
-    return true;
-  }
-
   /** After `engine.trackTensor(a)`: `isNew` when the engine made a new dataId entry. */
   onTrack(engine: TfEngine, a: TfTensor, isNew: boolean, backend: TfBackend | null | undefined): void {
     const d = this.dispatch;
@@ -323,7 +303,6 @@ export class StorageIdentity {
           if (this.firstNewIds[slot] === Infinity) this.firstNewIds[slot] = id;
         } else if (id >= this.firstNewIds[slot]! || this.silentIds.has(id)) return;
         if (d.allocSinks.length > 0) d.emitStorageEventById(id, storageBytes(a.dtype, a.size, owner, dataId), this.lastDevice);
-        if (isNew && d.queueBackend === null && owner !== undefined) d.startQueueing(owner, slot, this.lastDevice);
         return;
       }
     }
@@ -403,7 +382,6 @@ export class StorageIdentity {
     if (info === undefined) return;
     // The dataId keeps its first backend's number: kept, with a counted id (see deriveIds).
     this.sawMove = true;
-    d.stopQueueing(); // frees must look for kept storages from now on
     const s = this.newStorage(dataId, info.dtype, sizeOf(info.shape), info.shape, old === undefined, info.backend, true);
     if (d.allocSinks.length > 0) d.emitStorageAlloc(s);
   }

@@ -230,7 +230,7 @@ export class RecentIdTable {
   /**
    * Removes `id` and returns its bytes, leaving its tag in `takenTag`; -1 if absent. A free as one
    * call rather than `find`, `bytesAt` and `tagAt` and a removal: small enough for V8 to inline it,
-   * and the rest of the recorder's queue loop with it, into that loop.
+   * and the rest of the recorder's batch loop with it, into that loop.
    */
   take(id: number): number {
     const keys = this.keys;

@@ -197,29 +197,6 @@ describe('another library patching on top of memscope', () => {
     t.dispose();
     proto['trackTensor'] = original; // their own uninstall
   });
-
-  it('made while a wrapper was not needed yet keeps running beneath it once it is, and is what detach puts back', () => {
-    const proto = engineProto();
-    const original = proto['runKernelFunc'] as (this: unknown, ...a: unknown[]) => unknown;
-    const quiet = tfjsAdapter.attach(batchSink());
-    expect(proto['runKernelFunc']).toBe(original); // not needed yet
-    let theirs = 0;
-    const their = function (this: unknown, ...a: unknown[]) {
-      theirs++;
-      return original.apply(this, a);
-    };
-    proto['runKernelFunc'] = their;
-    const kernels: (string | null)[] = [];
-    const reader = tfjsAdapter.attach({ onStorageAlloc: (_s, ctx) => kernels.push(ctx.kernel) });
-    expect(proto['runKernelFunc']).not.toBe(their); // memscope's wrapper on top of theirs
-    tf.tidy(() => tf.add(tf.ones([2]), tf.ones([2])));
-    expect(theirs).toBeGreaterThan(0); // theirs still runs
-    expect(kernels).toContain('Add');
-    reader.detach();
-    quiet.detach();
-    expect(proto['runKernelFunc']).toBe(their); // detach puts back what it wrapped
-    proto['runKernelFunc'] = original; // their own uninstall
-  });
 });
 
 describe('nested and overlapping sessions share one installation', () => {
@@ -326,39 +303,5 @@ describe('TensorRef identity', () => {
       x.dispose();
       model.dispose();
     }
-  });
-});
-
-describe('engine methods are wrapped only when a sink needs them', () => {
-  it('a StorageBatchSink (it never reads ctx.kernel) leaves runKernelFunc and disposeTensor alone until a plain sink subscribes', () => {
-    const orig = captureOriginals();
-    const original = (m: string) => orig.engine.find(([name]) => name === m)![1];
-    const kernelsSeenByAllocs: (string | null)[] = [];
-    const quiet = tfjsAdapter.attach(batchSink());
-    // The per-kernel and per-dispose wrappers are not needed by this sink: TFJS runs its own methods.
-    expect(engineProto()['runKernelFunc']).toBe(original('runKernelFunc'));
-    expect(engineProto()['disposeTensor']).toBe(original('disposeTensor'));
-    expect(engineProto()['trackTensor']).not.toBe(original('trackTensor'));
-    tf.tidy(() => tf.add(tf.ones([2]), tf.ones([2])));
-
-    // A plain sink may read ctx.kernel: it gets it, from the next kernel on.
-    const reader = tfjsAdapter.attach({ onStorageAlloc: (_s, ctx) => kernelsSeenByAllocs.push(ctx.kernel) });
-    expect(engineProto()['runKernelFunc']).not.toBe(original('runKernelFunc'));
-    expect(engineProto()['disposeTensor']).toBe(original('disposeTensor'));
-    const disposed: number[] = [];
-    const disposals = tfjsAdapter.attach(batchSink({ onTensorCreate: () => {}, onTensorDispose: (t) => disposed.push(t.id) }));
-    expect(engineProto()['disposeTensor']).not.toBe(original('disposeTensor'));
-    const y = tf.tidy(() => tf.add(tf.ones([2]), tf.ones([2])));
-    expect(kernelsSeenByAllocs).toContain('Add');
-    y.dispose();
-    expect(disposed).toContain(y.id);
-
-    // Once wrapped they stay wrapped while any session lives (re-patching would make V8 drop TFJS's optimised code) ...
-    reader.detach();
-    disposals.detach();
-    expect(engineProto()['runKernelFunc']).not.toBe(original('runKernelFunc'));
-    // ... and the last detach restores every method.
-    quiet.detach();
-    expectRestored(orig);
   });
 });

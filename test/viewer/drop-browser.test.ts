@@ -16,6 +16,7 @@ import { renderReportHtml } from '../../src/viewer/html.js';
 import { viewerBundle } from '../../src/viewer/bundle-node.js';
 import { launchChromium } from '../support/browser.js';
 import { fixture } from '../support/fixtures.js';
+import { firstFrame, inkedPixels } from '../support/report-page.js';
 
 const work = mkdtempSync(join(tmpdir(), 'memscope-drop-browser-'));
 let browser: Browser;
@@ -132,7 +133,7 @@ describe('the viewer reads a dropped file', () => {
       if (how === 'button') await page.setInputFiles('#drop-input', path);
       else await dropFile(page, path);
       expect(await settled(page, 1), how).toBe('shown');
-      await page.waitForFunction(() => (window.memscopeViewer?.frames ?? 0) > 0);
+      await firstFrame(page);
       const got = await pageData(page);
       expect(got.source.kind).toBe(sourceKind);
       expect(got).toEqual(want);
@@ -140,14 +141,7 @@ describe('the viewer reads a dropped file', () => {
       expect(await page.locator('#source').innerText()).toContain(basename(path));
       expect(await page.locator('#timeline').isVisible()).toBe(true);
       // The chart is drawn: the canvas has non-white pixels inside the plot.
-      const inked = await page.evaluate(() => {
-        const c = document.getElementById('timeline') as HTMLCanvasElement;
-        const img = c.getContext('2d')!.getImageData(0, 0, c.width, c.height).data;
-        let n = 0;
-        for (let i = 0; i < img.length; i += 4) if (img[i] + img[i + 1] + img[i + 2] < 600) n++;
-        return n;
-      });
-      expect(inked).toBeGreaterThan(1000);
+      expect(await inkedPixels(page)).toBeGreaterThan(1000);
       expect(problems, how).toEqual([]);
       await page.close();
     }
@@ -195,7 +189,7 @@ describe('the viewer reads a dropped file', () => {
     const report = join(work, 'report.html');
     writeFileSync(report, renderReportHtml(await loadReportData(first, DEFAULT_CAPS), app));
     const { page, problems } = await openPage(report);
-    await page.waitForFunction(() => (window.memscopeViewer?.frames ?? 0) > 0);
+    await firstFrame(page);
     expect(await page.evaluate(() => window.memscopeDrop!.state)).toBe('shown');
     expect(await page.locator('h1').innerText()).toContain('long_stack.pickle');
     expect(await page.locator('#allocations-body').innerText()).toContain('train.py');
@@ -203,7 +197,7 @@ describe('the viewer reads a dropped file', () => {
     const second = fixture('traces/memory_timeline_small.json');
     await dropFile(page, second);
     expect(await settled(page, 1)).toBe('shown');
-    await page.waitForFunction(() => (window.memscopeViewer?.frames ?? 0) > 0);
+    await firstFrame(page);
     expect(await page.locator('h1').innerText()).toBe('memscope · memory_timeline_small.json');
     expect(await pageData(page)).toEqual(await reportData(second));
     // One page's worth of views: nothing of the snapshot is left.
@@ -225,7 +219,7 @@ describe('the viewer reads a dropped file', () => {
     await page.setInputFiles('#drop-input', first);
     expect(await settled(page, 2)).toBe('shown');
     expect(await pageData(page)).toEqual(await reportData(first));
-    await page.waitForFunction(() => (window.memscopeViewer?.frames ?? 0) > 0);
+    await firstFrame(page);
     expect(afterSecond).toBeGreaterThan(0);
     // Each kind of file adds its own views' listeners; showing it again adds none of the old ones.
     const afterThird = await pageListeners(page);
@@ -234,7 +228,7 @@ describe('the viewer reads a dropped file', () => {
     expect(await pageListeners(page)).toBe(afterSecond);
     await page.setInputFiles('#drop-input', first);
     expect(await settled(page, 4)).toBe('shown');
-    await page.waitForFunction(() => (window.memscopeViewer?.frames ?? 0) > 0);
+    await firstFrame(page);
     expect(await pageListeners(page)).toBe(afterThird);
     expect(problems).toEqual([]);
     await page.close();

@@ -5,8 +5,9 @@ import { spawnSync } from 'node:child_process';
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
-import type { Browser, Page } from 'playwright-core';
+import type { Browser } from 'playwright-core';
 import { launchChromium } from '../support/browser.js';
+import { inkedPixels, openReportPage } from '../support/report-page.js';
 
 const root = resolve(import.meta.dirname, '../..');
 const script = join(root, 'test/fixtures/scripts/train.mjs');
@@ -19,31 +20,7 @@ function memscope(...args: string[]) {
   return { status: r.status, stdout: r.stdout, stderr: r.stderr };
 }
 
-async function open(browser: Browser, html: string): Promise<{ page: Page; errors: string[] }> {
-  const page = await browser.newPage({ viewport: { width: 1280, height: 1000 } });
-  const errors: string[] = [];
-  page.on('pageerror', (e) => errors.push(String(e)));
-  // Any request leaving the file would be a network fetch: the page must need none.
-  page.on('request', (req) => {
-    if (!req.url().startsWith('file:')) errors.push(`network request: ${req.url()}`);
-  });
-  await page.goto(`file://${html}`);
-  await page.waitForFunction(() => (window.memscopeViewer?.frames ?? 0) > 0);
-  return { page, errors };
-}
-
-/** Non-white pixels inside the canvas's plot area (left of it are the axis labels). */
-async function inkedPixels(page: Page): Promise<number> {
-  return page.evaluate(() => {
-    const c = document.getElementById('timeline') as HTMLCanvasElement;
-    const ctx = c.getContext('2d')!;
-    const x0 = Math.round(c.width * 0.1);
-    const img = ctx.getImageData(x0, 0, c.width - x0, c.height).data;
-    let n = 0;
-    for (let i = 0; i < img.length; i += 4) if (img[i] < 240 || img[i + 1] < 240 || img[i + 2] < 240) n++;
-    return n;
-  });
-}
+const open = (browser: Browser, html: string) => openReportPage(browser, html);
 
 describe('memscope run → report → browser', () => {
   let browser: Browser;

@@ -11,6 +11,7 @@ import { jsonForScript } from '../../src/render/html-page.js';
 import { renderReportHtml } from '../../src/viewer/html.js';
 import { viewerBundle } from '../../src/viewer/bundle-node.js';
 import { launchChromium } from '../support/browser.js';
+import { openReportPage } from '../support/report-page.js';
 
 const HOSTILE = `</script><script>window.pwned=1</script><img src=x onerror="window.pwned=2"><!--`;
 
@@ -57,11 +58,7 @@ describe('report escaping', () => {
     writeFileSync(join(dir, 'r.html'), html);
     const browser = await launchChromium();
     try {
-      const page = await browser.newPage();
-      const errors: string[] = [];
-      page.on('pageerror', (e) => errors.push(String(e)));
-      await page.goto(`file://${join(dir, 'r.html')}`);
-      await page.waitForFunction(() => (window.memscopeViewer?.frames ?? 0) > 0);
+      const { page, errors } = await openReportPage(browser, join(dir, 'r.html'));
       expect(await page.evaluate(() => (window as { pwned?: number }).pwned)).toBeUndefined();
       expect(await page.locator('img').count()).toBe(0);
       expect(await page.locator('#modules-body').innerText()).toContain(`model.${HOSTILE}`);

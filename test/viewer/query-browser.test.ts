@@ -15,7 +15,7 @@ import { DEFAULT_CAPS } from '../../src/viewer/report-data.js';
 import { renderReportHtml } from '../../src/viewer/html.js';
 import { viewerBundle } from '../../src/viewer/bundle-node.js';
 import { launchChromium } from '../support/browser.js';
-import { openReportPage } from '../support/report-page.js';
+import { openReportPage, redrawn } from '../support/report-page.js';
 import { fixture } from '../support/fixtures.js';
 
 const work = mkdtempSync(join(tmpdir(), 'memscope-query-'));
@@ -29,10 +29,10 @@ async function open(browser: Browser, file: string): Promise<{ page: Page; error
 
 /** Types a query into the box and presses Enter; waits for the chart to redraw. */
 async function typeQuery(page: Page, text: string): Promise<void> {
-  const before = await page.evaluate(() => window.memscopeViewer!.frames);
-  await page.locator('#query').fill(text);
-  await page.locator('#query').press('Enter');
-  await page.waitForFunction((n) => window.memscopeViewer!.frames > n, before);
+  await redrawn(page, async () => {
+    await page.locator('#query').fill(text);
+    await page.locator('#query').press('Enter');
+  });
 }
 
 /** Pixels of the plot per colour class: saturated (a band at full colour) and faded (a band drawn pale). */

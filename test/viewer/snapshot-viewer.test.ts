@@ -14,7 +14,7 @@ import { DEFAULT_CAPS } from '../../src/viewer/report-data.js';
 import { renderReportHtml } from '../../src/viewer/html.js';
 import { viewerBundle } from '../../src/viewer/bundle-node.js';
 import { launchChromium } from '../support/browser.js';
-import { openReportPage } from '../support/report-page.js';
+import { openReportPage, redrawn, saturatedPixels, timelinePixelAt } from '../support/report-page.js';
 import { fixture } from '../support/fixtures.js';
 
 const here = import.meta.dirname;
@@ -39,24 +39,6 @@ async function open(browser: Browser, file: string): Promise<{ page: Page; error
   const html = join(work, `${file.split(/[\\/]/).pop()}.html`);
   writeFileSync(html, renderReportHtml(snapshotToReport(f.snapshot, file, DEFAULT_CAPS), await viewerBundle()));
   return openReportPage(browser, html, { width: 1280, height: 1000 });
-}
-
-/** Waits until the chart has drawn a frame after the call. */
-async function redrawn(page: Page, act: () => Promise<unknown>): Promise<void> {
-  const before = await page.evaluate(() => window.memscopeViewer!.frames);
-  await act();
-  await page.waitForFunction((n) => window.memscopeViewer!.frames > n, before);
-}
-
-/** Pixels in the plot with a saturated colour (a site's band, not the grey summary or the axes). */
-async function colouredPixels(page: Page): Promise<number> {
-  return page.evaluate(() => {
-    const c = document.getElementById('timeline') as HTMLCanvasElement;
-    const img = c.getContext('2d')!.getImageData(0, 0, c.width, c.height).data;
-    let n = 0;
-    for (let i = 0; i < img.length; i += 4) if (Math.max(img[i], img[i + 1], img[i + 2]) - Math.min(img[i], img[i + 1], img[i + 2]) > 60) n++;
-    return n;
-  });
 }
 
 describe('snapshot report in the browser', () => {
@@ -105,7 +87,7 @@ describe('snapshot report in the browser', () => {
     // sites' sums in their colours, the rest in the hatched "smaller allocations" band, both in the
     // legend and on hover with their bytes.
     expect(await page.locator('#legend').innerText()).toContain('smaller allocations');
-    expect(await colouredPixels(page)).toBeGreaterThan(5000);
+    expect(await saturatedPixels(page)).toBeGreaterThan(5000);
     const plotBox = (await canvas.boundingBox())!;
     const tipAt = async (x: number, y: number): Promise<string> => {
       await page.mouse.move(x, y);
@@ -148,7 +130,7 @@ describe('snapshot report in the browser', () => {
 
     // The largest allocation gets its own band once the byte axis is zoomed: hover shows size, address, user frame.
     await redrawn(page, () => page.evaluate(() => window.memscopeViewer!.setBytes(12 * 2 ** 30, 20 * 2 ** 30)));
-    expect(await colouredPixels(page)).toBeGreaterThan(500);
+    expect(await saturatedPixels(page)).toBeGreaterThan(500);
     const at = await page.evaluate((a) => window.memscopeViewer!.locate(a, -2), largest.addr);
     expect(at).not.toBeNull();
     await page.mouse.move(at!.x, at!.y);
@@ -165,13 +147,8 @@ describe('snapshot report in the browser', () => {
     await redrawn(page, () => page.mouse.click(at!.x, at!.y));
     expect(await page.evaluate(() => window.memscopeViewer!.pinned())).toBeGreaterThanOrEqual(0);
     expect(await page.locator('#pinned').innerText()).toContain(largest.userFrame);
-    const dark = await page.evaluate((p) => {
-      const c = document.getElementById('timeline') as HTMLCanvasElement;
-      const r = c.getBoundingClientRect();
-      const px = c.getContext('2d')!.getImageData(Math.round((p.x - r.left) * devicePixelRatio), Math.round((p.y - r.top) * devicePixelRatio), 1, 1).data;
-      return px[0] + px[1] + px[2];
-    }, at!);
-    expect(dark).toBeLessThan(100);
+    const dark = await timelinePixelAt(page, at!);
+    expect(dark[0] + dark[1] + dark[2]).toBeLessThan(100);
 
     // A block live before the trace began is hoverable too.
     const rows = await table.locator('tbody tr:not(.detail)').allInnerTexts();

@@ -14,7 +14,7 @@ import { DEFAULT_CAPS } from '../../src/viewer/report-data.js';
 import { renderReportHtml } from '../../src/viewer/html.js';
 import { viewerBundle } from '../../src/viewer/bundle-node.js';
 import { launchChromium } from '../support/browser.js';
-import { openReportPage } from '../support/report-page.js';
+import { openReportPage, timelinePixelAt } from '../support/report-page.js';
 import { fixture } from '../support/fixtures.js';
 import { pythonStates } from './state-history-truth.js';
 
@@ -157,12 +157,7 @@ describe('allocator state history, segment timeline and settings in the browser'
     });
     await page.mouse.move(onMemory.x, onMemory.y);
     await expect.poll(() => page.locator('#tooltip').innerText()).toContain(`Out of memory at 3.500 ms (event 14): ${humanBytes(64 * MiB)} requested`);
-    const red = await page.evaluate((p) => {
-      const c = document.getElementById('timeline') as HTMLCanvasElement;
-      const r = c.getBoundingClientRect();
-      const px = c.getContext('2d')!.getImageData(Math.round((p.x - r.left) * devicePixelRatio), Math.round((p.y - r.top) * devicePixelRatio), 1, 1).data;
-      return [px[0], px[1], px[2]];
-    }, onMemory);
+    const red = await timelinePixelAt(page, onMemory);
     expect(red[0]).toBeGreaterThan(180);
     expect(red[1]).toBeLessThan(80);
 

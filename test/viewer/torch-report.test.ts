@@ -12,6 +12,7 @@ import { renderReportHtml } from '../../src/viewer/html.js';
 import { viewerBundle } from '../../src/viewer/bundle-node.js';
 import { launchChromium } from '../support/browser.js';
 import { fixture } from '../support/fixtures.js';
+import { openReportPage } from '../support/report-page.js';
 
 
 async function load(path: string): Promise<ReportData> {
@@ -87,11 +88,7 @@ describe('PyTorch inputs', () => {
       ] as const) {
         const html = join(dir, `${name}.html`);
         writeFileSync(html, renderReportHtml(await load(file), app));
-        const page = await browser.newPage({ viewport: { width: 1280, height: 1000 } });
-        const errors: string[] = [];
-        page.on('pageerror', (e) => errors.push(String(e)));
-        await page.goto(`file://${html}`);
-        await page.waitForFunction(() => (window.memscopeViewer?.frames ?? 0) > 0);
+        const { page, errors } = await openReportPage(browser, html);
         if (name === 'snapshot') {
           expect(await page.locator('#segments').isVisible()).toBe(true);
           expect(await page.locator('.segment').count()).toBe(400);
