@@ -178,28 +178,33 @@ function deviceMemory(snap: MemorySnapshot, device: number, trace: TraceTable | 
   }
 
   // Exact peaks of what the bands stack up to: the blocks live before the trace, then every event.
+  // Columns made at their final length: grown by push, a column of millions leaves copies of itself behind.
+  const count = throughout.length + beforeEvents.length + traced;
+  const column = (): number[] => new Array<number>(count);
   const out: ReportDeviceMemory = {
     device: deviceName(device),
     eventDt,
-    start: [],
-    end: [],
-    bytes: [],
-    address: [],
-    stack: [],
-    site: [],
+    start: column(),
+    end: column(),
+    bytes: column(),
+    address: column(),
+    stack: column(),
+    site: column(),
     reservedBase: Math.max(0, baseReserved),
     reservedAt,
     reservedDelta,
     peakAllocated: beforeBytes + activeRunPeak,
     peakReserved: Math.max(0, baseReserved) + reservedRunPeak,
   };
+  let at = 0;
   const add = (start: number, end: number, bytes: number, address: number, stack: number): void => {
-    out.start.push(start);
-    out.end.push(end);
-    out.bytes.push(bytes);
-    out.address.push(address);
-    out.stack.push(stacks.stack(stack));
-    out.site.push(stacks.site(stack));
+    out.start[at] = start;
+    out.end[at] = end;
+    out.bytes[at] = bytes;
+    out.address[at] = address;
+    out.stack[at] = stacks.stack(stack);
+    out.site[at] = stacks.site(stack);
+    at++;
   };
   for (const b of throughout) add(-1, -1, snap.blocks.size[b], snap.blocks.address[b], snap.blocks.stack[b]);
   // Bottom of the stack: the longest-lived first, so fewer bands move when one below is freed.
