@@ -17,14 +17,6 @@ export function deviceName(d: number, deviceType = DEFAULT_DEVICE_TYPE): string 
   return deviceLabel(deviceType, d);
 }
 
-interface Alloc {
-  start: number;
-  end: number;
-  bytes: number;
-  address: number;
-  stack: number;
-}
-
 /**
  * Interns a snapshot stack for the page: its informative frames innermost first, the ones before
  * the allocating site (allocator and framework internals) counted in `folded` so the page can
@@ -115,31 +107,44 @@ function deviceMemory(snap: MemorySnapshot, device: number, trace: TraceTable | 
     lastUs = us;
   }
 
-  const traced: Alloc[] = [];
-  const before: Alloc[] = [];
+  // Allocations are columns, never one object each: a 1 GB snapshot has millions of them.
+  let allocCount = 0;
+  for (let i = 0; i < n; i++) if (trace!.action[i] === ALLOC) allocCount++;
+  const tracedEvent = new Int32Array(allocCount);
+  const tracedEnd = new Int32Array(allocCount).fill(-1);
+  let traced = 0;
+  // Free events without an alloc in the trace: live when the trace began (the entry's frames are the allocation's).
+  const beforeEvents: number[] = [];
   const open = new Map<number, number>();
   const freedBefore = new Set<number>();
   const reservedAt: number[] = [];
   const reservedDelta: number[] = [];
   let activeDelta = 0;
   let reservedTotalDelta = 0;
+  // The bands' stack over the trace relative to its start (a free removes its allocation's bytes), and its highest point.
+  let activeRun = 0;
+  let activeRunPeak = 0;
+  let reservedRun = 0;
+  let reservedRunPeak = 0;
   for (let i = 0; i < n; i++) {
     const a = trace!.action[i];
     const size = trace!.size[i];
     const addr = trace!.addr[i];
     if (a === ALLOC) {
       activeDelta += size;
-      open.set(addr, traced.length);
-      traced.push({ start: i, end: -1, bytes: size, address: addr, stack: trace!.stack[i] });
+      activeRun += size;
+      open.set(addr, traced);
+      tracedEvent[traced++] = i;
     } else if (a === FREE_DONE) {
       activeDelta -= size;
       const k = open.get(addr);
       if (k !== undefined) {
-        traced[k].end = i;
+        tracedEnd[k] = i;
+        activeRun -= trace!.size[tracedEvent[k]];
         open.delete(addr);
       } else {
-        // Freed without an alloc in the trace: live when the trace began (its frames are the allocation's).
-        before.push({ start: -1, end: i, bytes: size, address: addr, stack: trace!.stack[i] });
+        activeRun -= size;
+        beforeEvents.push(i);
         freedBefore.add(addr);
       }
     } else if (a === SEG_ALLOC || a === SEG_MAP || a === SEG_FREE || a === SEG_UNMAP) {
@@ -147,74 +152,71 @@ function deviceMemory(snap: MemorySnapshot, device: number, trace: TraceTable | 
       reservedAt.push(i);
       reservedDelta.push(d);
       reservedTotalDelta += d;
+      reservedRun += d;
     }
+    if (activeRun > activeRunPeak) activeRunPeak = activeRun;
+    if (reservedRun > reservedRunPeak) reservedRunPeak = reservedRun;
   }
   // Blocks live at the end that the trace never allocated were live through all of it.
-  const throughout: Alloc[] = [];
+  const throughout: number[] = [];
   for (const b of liveAtEnd) {
     const addr = snap.blocks.address[b];
     if (open.has(addr) || freedBefore.has(addr)) continue;
-    throughout.push({ start: -1, end: -1, bytes: snap.blocks.size[b], address: addr, stack: snap.blocks.stack[b] });
+    throughout.push(b);
   }
-  // Bottom of the stack: the longest-lived first, so fewer bands move when one below is freed.
-  before.sort((x, y) => y.end - x.end);
-  const all = [...throughout, ...before, ...traced];
 
   const baseActive = finalActive - activeDelta;
   const baseReserved = finalReserved - reservedTotalDelta;
   let beforeBytes = 0;
-  for (const a of throughout) beforeBytes += a.bytes;
-  for (const a of before) beforeBytes += a.bytes;
+  for (const b of throughout) beforeBytes += snap.blocks.size[b];
+  for (const i of beforeEvents) beforeBytes += trace!.size[i];
   if (n > 0 && (baseActive < 0 || baseReserved < 0)) {
     notices.push(`${deviceName(device, snap.deviceType)}: the trace adds more than the final segments hold (a ring buffer that dropped its oldest entries?); the reserved line starts at 0.`);
   } else if (n > 0 && beforeBytes !== baseActive) {
     // Trace entries carry the requested size; a block can be larger (an unsplit cached block).
     notices.push(
-      `${deviceName(device, snap.deviceType)}: the ${before.length + throughout.length} blocks live before the trace hold ${humanBytes(beforeBytes)}; the final segments less the trace's sizes give ${humanBytes(baseActive)} (trace entries and blocks record different sizes).`,
+      `${deviceName(device, snap.deviceType)}: the ${beforeEvents.length + throughout.length} blocks live before the trace hold ${humanBytes(beforeBytes)}; the final segments less the trace's sizes give ${humanBytes(baseActive)} (trace entries and blocks record different sizes).`,
     );
   }
 
-  // Exact peaks of what the bands stack up to: the blocks live before the trace, then every event,
-  // a free removing its allocation's bytes.
-  let active = beforeBytes;
-  let reserved = Math.max(0, baseReserved);
-  let peakAllocated = active;
-  let peakReserved = reserved;
-  const freeBytes = new Map<number, number>();
-  for (const a of traced) if (a.end >= 0) freeBytes.set(a.end, a.bytes);
-  for (const a of before) freeBytes.set(a.end, a.bytes);
-  for (let i = 0; i < n; i++) {
-    const a = trace!.action[i];
-    if (a === ALLOC) active += trace!.size[i];
-    else if (a === FREE_DONE) active -= freeBytes.get(i) ?? 0;
-    else if (a === SEG_ALLOC || a === SEG_MAP) reserved += trace!.size[i];
-    else if (a === SEG_FREE || a === SEG_UNMAP) reserved -= trace!.size[i];
-    if (active > peakAllocated) peakAllocated = active;
-    if (reserved > peakReserved) peakReserved = reserved;
-  }
-
+  // Exact peaks of what the bands stack up to: the blocks live before the trace, then every event.
+  // Columns made at their final length: grown by push, a column of millions leaves copies of itself behind.
+  const count = throughout.length + beforeEvents.length + traced;
+  const column = (): number[] => new Array<number>(count);
   const out: ReportDeviceMemory = {
     device: deviceName(device, snap.deviceType),
     eventDt,
-    start: [],
-    end: [],
-    bytes: [],
-    address: [],
-    stack: [],
-    site: [],
+    start: column(),
+    end: column(),
+    bytes: column(),
+    address: column(),
+    stack: column(),
+    site: column(),
     reservedBase: Math.max(0, baseReserved),
     reservedAt,
     reservedDelta,
-    peakAllocated,
-    peakReserved,
+    peakAllocated: beforeBytes + activeRunPeak,
+    peakReserved: Math.max(0, baseReserved) + reservedRunPeak,
   };
-  for (const a of all) {
-    out.start.push(a.start);
-    out.end.push(a.end);
-    out.bytes.push(a.bytes);
-    out.address.push(a.address);
-    out.stack.push(stacks.stack(a.stack));
-    out.site.push(stacks.site(a.stack));
+  let at = 0;
+  const add = (start: number, end: number, bytes: number, address: number, stack: number): void => {
+    out.start[at] = start;
+    out.end[at] = end;
+    out.bytes[at] = bytes;
+    out.address[at] = address;
+    out.stack[at] = stacks.stack(stack);
+    out.site[at] = stacks.site(stack);
+    at++;
+  };
+  for (const b of throughout) add(-1, -1, snap.blocks.size[b], snap.blocks.address[b], snap.blocks.stack[b]);
+  // Bottom of the stack: the longest-lived first, so fewer bands move when one below is freed.
+  for (let k = beforeEvents.length - 1; k >= 0; k--) {
+    const i = beforeEvents[k];
+    add(-1, i, trace!.size[i], trace!.addr[i], trace!.stack[i]);
+  }
+  for (let k = 0; k < traced; k++) {
+    const i = tracedEvent[k];
+    add(i, tracedEnd[k], trace!.size[i], trace!.addr[i], trace!.stack[i]);
   }
   return out;
 }

@@ -11,8 +11,9 @@ import type { MemorySnapshot } from '../torch/snapshot.js';
 import { DEFAULT_DEVICE_TYPE, deviceTypeTitle } from '../torch/device-type.js';
 import { deviceName, hasHistory, snapshotMemory } from './snapshot-memory.js';
 import { addQueryColumns } from './query-columns.js';
-import { blockFlameStacks } from '../torch/snapshot-flamegraph.js';
-import { buildFlameTree } from '../render/flamegraph-svg.js';
+import { pushBlockStacks, segmentPrefix } from '../torch/snapshot-flamegraph.js';
+import { rootFirstFrameLabels } from '../torch/analysis/frame-labels.js';
+import { buildFlameTree, type FlameStack } from '../render/flamegraph-svg.js';
 import { flameGraphData, type FlameGraphData } from '../render/flamegraph-data.js';
 import { REPORT_DATA_VERSION, StringTable, TimelineBuilder, type ReportAllocations, type ReportCaps, type ReportData, type ReportKernel, type ReportSegment, type ReportSeries } from './report-data.js';
 import { snapshotHistory } from './snapshot-history.js';
@@ -89,13 +90,41 @@ function oomNotice(o: OomEvent, deviceType: string): string {
 }
 
 
+/**
+ * blockFlameStacks' stacks (src/torch/snapshot-flamegraph.ts), in its order, one block at a time:
+ * the tree takes them as they come, so a snapshot's hundreds of thousands of blocks are never held
+ * as stacks all at once, and each allocating stack's frame labels are made once.
+ */
+function* blockStacks(snap: MemorySnapshot, bySegment: boolean): Generator<FlameStack> {
+  const b = snap.blocks;
+  const labels = new Map<number, readonly string[]>();
+  const labelsOf = (stack: number): readonly string[] => {
+    let l = labels.get(stack);
+    if (l === undefined) {
+      l = rootFirstFrameLabels(snap, stack);
+      labels.set(stack, l);
+    }
+    return l;
+  };
+  const multiDevice = new Set(snap.segments.map((s) => s.device)).size > 1;
+  const out: FlameStack[] = [];
+  for (const seg of snap.segments) {
+    const prefix = segmentPrefix(seg, bySegment, multiDevice);
+    for (let i = seg.firstBlock; i < seg.firstBlock + seg.blockCount; i++) {
+      pushBlockStacks(out, prefix, snap.stateNames[b.state[i]!]!, b.size[i]!, b.requestedSize[i]!, labelsOf, b.stack[i]!);
+      yield* out;
+      out.length = 0;
+    }
+  }
+}
+
 /** The `segments` and `memory` flame graphs (`memscope segments` / `memory`, _memory_viz.py's) for the page. */
 function snapshotFlames(snap: MemorySnapshot): FlameGraphData[] {
   if (snap.blocks.count === 0) return [];
   const unit = 'bytes (requested; <gaps>: rounding or free space)';
   return [
-    flameGraphData(buildFlameTree(blockFlameStacks(snap, false), 'all'), 'Memory: reserved memory by allocating stack', unit),
-    flameGraphData(buildFlameTree(blockFlameStacks(snap, true), 'all'), 'Segments: what each allocator segment holds', unit),
+    flameGraphData(buildFlameTree(blockStacks(snap, false), 'all'), 'Memory: reserved memory by allocating stack', unit),
+    flameGraphData(buildFlameTree(blockStacks(snap, true), 'all'), 'Segments: what each allocator segment holds', unit),
   ];
 }
 
