@@ -116,7 +116,6 @@ export function startCapture(options: BrowserCaptureOptions = {}): BrowserCaptur
       removeStepListener();
       tracking.restore();
       try {
-        session.flush?.();
         recorder.finish({ exitCode: null, error: info.error ?? null });
       } finally {
         session.detach();
@@ -141,7 +140,6 @@ export function startCapture(options: BrowserCaptureOptions = {}): BrowserCaptur
     stop,
     text() {
       if (!stopped) {
-        session.flush?.();
         writer.flush();
       }
       return sink.text();

@@ -11,8 +11,7 @@ export interface FrameworkAdapter {
   /**
    * Installs the instrumentation if no session holds it yet (reference
    * counted: nested and overlapping sessions share one installation) and
-   * subscribes `sink`. Events flow until `detach()`. A `StorageBatchSink` may get its storage
-   * events in batches.
+   * subscribes `sink`. Events flow until `detach()`, each delivered when it happens.
    */
   attach(sink: MemoryEventSink | StorageBatchSink): AdapterSession;
 }
@@ -30,12 +29,6 @@ export interface AdapterSession {
   currentDevice(): DeviceName;
   /** What the device really holds (pools, heaps); null where the framework cannot tell. */
   deviceMemory(device: DeviceName): DeviceMemoryReading | null;
-  /**
-   * Delivers every event the adapter holds back (storage batches not yet delivered to
-   * `StorageBatchSink`s), so that the sink is up to date. Adapters that never hold events back may
-   * omit it.
-   */
-  flush?(): void;
   /** Unsubscribes; the last session to detach uninstalls and restores every patch. Idempotent. */
   detach(): void;
 }

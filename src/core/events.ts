@@ -168,27 +168,18 @@ export interface MemoryEventSink {
 
 /**
  * The one opt-in fast form of the contract, for a sink that counts storages (MemTracker's
- * recorder): it receives storage events as batches of (id, bytes) numbers instead of one call with
- * a `StorageRef` each. Per tensor, an adapter then need keep no object, and it may hold events back
- * and hand them over later in one call (the TFJS adapter delivers each when it happens).
+ * recorder). Implementing it promises, beyond the plain contract, that the sink:
+ * - knows storages only by `id`, `bytes` and `device`, and reads them during the call only;
+ * - never keeps a TensorRef nor compares one with another seen in an earlier event, so an adapter
+ *   may give a short-lived tensor a new ref each time it names it (the TFJS adapter then remembers
+ *   refs only for variables; see src/tfjs/storage-identity.ts, stableTensorRefs);
+ * - takes storage events also as batches of (id, bytes) numbers, `batch[0 .. length)` in the order
+ *   they happened, bytes -1 for a free, every storage on `device`, all with the context `ctx` (its
+ *   `seq` is the last event's). An adapter delivers each batch before any later event. The TFJS
+ *   adapter sends no batches: it calls `onStorageAlloc` and `onStorageFree`, which mean the same.
  *
- * Implementing it promises, beyond the plain contract, that the sink:
- * - knows storages only by `id`, `bytes` and `device`, and reads the batch during the call only;
- * - never keeps a TensorRef nor compares one with another seen in an earlier event (an adapter may
- *   give a short-lived tensor a new ref each time it names it);
- * - never reads `ctx.kernel` (an adapter may leave it null rather than wrap every kernel call).
- *
- * Batches: `batch[0 .. length)` holds (id, bytes) pairs in the order they happened, bytes -1 for a
- * free, every storage on `device`, all with the context `ctx` (its `seq` is the last event's: the
- * first one's is `ctx.seq - length / 2 + 1`). A batch may come late, but always before any other
- * event reaches the sink and before the session's `flush()` returns: a sink read from outside
- * between events calls `flush()` first. An allocation may come again for an id that is live (a
- * storage made before the adapter saw it is announced whenever it is met): the id stays as it is.
- * A free may come for an id never announced (made before tracking): ignore it.
- *
- * An adapter uses batches while every sink listening to storage events implements this form and
- * none listens to tensor create or dispose events; otherwise it calls `onStorageAlloc` and
- * `onStorageFree`, which mean the same, so an adapter that never batches needs nothing more.
+ * An allocation may come again for an id that is live: the id stays as it is. A free may come for
+ * an id never announced (made before tracking): ignore it.
  */
 export interface StorageBatchSink extends MemoryEventSink {
   onStorageAlloc(storage: StorageRef, ctx: EventContext): void;

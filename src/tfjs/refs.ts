@@ -45,22 +45,12 @@ export class StorageIndex {
   deleteFound(dataId: DataId): void {
     (dataId as Record<symbol, TfjsStorage | undefined>)[STORAGE_KEY] = undefined;
   }
-  /**
-   * Set by the installation while it keeps no object per storage (StorageIdentity.byId): builds the
-   * storage of a live dataId from the engine's entry for it, or answers undefined.
-   */
-  onDemand: ((dataId: DataId) => TfjsStorage | undefined) | null = null;
-  /** The dataId's storage now, kept or built on demand. */
-  current(dataId: DataId): TfjsStorage | undefined {
-    return this.get(dataId) ?? this.onDemand?.(dataId);
-  }
 }
 
 /**
  * Storage ids. A storage's id is derived from its dataId where the backend numbers its dataIds
- * (`dataId.id`): the same storage then has the same id whether memscope kept an object for it or
- * builds one when asked, and freeing it needs nothing but the dataId and its backend (see
- * StorageIdentity.byId). Backends get a slot each, for the whole process (a session started later
+ * (`dataId.id`), so that a storage met by several sessions, or made before memscope saw it and
+ * adopted later, has the same id each time. Backends get a slot each, for the whole process (a session started later
  * must give a live storage the id an earlier one gave it).
  *
  * The backends below number their dataIds from a counter that never goes back (tfjs-backend-cpu,
@@ -294,13 +284,7 @@ export class TfjsTensorRef implements TensorRef {
   get storage(): TfjsStorage {
     const dataId = this.tensor.dataId;
     const kept = this.storages.get(dataId);
-    if (kept !== undefined) return (this.last = kept);
-    // A storage built on demand for this very dataId is still the right answer (a move would have
-    // left a kept one, found above): no need to build it again from the engine's entry.
-    const last = this.last;
-    if (last.index === null && last.dataId === dataId) return last;
-    const built = this.storages.onDemand?.(dataId);
-    if (built !== undefined) this.last = built;
+    if (kept !== undefined) this.last = kept;
     return this.last;
   }
   get dtype(): string {

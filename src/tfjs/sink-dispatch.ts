@@ -1,12 +1,11 @@
-import type { DeviceName, EventContext, MemoryEventName, MemoryEventSink, Phase, StorageBatchSink } from '../core/events.js';
+import type { EventContext, MemoryEventName, MemoryEventSink, Phase } from '../core/events.js';
 import { takesStorageBatches } from '../core/events.js';
 import type { TfjsModule, TfjsStorage, TfjsTensorRef } from './refs.js';
 
 /**
  * Sink dispatch for one installation: the event context, the subscribed sinks sorted by the
- * events they take, and one emitter per event kind. Every event goes out when it happens; the
- * batch sinks (StorageBatchSink) take a storage event by id as a batch of one. Knows nothing of
- * TFJS.
+ * events they take, and one emitter per event kind. Every event goes out when it happens.
+ * Knows nothing of TFJS.
  */
 
 /** The adapter's live context (EventContext is its read-only view). */
@@ -47,21 +46,11 @@ export class SinkDispatch {
   optStartSinks: MemoryEventSink[] = [];
   optEndSinks: MemoryEventSink[] = [];
   assignSinks: MemoryEventSink[] = [];
-  /** The sinks of the fast form (StorageBatchSink), whichever form their storage events take now. */
-  batchSinks: StorageBatchSink[] = [];
-  /** Subscribed sinks that are not batch sinks: each may read ctx.kernel and key on TensorRefs. */
+  /** Subscribed sinks that are not StorageBatchSinks: each may key on TensorRefs. */
   plainSinkCount = 0;
   wantKernels = false;
   watchScopeStart = false;
   watchScopeEnd = false;
-  /**
-   * True while every sink listening to storage events takes batches and none listens to tensor
-   * create or dispose events: then storage identity may keep no object per storage (byId).
-   */
-  batchesOnly = false;
-
-  /** One event's batch, for storage events by id. */
-  private readonly single = new Float64Array(2);
 
   get sinkCount(): number {
     return this.sinks.length;
@@ -90,13 +79,7 @@ export class SinkDispatch {
     this.freeSinks = pick('onStorageFree');
     this.createSinks = pick('onTensorCreate');
     this.disposeSinks = pick('onTensorDispose');
-    this.batchSinks = this.sinks.filter(takesStorageBatches);
-    this.plainSinkCount = this.sinks.length - this.batchSinks.length;
-    this.batchesOnly =
-      this.allocSinks.every(takesStorageBatches) &&
-      this.freeSinks.every(takesStorageBatches) &&
-      this.createSinks.length === 0 &&
-      this.disposeSinks.length === 0;
+    this.plainSinkCount = this.sinks.length - this.sinks.filter(takesStorageBatches).length;
     this.kernelStartSinks = pick('onKernelStart');
     this.kernelEndSinks = pick('onKernelEnd');
     this.scopeStartSinks = pick('onScopeStart');
@@ -155,24 +138,6 @@ export class SinkDispatch {
       const sink = list[i]!;
       try {
         sink.onStorageFree!(s, ctx);
-      } catch (err) {
-        this.sinkError(sink, err);
-      }
-    }
-  }
-
-  /** One storage event by id (bytes -1: a free) to the batch sinks, as a batch of one. */
-  emitStorageEventById(id: number, bytes: number, device: DeviceName): void {
-    const list = this.batchSinks;
-    const ctx = this.ctx;
-    ctx.seq++;
-    const single = this.single;
-    for (let i = 0; i < list.length; i++) {
-      const sink = list[i]!;
-      single[0] = id;
-      single[1] = bytes;
-      try {
-        sink.onStorageBatch(single, 2, device, ctx);
       } catch (err) {
         this.sinkError(sink, err);
       }

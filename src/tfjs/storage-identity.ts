@@ -2,7 +2,6 @@ import type { DeviceName, TensorRef } from '../core/events.js';
 import { type DataId, type TfBackend, type TfEngine, type TfTensor, isTensorLike, isVariableLike } from './engine-types.js';
 import {
   LiveStorages,
-  MAX_BACKEND_SLOTS,
   StorageIndex,
   TensorRefIndex,
   TfjsStorage,
@@ -12,7 +11,6 @@ import {
   derivedStorageId,
   isDerivedStorageId,
   sizeOf,
-  slotOfDerivedId,
   storageBytes,
 } from './refs.js';
 import type { SinkDispatch } from './sink-dispatch.js';
@@ -26,21 +24,10 @@ import type { SinkDispatch } from './sink-dispatch.js';
  */
 export class StorageIdentity {
   /**
-   * True while every sink listening to storage events takes batches and none listens to tensor
-   * create or dispose events (SinkDispatch.batchesOnly): then a storage whose id derives from its
-   * dataId (refs.ts, derivedStorageId) gets no object and no entry on its dataId or in the live
-   * list. Its events carry the derived id, and an object is built only when asked for (a
-   * TensorRef's storage, liveStorages). A storage made so is, to sinks that subscribe later, like
-   * one made before memscope was installed: met when first touched. What it saves: 1.5 % of a
-   * tracked training step's instructions (docs/ARCHITECTURE.md, "Performance devices"), below the
-   * 5 % a performance device must save.
-   */
-  private byId = false;
-  /**
    * Derived ids of the variables alive at installation, which memscope knows from the start
-   * without announcing them (sinks classify them, e.g. as weights, or leave them uncounted). When
-   * it keeps no object for them (byId) and meets them again, it must not announce them either.
-   * Ids are never reused, so ids of variables freed since do no harm here.
+   * without announcing them (sinks classify them, e.g. as weights, or leave them uncounted). A
+   * variable adopted here whose storage is later dropped and met again must not be announced
+   * either. Ids are never reused, so ids of variables freed since do no harm here.
    */
   private readonly silentIds = new Set<number>();
   /**
@@ -51,19 +38,6 @@ export class StorageIdentity {
    * then (with one backend there is nowhere to move to).
    */
   private readonly deriveIds: boolean;
-  /**
-   * Set by the first move seen: from then on a dataId met again may carry a kept storage with a
-   * counted id, so frees and re-announcements look for one before deriving an id.
-   */
-  private sawMove = false;
-  /**
-   * Per backend slot, the derived id of the first new dataId seen since installation. Backends
-   * number their dataIds upwards, so a dataId met again with an id at or above it was made while
-   * memscope watched and its storage was announced then: only older ones need announcing when met
-   * (without this, every view and every variable assign announced its storage once more).
-   */
-  private readonly firstNewIds = new Float64Array(MAX_BACKEND_SLOTS).fill(Infinity);
-
   private readonly storages = new StorageIndex();
   readonly live = new LiveStorages();
   private readonly tensorRefs = new TensorRefIndex(this.storages);
@@ -101,13 +75,9 @@ export class StorageIdentity {
     }
   }
 
-  /** After the sinks changed: what they need kept (SinkDispatch.batchesOnly, plainSinkCount). */
+  /** After the sinks changed: what they need kept (SinkDispatch.plainSinkCount). */
   applySinkNeeds(): void {
     const d = this.dispatch;
-    const byId = d.batchesOnly;
-    if (byId && !this.byId) this.dropDerivedStorages();
-    this.byId = byId;
-    this.storages.onDemand = byId ? this.storageOnDemand : null;
     this.tensorRefs.everyTensor = d.createSinks.length > 0;
     this.stableTensorRefs = d.createSinks.length > 0 || d.disposeSinks.length > 0 || d.plainSinkCount > 0;
   }
@@ -181,54 +151,9 @@ export class StorageIdentity {
       // Already released by the engine: a dead storage, never live.
       return new TfjsStorage(countedStorageId(), null, this.deviceOf(undefined), storageBytes(t.dtype, t.size, undefined, t.dataId), t.dtype, t.shape, true, null);
     }
-    if (this.byId) {
-      const built = this.storageOnDemand(t.dataId);
-      if (built !== undefined) {
-        if (announce && d.allocSinks.length > 0 && !this.announcedBefore(built.id)) d.emitStorageEventById(built.id, built.bytes, built.device);
-        return built;
-      }
-    }
     const s = this.newStorage(t.dataId, t.dtype, t.size, t.shape, true);
     if (announce && d.allocSinks.length > 0 && !this.silentIds.has(s.id)) d.emitStorageAlloc(s);
     return s;
-  }
-
-  /**
-   * In byId mode, the storage of a live dataId whose id derives from it, built from the engine's
-   * entry (not kept: built again when asked again); undefined when the engine has no entry or the
-   * id does not derive (such storages are kept as objects in either mode).
-   */
-  private readonly storageOnDemand = (dataId: DataId): TfjsStorage | undefined => {
-    const info = this.engine.state.tensorInfo.get(dataId);
-    if (info === undefined) return undefined;
-    const id = derivedStorageId(dataId, this.slotOf(info.backend));
-    if (id < 0) return undefined;
-    const bytes = storageBytes(info.dtype, sizeOf(info.shape), info.backend, dataId);
-    const adopted = id < this.firstNewIds[slotOfDerivedId(id)]!; // made before installation
-    return new TfjsStorage(id, null, this.deviceOf(info.backend), bytes, info.dtype, info.shape, adopted, dataId);
-  };
-
-  /** Records a storage made while memscope watched (see firstNewIds). */
-  private noteNew(id: number): void {
-    if (!isDerivedStorageId(id)) return;
-    const slot = slotOfDerivedId(id);
-    if (this.firstNewIds[slot] === Infinity) this.firstNewIds[slot] = id;
-  }
-
-  /** Whether sinks know the storage with this derived id without being told again: made while memscope watched, or a variable alive at installation. */
-  private announcedBefore(id: number): boolean {
-    return id >= this.firstNewIds[slotOfDerivedId(id)]! || this.silentIds.has(id);
-  }
-
-  /** Every storage with no object kept (byId mode) loses its object now, silently: its id stays what it was. */
-  private dropDerivedStorages(): void {
-    const derived: TfjsStorage[] = [];
-    for (const s of this.live) if (isDerivedStorageId(s.id)) derived.push(s);
-    for (const s of derived) {
-      if (s.dataId !== null) this.storages.deleteFound(s.dataId);
-      s.dataId = null;
-      this.live.remove(s);
-    }
   }
 
   /** Forgets every kept storage (at uninstall): dataIds still alive carry nothing of memscope's. */
@@ -240,28 +165,14 @@ export class StorageIdentity {
     this.live.clear();
   }
 
-  /** The storages memscope knows to be alive: those it keeps, and in byId mode the engine's registered variables'. */
+  /** The storages memscope knows to be alive. */
   liveStorages(): TfjsStorage[] {
-    const out = Array.from(this.live);
-    if (!this.byId) return out;
-    const seen = new Set<number>();
-    for (const s of out) seen.add(s.id);
-    const vars = this.engine.state.registeredVariables;
-    for (const name of Object.keys(vars)) {
-      const v = vars[name];
-      if (v == null || v.isDisposed) continue;
-      const s = this.storageOnDemand(v.dataId);
-      if (s !== undefined && !seen.has(s.id)) {
-        seen.add(s.id);
-        out.push(s);
-      }
-    }
-    return out;
+    return Array.from(this.live);
   }
 
-  /** The storage behind `dataId` now, kept or (byId mode) built; undefined if it is not live or not known. */
+  /** The storage behind `dataId` now; undefined if it is not live or not known. */
   storageOf(dataId: DataId): TfjsStorage | undefined {
-    return this.storages.current(dataId);
+    return this.storages.get(dataId);
   }
 
   refFor(t: TfTensor): TfjsTensorRef {
@@ -291,26 +202,10 @@ export class StorageIdentity {
   /** After `engine.trackTensor(a)`: `isNew` when the engine made a new dataId entry. */
   onTrack(engine: TfEngine, a: TfTensor, isNew: boolean, backend: TfBackend | null | undefined): void {
     const d = this.dispatch;
-    if (this.byId) {
-      // No object: the storage's id derives from its dataId. A dataId met again (a view, or one
-      // made before memscope saw it) is announced again; the sinks keep what they know.
-      const dataId = a.dataId;
-      const owner = isNew ? (backend ?? engine.backendInstance ?? undefined) : engine.state.tensorInfo.get(dataId)?.backend;
-      const slot = this.slotOf(owner);
-      const id = derivedStorageId(dataId, slot);
-      if (id >= 0 && (isNew || !this.sawMove || this.storages.get(dataId) === undefined)) {
-        if (isNew) {
-          if (this.firstNewIds[slot] === Infinity) this.firstNewIds[slot] = id;
-        } else if (id >= this.firstNewIds[slot]! || this.silentIds.has(id)) return;
-        if (d.allocSinks.length > 0) d.emitStorageEventById(id, storageBytes(a.dtype, a.size, owner, dataId), this.lastDevice);
-        return;
-      }
-    }
     let s = this.storages.get(a.dataId);
     if (s === undefined || isNew) {
       if (s !== undefined) this.release(a.dataId, s); // stale: cannot happen unless the engine was reset
       s = this.newStorage(a.dataId, a.dtype, a.size, a.shape, !isNew, isNew ? (backend ?? engine.backendInstance) : null);
-      if (isNew) this.noteNew(s.id);
       if (d.allocSinks.length > 0 && (isNew || !this.silentIds.has(s.id))) d.emitStorageAlloc(s);
     }
     if (d.createSinks.length > 0 && a !== this.assigning) {
@@ -348,23 +243,9 @@ export class StorageIdentity {
    */
   onDataIdRemoved(engine: TfEngine, dataId: DataId, backend: TfBackend, removed: boolean): void {
     const d = this.dispatch;
-    if (this.byId && removed && !this.sawMove) {
-      const id = derivedStorageId(dataId, this.slotOf(backend));
-      if (id >= 0) {
-        if (d.batchSinks.length > 0) d.emitStorageEventById(id, -1, this.lastDevice);
-        return;
-      }
-    }
     const s = this.storages.get(dataId);
-    if (s === undefined) {
-      // Not kept: made before memscope saw it, or while it kept no objects (byId), when the batch
-      // sinks may have been told of it.
-      if (removed && d.batchSinks.length > 0) {
-        const id = derivedStorageId(dataId, this.slotOf(backend));
-        if (id >= 0) d.emitStorageEventById(id, -1, this.lastDevice);
-      }
-      return;
-    }
+    // Not kept: made before memscope saw it and never met, so no sink was told of it.
+    if (s === undefined) return;
     if (!removed && engine.state.tensorInfo.has(dataId)) return;
     this.release(dataId, s);
   }
@@ -374,14 +255,9 @@ export class StorageIdentity {
     const d = this.dispatch;
     const old = this.storages.get(dataId);
     if (old !== undefined) this.release(dataId, old);
-    else if (d.batchSinks.length > 0) {
-      const oldId = derivedStorageId(dataId, this.slotOf(from));
-      if (oldId >= 0) d.emitStorageEventById(oldId, -1, this.lastDevice);
-    }
     const info = engine.state.tensorInfo.get(dataId);
     if (info === undefined) return;
     // The dataId keeps its first backend's number: kept, with a counted id (see deriveIds).
-    this.sawMove = true;
     const s = this.newStorage(dataId, info.dtype, sizeOf(info.shape), info.shape, old === undefined, info.backend, true);
     if (d.allocSinks.length > 0) d.emitStorageAlloc(s);
   }
@@ -392,8 +268,8 @@ export class StorageIdentity {
   beforeAssign(v: TfTensor): TfjsStorage | undefined {
     const known = this.storageOf(v.dataId);
     if (known !== undefined || !this.engine.state.tensorInfo.has(v.dataId)) return known;
-    // A live variable memscope keeps no object for: made before installation and not met since,
-    // or met only by id before a sink that needs objects subscribed. Without its storage the
+    // A live variable memscope keeps no object for: made before installation and not met since.
+    // Without its storage the
     // assign would go unreported and the new storage keep the category of its phase.
     return this.adopt(v, true);
   }

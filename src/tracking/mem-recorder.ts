@@ -51,10 +51,7 @@ const deviceOf = (tag: number): number => tag >> 3;
 export class MemRecorder implements StorageBatchSink {
   // A StorageBatchSink: categories come from phases, never from kernels (PyTorch's MemTracker
   // ignores operators too); storages are kept by id and variables' categories by tensor id, so no
-  // TensorRef is kept; batches may come late, so the recorder asks its source to flush before it
-  // reads or changes anything (`catchUp`).
-  /** The session delivering this recorder's events while tracking (see `setSource`). */
-  private source: { flush?(): void } | null = null;
+  // TensorRef is kept.
   /** Storage id → (device-rounded bytes, tag); see `tagOf`. */
   private readonly storages = new RecentIdTable();
   private readonly devices = new Map<DeviceName, DeviceTally>();
@@ -104,22 +101,6 @@ export class MemRecorder implements StorageBatchSink {
   /** The tag of a storage allocated now on `device`: its category follows the phase. */
   private allocationTag(device: DeviceName, ctx: EventContext): number {
     return tagOf(this.device(device).index, categoryOfAllocation(ctx.phase));
-  }
-
-  /**
-   * The session whose events this recorder takes, or null. Every method but the storage events
-   * begins by asking it to deliver what it holds back (`catchUp`), so that nothing is read or
-   * changed with storage batches still held upstream (the session delivers them before any other
-   * event, so from an event handler the ask finds nothing to do).
-   */
-  setSource(source: { flush?(): void } | null): void {
-    this.source = source;
-  }
-
-  /** Takes the storage batches the source still holds back. */
-  private catchUp(): void {
-    const source = this.source;
-    if (source !== null) source.flush?.();
   }
 
   private remove(id: number): void {
@@ -183,7 +164,6 @@ export class MemRecorder implements StorageBatchSink {
 
   /** Puts `storage` in `category`, tracking it first if it is new (PyTorch's `_update_and_maybe_create_winfos`). */
   classify(storage: StorageRef, category: CategoryIndex): number {
-    this.catchUp();
     const table = this.storages;
     const slot = table.find(storage.id);
     if (slot < 0) return this.add(storage, category);
@@ -202,19 +182,16 @@ export class MemRecorder implements StorageBatchSink {
 
   /** Classifies a variable's storage and remembers the variable's category for later `assign`s. */
   classifyVariable(tensor: TensorRef, category: CategoryIndex): number {
-    this.catchUp();
     if (tensor.variableName !== undefined) this.variableCategory.set(tensor.id, category);
     return this.classify(tensor.storage, category);
   }
 
   isTracked(storage: StorageRef): boolean {
-    this.catchUp();
     return this.storages.has(storage.id);
   }
 
   /** Forgets storages that died while no events arrived (between a stop and the next start). */
   dropStoragesNotIn(live: ReadonlySet<number>): void {
-    this.catchUp();
     const dead: number[] = [];
     this.storages.forEach((bytes, tag, id) => {
       if (live.has(id)) return;
@@ -226,7 +203,6 @@ export class MemRecorder implements StorageBatchSink {
 
   /** Parameters and buffers of `module` and its descendants; returns their bytes (each storage once). */
   trackModuleWeights(module: ModuleRef): { parameterMem: number; bufferMem: number } {
-    this.catchUp();
     const seen = new Set<number>();
     let parameterMem = 0;
     let bufferMem = 0;
@@ -252,7 +228,6 @@ export class MemRecorder implements StorageBatchSink {
   }
 
   trackOptimizerState(optimizer: OptimizerRef): void {
-    this.catchUp();
     for (const v of optimizer.stateVariables()) this.classifyVariable(v, OPT);
   }
 
@@ -314,7 +289,6 @@ export class MemRecorder implements StorageBatchSink {
   }
 
   onModuleEnter(module: ModuleRef, inputs: readonly TensorRef[]): void {
-    this.catchUp();
     this.flushPendingPostBackward();
     const firstCall = !this.records.has(module);
     const rec = this.record(module);
@@ -327,7 +301,6 @@ export class MemRecorder implements StorageBatchSink {
   }
 
   onModuleExit(module: ModuleRef, outputs: readonly TensorRef[]): void {
-    this.catchUp();
     const rec = this.record(module);
     // Weights are built lazily by the first call, inside forward: classify them again after it.
     if (rec.logs[POST_FW] === undefined) this.updateWeights(rec);
@@ -337,14 +310,12 @@ export class MemRecorder implements StorageBatchSink {
   }
 
   onBackwardModuleEnter(module: ModuleRef): void {
-    this.catchUp();
     const rec = this.record(module);
     this.beginCall(rec, PRE_BW, PEAK_BW);
     this.backwardActive.push(rec);
   }
 
   onBackwardModuleExit(module: ModuleRef): void {
-    this.catchUp();
     const rec = this.record(module);
     this.finishCall(this.backwardActive, rec);
     // TFJS knows a variable's final (accumulated) gradient only when the gradient
@@ -373,12 +344,10 @@ export class MemRecorder implements StorageBatchSink {
   // ---- gradients, optimizer, variables --------------------------------------------
 
   onGradientStart(): void {
-    this.catchUp();
     this.gradientDepth++;
   }
 
   onGradientEnd(pairs: readonly GradientPair[]): void {
-    this.catchUp();
     for (const { x, grad } of pairs) {
       const category = grad !== null ? categoryOfGradient(x) : null;
       if (category !== null) this.classify(grad!.storage, category);
@@ -388,12 +357,10 @@ export class MemRecorder implements StorageBatchSink {
   }
 
   onOptimizerStepStart(): void {
-    this.catchUp();
     this.flushPendingPostBackward();
   }
 
   onOptimizerStepEnd(optimizer: OptimizerRef): void {
-    this.catchUp();
     // PyTorch re-reads the state after every step. Once an optimizer's state has been
     // read, later state is caught without the walk: what a step allocates is Optstate by
     // phase, and a state variable's new storage after assign keeps its category.
@@ -403,7 +370,6 @@ export class MemRecorder implements StorageBatchSink {
   }
 
   onVariableAssign(variable: TensorRef, previous: StorageRef): void {
-    this.catchUp();
     const slot = this.storages.find(previous.id);
     const category = categoryAfterAssign(this.variableCategory.get(variable.id), slot >= 0 ? categoryOf(this.storages.tagAt(slot)) : undefined);
     if (category !== undefined) this.classify(variable.storage, category);
@@ -427,12 +393,10 @@ export class MemRecorder implements StorageBatchSink {
   }
 
   currentSnapshot(): MemTrackerSnapshot {
-    this.catchUp();
     return toSnapshot(this.takeSnap(), this.deviceList);
   }
 
   peakSnapshot(): MemTrackerSnapshot {
-    this.catchUp();
     const snap: Snap = [];
     for (const dev of this.deviceList) if (dev.peak !== null && dev.peakTotal > 0) snap[dev.index] = dev.peak;
     return toSnapshot(snap, this.deviceList);
@@ -440,7 +404,6 @@ export class MemRecorder implements StorageBatchSink {
 
   /** PyTorch resets the peak to the current snapshot whenever the tracker is entered. */
   resetPeak(): void {
-    this.catchUp();
     for (const dev of this.devices.values()) {
       dev.peakTotal = dev.counts[TOTAL]!;
       dev.peak = dev.counts.slice();
@@ -449,7 +412,6 @@ export class MemRecorder implements StorageBatchSink {
 
   /** Ends calls left open (a user exception in forward or backward) so no module keeps collecting peaks. */
   closeOpenCalls(): void {
-    this.catchUp();
     this.flushPendingPostBackward();
     settleLocalPeaks(this.forwardActive);
     settleLocalPeaks(this.backwardActive);
@@ -459,7 +421,6 @@ export class MemRecorder implements StorageBatchSink {
   }
 
   resetModStats(): void {
-    this.catchUp();
     this.records.clear();
     this.forwardActive.length = 0;
     this.backwardActive.length = 0;
@@ -467,7 +428,6 @@ export class MemRecorder implements StorageBatchSink {
   }
 
   moduleStats(): ModuleMemStats[] {
-    this.catchUp();
     // Read in the middle of a call (a display inside a layer), the enclosing calls have not yet
     // learnt the peaks of the calls inside them.
     settleLocalPeaks(this.forwardActive);

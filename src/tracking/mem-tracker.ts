@@ -164,7 +164,6 @@ export class MemTracker implements Disposable {
     if (this.session !== null) throw new MemscopeError('already-tracking', 'MemTracker.start(): this tracker is already tracking');
     const session = this.adapter.attach(this.recorder);
     this.session = session;
-    this.recorder.setSource(session);
     try {
       const live = new Set<number>();
       for (const s of session.liveStorages()) live.add(s.id);
@@ -173,7 +172,6 @@ export class MemTracker implements Disposable {
       this.external.forEach((obj, i) => this.resolveExternal(session, obj, i));
     } catch (err) {
       this.session = null;
-      this.recorder.setSource(null);
       session.detach();
       throw err;
     } finally {
@@ -215,7 +213,6 @@ export class MemTracker implements Disposable {
     this.session = null;
     this.recorder.closeOpenCalls();
     session.detach();
-    this.recorder.setSource(null);
   }
 
   [Symbol.dispose](): void {

@@ -1,10 +1,9 @@
 import { expect } from 'vitest';
 import * as tf from '@tensorflow/tfjs-core';
-import type { MemoryEventSink, StorageBatchSink, StorageRef } from '../../../src/core/events.js';
+import type { MemoryEventSink, StorageRef } from '../../../src/core/events.js';
 import { tfjsAdapter } from '../../../src/tfjs/index.js';
 import { activeInstallation } from '../../../src/tfjs/adapter.js';
 import { PATCHED_ENGINE_METHODS } from '../../../src/tfjs/engine-types.js';
-import { isDerivedStorageId } from '../../../src/tfjs/refs.js';
 import { type EngineOracle, installEngineOracle } from './engine-oracle.js';
 import { prng } from '../../support/prng.js';
 import { useBackend } from './backends.js';
@@ -56,48 +55,6 @@ class LiveAccount extends CheckedAtKernels {
   onStorageFree(s: StorageRef): void {
     if (!this.live.delete(s)) this.mismatch ??= `storage ${s.id} freed but not live`;
     this.bytes.set(s.device, (this.bytes.get(s.device) ?? 0) - s.bytes);
-  }
-}
-
-/**
- * The same account kept by storage id, as MemTracker's recorder keeps it: a StorageBatchSink, so
- * while it is the only storage sink the adapter keeps no object per storage and tells it of each
- * storage by id. An allocation of a known id and a free of an unknown one change nothing (the
- * contract of batches); the check against the engine at every kernel boundary is what would catch
- * a storage counted twice, never freed, or freed early.
- */
-class LiveIdAccount extends CheckedAtKernels implements StorageBatchSink {
-  readonly bytes = new Map<string, number>();
-  readonly live = new Map<number, { bytes: number; device: string }>();
-  idEvents = 0;
-  batches = 0;
-  objectEvents = 0;
-  private add(id: number, bytes: number, device: string): void {
-    if (this.live.has(id)) return;
-    this.live.set(id, { bytes, device });
-    this.bytes.set(device, (this.bytes.get(device) ?? 0) + bytes);
-  }
-  private remove(id: number): void {
-    const e = this.live.get(id);
-    if (e === undefined) return;
-    this.live.delete(id);
-    this.bytes.set(e.device, (this.bytes.get(e.device) ?? 0) - e.bytes);
-  }
-  onStorageAlloc(s: StorageRef): void {
-    this.objectEvents++;
-    this.add(s.id, s.bytes, s.device);
-  }
-  onStorageFree(s: StorageRef): void {
-    this.objectEvents++;
-    this.remove(s.id);
-  }
-  onStorageBatch(batch: Float64Array, length: number, device: string): void {
-    this.batches++;
-    for (let at = 0; at < length; at += 2) {
-      this.idEvents++;
-      if (batch[at + 1]! >= 0) this.add(batch[at]!, batch[at + 1]!, device);
-      else this.remove(batch[at]!);
-    }
   }
 }
 
@@ -291,101 +248,4 @@ export async function checkInvariant(backend: 'cpu' | 'wasm', programs: number, 
   // And the program still runs, untracked.
   const t = tf.add(tf.ones([2]), 1);
   expect(Array.from(t.dataSync())).toEqual([2, 2]);
-}
-
-/**
- * The invariant for a sink that takes storages by id (as MemTracker's recorder does), on `backend`
- * (a name registered with TFJS; the engine oracle is installed first). Every `switchEvery` steps a
- * second sink that wants storage objects is attached or detached, so the adapter goes between
- * keeping no object per storage and keeping one: storages made in one mode are freed in the other,
- * and each mode's events must still add up to the engine's figure. `numbered`: whether the
- * backend numbers its dataIds, so that in byId mode a new tensor's dataId carries nothing of
- * memscope's (otherwise it carries its storage object, as in the other mode). The account is also
- * checked between steps, outside any event.
- */
-export async function checkInvariantById(
-  backend: string,
-  programs: number,
-  steps: number,
-  numbered: boolean,
-  options: { switchEvery?: number; moveTo?: 'cpu' } = {},
-): Promise<void> {
-  const switchEvery = options.switchEvery ?? 40;
-  const oracle = installEngineOracle();
-  if (backend === 'cpu' || backend === 'wasm') await useBackend(backend);
-  else if (!(await tf.setBackend(backend))) throw new Error(`could not switch TFJS to ${backend}`);
-  const engineProto = Object.getPrototypeOf(tf.engine()) as Record<string, unknown>;
-  const originals = PATCHED_ENGINE_METHODS.map((m) => engineProto[m]);
-
-  let seed = 0;
-  const account: LiveIdAccount = new LiveIdAccount(checkAgainstEngine(oracle, () => account, () => seed));
-  const session = tfjsAdapter.attach(account);
-  const objectSink: MemoryEventSink = { onStorageAlloc() {}, onStorageFree() {} };
-  let objectSession: ReturnType<typeof tfjsAdapter.attach> | null = null;
-  let switches = 0;
-  let moves = 0;
-  const carriesMemscope = (t: tf.Tensor) => Object.getOwnPropertySymbols(t.dataId).length > 0;
-  const probeObjects = (when: string): void => {
-    const probe = tf.zeros([1]);
-    const expectObjects = objectSession !== null || !numbered;
-    if (carriesMemscope(probe) !== expectObjects) account.mismatch ??= `seed ${seed}, ${when}: a new dataId ${expectObjects ? 'lacks' : 'carries'} memscope's storage object`;
-    probe.dispose();
-  };
-  const toggle = (step: number): void => {
-    if (step % switchEvery === switchEvery - 1) {
-      probeObjects('before a switch');
-      if (objectSession === null) objectSession = tfjsAdapter.attach(objectSink);
-      else {
-        objectSession.detach();
-        objectSession = null;
-      }
-      switches++;
-      probeObjects('after a switch');
-    }
-    // Between two steps, outside any event, the account equals the engine too.
-    account.checkNow(`before step ${step}`);
-  };
-  for (seed = 1; seed <= programs; seed++) {
-    if (seed === 2 && options.moveTo !== undefined) {
-      // Initialised after the attach, so ids still derive from dataIds (see StorageIdentity.deriveIds).
-      await useBackend(options.moveTo);
-      await useBackend(backend as 'cpu' | 'wasm');
-    }
-    const trace = runProgram(prng(seed * 7919), steps, toggle, seed >= 2 ? options.moveTo : undefined);
-    moves += trace.filter((op) => op === 'move').length;
-    expect(account.mismatch, `${account.mismatch}\nprogram: ${trace.join(' ')}`).toBeNull();
-    expect(account.live.size).toBe(oracle.count());
-    expect(sameBytes(account.bytes, oracle.bytesByDevice()), fmt(account.bytes)).toBe(true);
-    // What the adapter lists as live (the storages it keeps, and its registered variables') is.
-    for (const st of session.liveStorages()) expect(account.live.has(st.id), `storage ${st.id} listed live`).toBe(true);
-  }
-  (objectSession as ReturnType<typeof tfjsAdapter.attach> | null)?.detach();
-  if (options.moveTo !== undefined) {
-    expect(moves).toBeGreaterThan(programs);
-    // A moved dataId keeps the number its first backend gave it, which the backend it moved to
-    // may give another dataId: its storage gets a counted id, never one derived on its new backend.
-    const a = tf.ones([3]);
-    const ref = session.tensor(a);
-    expect(isDerivedStorageId(ref.storage.id)).toBe(true);
-    void tf.setBackend(options.moveTo);
-    const b = tf.add(a, 1);
-    expect(ref.storage.device).toBe(options.moveTo);
-    expect(isDerivedStorageId(ref.storage.id)).toBe(false);
-    void tf.setBackend(backend);
-    tf.dispose([a, b]);
-  }
-  expect(switches).toBeGreaterThanOrEqual(programs * Math.floor(steps / switchEvery) - 1);
-  expect(account.checks).toBeGreaterThan(programs * 100);
-  // Both kinds of event came: by id while it was the only storage sink, as objects otherwise
-  // (only objects for a backend whose dataIds are not numbered).
-  if (numbered) expect(account.idEvents).toBeGreaterThan(0);
-  else expect(account.idEvents).toBe(0);
-  if (numbered) expect(account.batches).toBeGreaterThan(steps / 4);
-  else expect(account.batches).toBe(0);
-  expect(account.objectEvents).toBeGreaterThan(0);
-  expect(activeInstallation()?.internalErrors).toBe(0);
-
-  session.detach();
-  expect(activeInstallation()).toBeNull();
-  PATCHED_ENGINE_METHODS.forEach((m, i) => expect(engineProto[m], m).toBe(originals[i]));
 }
