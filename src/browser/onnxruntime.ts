@@ -91,6 +91,21 @@ const BYTES_PER_ELEMENT: Record<string, number> = {
 };
 
 /** Bytes of a tensor's data from its type and size (or dims), wherever the data is. */
+/**
+ * Calls `disposed` when the tensor's own `dispose()` runs, then disposes it. The wrapper is an own
+ * property of this tensor, removed on the call: other tensors and the Tensor prototype stay as they
+ * are.
+ */
+export function onDispose(t: OrtTensorLike, disposed: () => void): void {
+  const dispose = t.dispose;
+  if (typeof dispose !== 'function') return;
+  t.dispose = function (this: OrtTensorLike) {
+    disposed();
+    delete (t as { dispose?: unknown }).dispose;
+    return dispose.call(this);
+  };
+}
+
 export function tensorBytes(t: OrtTensorLike | undefined): number {
   if (t == null || typeof t !== 'object') return 0;
   const count = typeof t.size === 'number' ? t.size : Array.isArray(t.dims) ? t.dims.reduce((a, b) => a * b, 1) : 0;
@@ -197,14 +212,7 @@ export function attachOnnxRuntime(options: OnnxRuntimeOptions): OnnxRuntimeAttri
   const trackOutput = (t: OrtTensorLike, record: OrtUndisposedOutput): void => {
     if (t.gpuBuffer != null && typeof t.gpuBuffer === 'object') memory.tag(t.gpuBuffer, { category: 'Output', operator: `run #${record.run} ${record.name}` });
     outputs.set(t, record);
-    const dispose = t.dispose;
-    if (typeof dispose !== 'function') return;
-    // An own property on the tensor: other tensors and the Tensor prototype stay as they are.
-    t.dispose = function (this: OrtTensorLike) {
-      outputs.delete(t);
-      delete (t as { dispose?: unknown }).dispose;
-      return dispose.call(this);
-    };
+    onDispose(t, () => outputs.delete(t));
   };
 
   IS.create = create;

@@ -17,7 +17,7 @@
  */
 import { MemscopeError } from '../core/errors.js';
 import type { WebGPUMemory } from '../webgpu/memory.js';
-import { tensorBytes, type OrtTensorLike } from './onnxruntime.js';
+import { onDispose, tensorBytes, type OrtTensorLike } from './onnxruntime.js';
 
 export const TRANSFORMERS_JS = 'transformers.js';
 
@@ -172,14 +172,7 @@ export function attachTransformers(options: TransformersOptions): TransformersAt
     const category = isPresent(record.name) ? KV_CACHE : 'Output';
     if (t.gpuBuffer != null && typeof t.gpuBuffer === 'object') memory.tag(t.gpuBuffer, { category, operator: `generate #${record.generation} step ${record.step} ${record.name}` });
     outputs.set(t, record);
-    const dispose = t.dispose;
-    if (typeof dispose !== 'function') return;
-    // An own property on the tensor: other tensors and the Tensor prototype stay as they are.
-    t.dispose = function (this: OrtTensorLike) {
-      outputs.delete(t);
-      delete (t as { dispose?: unknown }).dispose;
-      return dispose.call(this);
-    };
+    onDispose(t, () => outputs.delete(t));
   };
 
   const wrapSession = (session: SessionLike, sessionName: string, model: string): void => {

@@ -29,7 +29,7 @@ export interface AdapterSession {
   currentDevice(): DeviceName;
   /** What the device really holds (pools, heaps); null where the framework cannot tell. */
   deviceMemory(device: DeviceName): DeviceMemoryReading | null;
-  /** Unsubscribes; the last session to detach uninstalls and restores every patch. Idempotent. */
+  /** Unsubscribes; the last subscriber to detach uninstalls and restores every patch. Idempotent. */
   detach(): void;
 }
 

@@ -206,7 +206,7 @@ export class MemTracker implements Disposable {
     console.warn(message);
   }
 
-  /** Stops tracking and restores the framework (the adapter's last session uninstalls). Idempotent. */
+  /** Stops tracking and restores the framework (the adapter uninstalls when its last subscriber detaches). Idempotent. */
   stop(): void {
     const session = this.session;
     if (session === null) return;

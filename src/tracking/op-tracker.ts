@@ -217,7 +217,7 @@ export class MemoryTracker implements Disposable {
     if (!session) throw new MemscopeError('not-monitoring', 'MemoryTracker.stop(): not monitoring; call startMonitor(model) first');
     const source = this.#options.reservedSource;
     if (source) {
-      // Counted over this session only: the model's counters are cumulative.
+      // Counted from start() to stop() only: the model's counters are cumulative.
       this.#numAllocRetries = source.numAllocRetries(this.#device) - this.#retriesAtStart;
       this.#numOoms = source.numOoms(this.#device) - this.#oomsAtStart;
     }

@@ -238,7 +238,7 @@ describe('repeated tracking sessions', () => {
       const session = tfjsAdapter.attach({ onStorageAlloc: (s) => allocs.push(s.id), ...everyTensor });
       session.module(model);
       const xRef = session.tensor(x);
-      // The input, met for the first time in this session, is adopted again (a new storage id).
+      // The input, met for the first time since tracking restarted, is adopted again (a new storage id).
       expect(xRef.storage.id).toBe(allocs[allocs.length - 1]);
       tf.tidy(() => model.predict(x));
       session.detach();
