@@ -45,8 +45,12 @@ export interface ReportHistoryDevice {
   readonly events: { action: number[]; addr: number[]; size: number[]; stream: number[]; stack: number[] };
   readonly addresses: number[];
   readonly streams: number[];
-  /** `oom` events: their index and the device's free bytes then (`device_free`; -1 when absent). */
-  readonly ooms: { event: number[]; deviceFree: number[] };
+  /**
+   * `oom` events: their index, the bytes requested, and the device's free bytes then (`device_free`;
+   * -1 when absent). The requested size repeats `events.size`, so the chart marks OOMs on its first
+   * frame without the event columns.
+   */
+  readonly ooms: { event: number[]; requested: number[]; deviceFree: number[] };
 }
 
 export interface ReportHistory {

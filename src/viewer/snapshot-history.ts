@@ -55,7 +55,7 @@ function deviceHistory(snap: MemorySnapshot, device: number, memoryIndex: number
   const streams = new NumberTable();
   const n = trace?.count ?? 0;
   const events: ReportHistoryDevice['events'] = { action: new Array(n), addr: new Array(n), size: new Array(n), stream: new Array(n), stack: new Array(n) };
-  const ooms: ReportHistoryDevice['ooms'] = { event: [], deviceFree: [] };
+  const ooms: ReportHistoryDevice['ooms'] = { event: [], requested: [], deviceFree: [] };
   for (let i = 0; i < n; i++) {
     const t = trace!;
     const action = t.action[i];
@@ -68,6 +68,7 @@ function deviceHistory(snap: MemorySnapshot, device: number, memoryIndex: number
     if (action === oom) {
       const free = t.deviceFree ? t.deviceFree[i] : NaN;
       ooms.event.push(i);
+      ooms.requested.push(t.size[i]);
       ooms.deviceFree.push(Number.isNaN(free) ? -1 : free);
     }
   }

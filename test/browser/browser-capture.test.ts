@@ -10,6 +10,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { bundlePageScript, launchChromium } from '../support/browser.js';
 import { sourceCli } from '../support/child.js';
 import { repoRoot } from '../support/fixtures.js';
+import { embeddedDataJson } from '../../src/viewer/html.js';
 import { openServedPage } from './pages/browser-server.js';
 
 const ENTRY = `
@@ -110,7 +111,7 @@ describe('memscope/browser capture, read by the Node CLI', () => {
     const r = await sourceCli(['report', '-o', html, leaky]);
     expect(r.status, r.stderr).toBe(0);
     const page = readFileSync(html, 'utf8');
-    const data = JSON.parse(/<script type="application\/json" id="memscope-data">(.*?)<\/script>/s.exec(page)![1]!);
+    const data = JSON.parse(embeddedDataJson(page)!);
     expect(data.leaks).toHaveLength(1);
     expect(data.leaks[0].userFrame).toContain(`http://localhost${PROGRAM}:`);
     expect(data.modules.map((m: { path: string }) => m.path)).toContain('sequential_1');

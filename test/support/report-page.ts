@@ -19,9 +19,9 @@ export async function openReportPage(browser: Browser, htmlPath: string, viewpor
   return { page, errors };
 }
 
-/** Waits until the report's chart has drawn its first frame. */
+/** Waits until the report's chart has drawn its first frame and the sections under it are built. */
 export async function firstFrame(page: Page): Promise<void> {
-  await page.waitForFunction(() => (window.memscopeViewer?.frames ?? 0) > 0);
+  await page.waitForFunction(() => (window.memscopeViewer?.frames ?? 0) > 0 && window.memscopeViewer!.sectionsReady);
 }
 
 /** Runs `act` and waits until the chart has drawn a frame after it. */

@@ -177,4 +177,49 @@ describe('Active Memory Timeline renderer', () => {
       expect(total[c]).toBe(top.length ? top[top.length - 1][1] : 0);
     }
   });
+
+  it('the reserved line: its highest value over any range of events, and before a range when it is empty', () => {
+    const n = 3000;
+    let x = 5;
+    const rand = () => ((x = (x * 1103515245 + 12345) >>> 0) / 2 ** 32);
+    // Changes at a tenth of the events, some events with several (a segment freed and another mapped).
+    const reservedAt: number[] = [];
+    const reservedDelta: number[] = [];
+    let level = 0;
+    for (let i = 0; i < n; i++) {
+      if (rand() >= 0.1) continue;
+      for (let k = rand() < 0.2 ? 2 : 1; k > 0; k--) {
+        const delta = level > 2 ** 22 && rand() < 0.5 ? -Math.floor(rand() * level) : Math.floor(rand() * 2 ** 22);
+        level += delta;
+        reservedAt.push(i);
+        reservedDelta.push(delta);
+      }
+    }
+    const dev = { ...randomDevice(n, 21), reservedBase: 3 * 2 ** 20, reservedAt, reservedDelta };
+    const d = new DeviceTimeline(dev, dev.site);
+    // Reserved bytes after each event, replayed.
+    const after = new Float64Array(n);
+    let r = dev.reservedBase;
+    for (let i = 0, k = 0; i < n; i++) {
+      while (k < reservedAt.length && reservedAt[k] === i) r += reservedDelta[k++]!;
+      after[i] = r;
+    }
+    const highest = (lo: number, hi: number): number => {
+      if (lo >= hi) return lo > 0 ? after[lo - 1]! : dev.reservedBase;
+      let best = -Infinity;
+      for (let i = lo; i < hi; i++) best = Math.max(best, after[i]!);
+      return best;
+    };
+    const ranges: [number, number][] = [[0, 0], [0, 1], [0, n], [n, n], [n - 1, n], [5, 5], [64, 128], [63, 129]];
+    for (let k = 0; k < 400; k++) {
+      const a = Math.floor(rand() * (n + 1));
+      const b = Math.floor(rand() * (n + 1));
+      ranges.push([Math.min(a, b), Math.max(a, b)]);
+    }
+    for (const [lo, hi] of ranges) expect(d.maxReserved(lo, hi), `events [${lo}, ${hi})`).toBe(highest(lo, hi));
+    const cols = 37;
+    const { reserved } = d.profile(cols);
+    const { first } = d.columnMoments(d.tMin, d.tMax, cols);
+    for (let c = 0; c < cols; c++) expect(reserved[c]).toBe(highest(first[c]!, first[c + 1]!));
+  });
 });

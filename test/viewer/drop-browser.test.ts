@@ -51,7 +51,8 @@ async function openPage(html: string): Promise<{ page: Page; problems: string[] 
 
 /** Waits until the page has finished reading the `n`-th file (shown or refused). */
 async function settled(page: Page, n: number): Promise<string> {
-  await page.waitForFunction((k) => (window.memscopeDrop?.opened ?? 0) >= k && window.memscopeDrop!.state !== 'reading', n, { timeout: 120_000 });
+  // A shown file's sections are built after the chart's first paint.
+  await page.waitForFunction((k) => (window.memscopeDrop?.opened ?? 0) >= k && window.memscopeDrop!.state !== 'reading' && (window.memscopeDrop!.state !== 'shown' || window.memscopeViewer?.sectionsReady === true), n, { timeout: 120_000 });
   return page.evaluate(() => window.memscopeDrop!.state);
 }
 

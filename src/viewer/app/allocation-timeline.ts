@@ -19,6 +19,7 @@ import type { ReportData, ReportDeviceMemory } from '../report-data.js';
 import { lowerBound } from './canvas.js';
 import { LiveIndex } from './live-index.js';
 import type { ColumnHits } from './column-hits.js';
+import { MATCH_MARK_RGB, PINNED_RGB, RESERVED_RGB, SMALLER_HATCH_RGB, SMALLER_RGB, bandPalette, rgba, siteColor, summedColor, towardWhite, type BandPalette } from './band-colors.js';
 
 /** Entry id of the "smaller allocations" band in a column's hover list. */
 export const SUMMARISED = -2;
@@ -41,45 +42,6 @@ const SIZE_CLASSES = 64;
 
 function sizeClass(bytes: number): number {
   return bytes < 1 ? 0 : Math.min(SIZE_CLASSES - 1, Math.floor(Math.log2(bytes)) + 1);
-}
-
-const PALETTE = ['#4e79a7', '#f28e2b', '#e15759', '#76b7b2', '#59a14f', '#edc948', '#b07aa1', '#ff9da7', '#9c755f', '#86bcb6', '#d37295', '#fabfd2', '#8cd17d', '#b6992d', '#499894', '#79706e', '#d4a6c8', '#a0cbe8', '#ffbe7d', '#f1ce63'];
-/** The "smaller allocations" band: light grey hatched with a darker grey. */
-export const SMALLER_COLOR = '#d9d9d9';
-const SMALLER_RGB = 0xd9d9d9;
-const SMALLER_HATCH_RGB = 0xa6a6a6;
-/** Summed bands of the sites beyond the first MAX_GROUPS - 1. */
-export const OTHER_SITES_COLOR = '#bab0ac';
-const RESERVED_RGB = 0x333333;
-const PINNED_RGB = 0x111111;
-const MATCH_MARK_RGB = 0xd62728;
-/** How far toward white a site's summed band is drawn, so it reads apart from single allocations. */
-const SUMMED_TINT = 0.4;
-
-/** 0xRRGGBB → the little-endian RGBA word ImageData's Uint32 view takes. */
-function rgba(rgb: number, alpha = 255): number {
-  return ((alpha << 24) | ((rgb & 0xff) << 16) | (rgb & 0xff00) | ((rgb >> 16) & 0xff)) >>> 0;
-}
-
-function darker(rgb: number, f: number): number {
-  const ch = (v: number): number => Math.round(v * (1 - f));
-  return (ch((rgb >> 16) & 255) << 16) | (ch((rgb >> 8) & 255) << 8) | ch(rgb & 255);
-}
-
-function towardWhite(rgb: number, f: number): number {
-  const ch = (v: number): number => Math.round(v + (255 - v) * f);
-  return (ch((rgb >> 16) & 255) << 16) | (ch((rgb >> 8) & 255) << 8) | ch(rgb & 255);
-}
-
-/** Allocations without frames (string 0) are slate; sites take the palette in turn. */
-export function siteColor(site: number): string {
-  return site === 0 ? '#8e9aaf' : PALETTE[site % PALETTE.length];
-}
-
-/** The colour of a site's summed band (lighter than its single allocations). */
-export function summedColor(site: number): string {
-  if (site < 0) return OTHER_SITES_COLOR;
-  return `#${towardWhite(parseInt(siteColor(site).slice(1), 16), SUMMED_TINT).toString(16).padStart(6, '0')}`;
 }
 
 export interface PlotView {
@@ -117,15 +79,20 @@ export class DeviceTimeline {
   /** Per event: the allocation it makes or frees (-1: neither). */
   private readonly allocAt: Int32Array;
   private readonly freeAt: Int32Array;
-  /** Per event: reserved bytes after it. */
-  readonly reserved: Float64Array;
+  /**
+   * The reserved line, where it changes: after event `reservedEvent[k]` it is `reservedAfter[k]`
+   * bytes (events ascending, one entry per event), `reservedBase` before the first. Segment events
+   * are a small share of all events, so this is far smaller than a value per event.
+   */
+  private readonly reservedEvent: Int32Array;
+  private readonly reservedAfter: Float64Array;
   readonly reservedBase: number;
   /** Live bytes after the first m events, m = 0 … n. */
   readonly totalAfter: Float64Array;
   /** Per block of BLOCK moments (m = b·BLOCK+1 … (b+1)·BLOCK): the highest total and its first moment. */
   private readonly blockMax: Float64Array;
   private readonly blockMaxAt: Int32Array;
-  /** Per block of BLOCK events: the highest reserved bytes. */
+  /** Per block of BLOCK entries of the reserved line: its highest value. */
   private readonly blockReserved: Float64Array;
   /** Allocation ids by size class (`sizeClass`), each class in allocation order, and where each class starts. */
   private readonly byClass: Int32Array;
@@ -135,10 +102,10 @@ export class DeviceTimeline {
   readonly groupSite: number[];
   /** Per group, live bytes after every CHECKPOINT-th event. */
   private readonly groupCheckpoints: Float64Array;
-  private readonly color: Uint32Array;
-  private readonly faded: Uint32Array;
-  /** A band's top edge, darker, so neighbouring bands of one site stay apart. */
-  private readonly edge: Uint32Array;
+  /** Per allocation: its colours' entry in `palette` (allocations share a handful of colours). */
+  private readonly colorOf: Uint16Array;
+  /** Per entry: a band's colour, its colour faded (not a search match), its top edge (darker, so neighbouring bands of one site stay apart). */
+  private palette: BandPalette = { color: new Uint32Array(0), faded: new Uint32Array(0), edge: new Uint32Array(0) };
   private readonly groupColor: Uint32Array;
   private readonly groupFaded: Uint32Array;
   readonly tMin: number;
@@ -154,80 +121,114 @@ export class DeviceTimeline {
     readonly data: ReportDeviceMemory,
     sitesOf: ArrayLike<number>,
   ) {
-    const n = data.eventDt.length;
+    // The columns as locals: `data`'s properties may be accessors (the page decodes a column on
+    // first read), and a property read per element would cost more than the loops' own work.
+    const eventDt = data.eventDt;
+    const dataStart = data.start;
+    const dataEnd = data.end;
+    const dataBytes = data.bytes;
+    const n = eventDt.length;
     this.n = n;
-    this.time = new Float64Array(n);
+    const time = (this.time = new Float64Array(n));
     let us = 0;
     for (let i = 0; i < n; i++) {
-      us += data.eventDt[i];
-      this.time[i] = us / 1000;
+      us += eventDt[i]!;
+      time[i] = us / 1000;
     }
-    const count = data.bytes.length;
+    const count = dataBytes.length;
     this.count = count;
-    this.start = new Int32Array(count);
-    this.end = new Int32Array(count);
-    this.bytes = new Float64Array(count);
-    this.allocAt = new Int32Array(n).fill(-1);
-    this.freeAt = new Int32Array(n).fill(-1);
+    const start = (this.start = new Int32Array(count));
+    const end = (this.end = new Int32Array(count));
+    const bytes = (this.bytes = new Float64Array(count));
+    const allocAt = (this.allocAt = new Int32Array(n).fill(-1));
+    const freeAt = (this.freeAt = new Int32Array(n).fill(-1));
     let before = 0;
     for (let a = 0; a < count; a++) {
-      const s = data.start[a];
-      const e = data.end[a];
-      this.start[a] = s;
-      this.end[a] = e < 0 ? n : e;
-      this.bytes[a] = data.bytes[a];
-      if (s >= 0 && s < n) this.allocAt[s] = a;
-      else if (s < 0 && this.end[a] >= 0) before += data.bytes[a];
-      if (e >= 0 && e < n) this.freeAt[e] = a;
+      const s = dataStart[a]!;
+      const e = dataEnd[a]!;
+      const b = dataBytes[a]!;
+      start[a] = s;
+      end[a] = e < 0 ? n : e;
+      bytes[a] = b;
+      if (s >= 0 && s < n) allocAt[s] = a;
+      else if (s < 0 && end[a] >= 0) before += b;
+      if (e >= 0 && e < n) freeAt[e] = a;
     }
     this.reservedBase = data.reservedBase;
-    this.reserved = new Float64Array(n);
+    const reservedAt = data.reservedAt;
+    const reservedDelta = data.reservedDelta;
+    const changes = reservedAt.length;
+    const reservedEvent = new Int32Array(changes);
+    const reservedAfter = new Float64Array(changes);
     let r = data.reservedBase;
-    let k = 0;
-    for (let i = 0; i < n; i++) {
-      while (k < data.reservedAt.length && data.reservedAt[k] === i) r += data.reservedDelta[k++];
-      this.reserved[i] = r;
+    let kept = 0;
+    for (let k = 0; k < changes; k++) {
+      r += reservedDelta[k]!;
+      const at = reservedAt[k]!;
+      // Changes at one event are one entry: the line's value after all of them.
+      if (kept > 0 && reservedEvent[kept - 1] === at) reservedAfter[kept - 1] = r;
+      else {
+        reservedEvent[kept] = at;
+        reservedAfter[kept++] = r;
+      }
+    }
+    this.reservedEvent = reservedEvent.subarray(0, kept);
+    this.reservedAfter = reservedAfter.subarray(0, kept);
+    const blockReserved = (this.blockReserved = new Float64Array(Math.ceil(kept / BLOCK)).fill(-Infinity));
+    for (let k = 0; k < kept; k++) {
+      const b = (k / BLOCK) | 0;
+      if (reservedAfter[k]! > blockReserved[b]!) blockReserved[b] = reservedAfter[k]!;
     }
 
-    // Running total and its block maxima; the reserved line's block maxima.
-    this.totalAfter = new Float64Array(n + 1);
-    this.totalAfter[0] = before;
+    // Running total and its block maxima.
+    const totalAfter = (this.totalAfter = new Float64Array(n + 1));
+    totalAfter[0] = before;
     const nBlocks = Math.ceil(n / BLOCK);
-    this.blockMax = new Float64Array(nBlocks).fill(-Infinity);
-    this.blockMaxAt = new Int32Array(nBlocks);
-    this.blockReserved = new Float64Array(nBlocks).fill(-Infinity);
+    const blockMax = (this.blockMax = new Float64Array(nBlocks).fill(-Infinity));
+    const blockMaxAt = (this.blockMaxAt = new Int32Array(nBlocks));
     let total = before;
     for (let i = 0; i < n; i++) {
-      const a = this.allocAt[i];
-      if (a >= 0) total += this.bytes[a];
-      const d = this.freeAt[i];
-      if (d >= 0) total -= this.bytes[d];
-      this.totalAfter[i + 1] = total;
-      const b = Math.floor(i / BLOCK);
-      if (total > this.blockMax[b]) {
-        this.blockMax[b] = total;
-        this.blockMaxAt[b] = i + 1;
+      const a = allocAt[i]!;
+      if (a >= 0) total += bytes[a]!;
+      const d = freeAt[i]!;
+      if (d >= 0) total -= bytes[d]!;
+      totalAfter[i + 1] = total;
+      const b = (i / BLOCK) | 0;
+      if (total > blockMax[b]!) {
+        blockMax[b] = total;
+        blockMaxAt[b] = i + 1;
       }
-      if (this.reserved[i] > this.blockReserved[b]) this.blockReserved[b] = this.reserved[i];
     }
 
     // Site groups: the sites holding the most bytes over the device's allocations first.
-    const bySite = new Map<number, number>();
-    for (let a = 0; a < count; a++) bySite.set(sitesOf[a], (bySite.get(sitesOf[a]) ?? 0) + this.bytes[a]);
-    const ranked = [...bySite].sort((x, y) => y[1] - x[1] || x[0] - y[0]).map(([site]) => site);
+    // Sites are small non-negative integers (string indexes): bytes per site in an array.
+    let maxSite = -1;
+    for (let a = 0; a < count; a++) if (sitesOf[a]! > maxSite) maxSite = sitesOf[a]!;
+    const bySite = new Float64Array(maxSite + 1);
+    const seen = new Uint8Array(maxSite + 1);
+    for (let a = 0; a < count; a++) {
+      bySite[sitesOf[a]!] += bytes[a]!;
+      seen[sitesOf[a]!] = 1;
+    }
+    const sites: number[] = [];
+    for (let site = 0; site <= maxSite; site++) if (seen[site]) sites.push(site);
+    const ranked = sites.sort((x, y) => bySite[y]! - bySite[x]! || x - y);
     const own = ranked.length <= MAX_GROUPS ? ranked : ranked.slice(0, MAX_GROUPS - 1);
     this.groupSite = ranked.length <= MAX_GROUPS ? own : [...own, -1];
     const groupIds = new Map<number, number>(own.map((site, g) => [site, g]));
     const G = this.groupSite.length;
-    this.groupOf = new Uint8Array(count);
-    for (let a = 0; a < count; a++) this.groupOf[a] = groupIds.get(sitesOf[a]) ?? G - 1;
-    this.groupCheckpoints = new Float64Array((Math.floor(n / CHECKPOINT) + 1) * G);
+    const groupOf = (this.groupOf = new Uint8Array(count));
+    for (let a = 0; a < count; a++) groupOf[a] = groupIds.get(sitesOf[a]!) ?? G - 1;
+    const checkpoints = (this.groupCheckpoints = new Float64Array((Math.floor(n / CHECKPOINT) + 1) * G));
     const live = new Float64Array(G);
-    for (let a = 0; a < count; a++) if (this.start[a] < 0 && this.end[a] >= 0) live[this.groupOf[a]] += this.bytes[a];
+    for (let a = 0; a < count; a++) if (start[a]! < 0 && end[a]! >= 0) live[groupOf[a]!] += bytes[a]!;
     for (let i = 0; i <= n; i++) {
-      if (i % CHECKPOINT === 0) this.groupCheckpoints.set(live, (i / CHECKPOINT) * G);
+      if (i % CHECKPOINT === 0) checkpoints.set(live, (i / CHECKPOINT) * G);
       if (i === n) break;
-      this.applyGroup(i, live);
+      const a = allocAt[i]!;
+      if (a >= 0) live[groupOf[a]!] += bytes[a]!;
+      const d = freeAt[i]!;
+      if (d >= 0) live[groupOf[d]!] -= bytes[d]!;
     }
 
     // Size classes by counting sort: a frame visits only the classes that can reach a pixel.
@@ -238,9 +239,7 @@ export class DeviceTimeline {
     const next = this.classStart.slice(0, SIZE_CLASSES);
     for (let a = 0; a < count; a++) this.byClass[next[sizeClass(this.bytes[a])]++] = a;
 
-    this.color = new Uint32Array(count);
-    this.faded = new Uint32Array(count);
-    this.edge = new Uint32Array(count);
+    this.colorOf = new Uint16Array(count);
     this.recolor(sitesOf, siteColor);
     this.groupColor = new Uint32Array(G);
     this.groupFaded = new Uint32Array(G);
@@ -255,18 +254,7 @@ export class DeviceTimeline {
 
   /** Colours each allocation by its key (a site, or an inferred category for the query box): `colorOf` gives "#rrggbb". */
   recolor(keys: ArrayLike<number>, colorOf: (key: number) => string): void {
-    const byKey = new Map<number, [number, number, number]>();
-    for (let a = 0; a < this.count; a++) {
-      let c = byKey.get(keys[a]);
-      if (!c) {
-        const rgb = parseInt(colorOf(keys[a]).slice(1), 16);
-        c = [rgba(rgb), rgba(towardWhite(rgb, 0.82)), rgba(darker(rgb, 0.3))];
-        byKey.set(keys[a], c);
-      }
-      this.color[a] = c[0];
-      this.faded[a] = c[1];
-      this.edge[a] = c[2];
-    }
+    this.palette = bandPalette(keys, this.colorOf, colorOf);
   }
 
   private applyGroup(i: number, live: Float64Array): void {
@@ -300,16 +288,28 @@ export class DeviceTimeline {
     return best;
   }
 
+  /** Reserved bytes after event `i` (before the first event when `i` < 0). */
+  private reservedAfterEvent(i: number): number {
+    // The last change at or before event i.
+    const k = lowerBound(this.reservedEvent, this.reservedEvent.length, i + 1) - 1;
+    return k >= 0 ? this.reservedAfter[k]! : this.reservedBase;
+  }
+
   /** The highest reserved bytes after any of events [lo, hi), or before them when the range is empty. */
   maxReserved(lo: number, hi: number): number {
-    let best = lo > 0 ? this.reserved[lo - 1] : this.reservedBase;
-    let i = lo;
-    while (i < hi && i % BLOCK !== 0) best = Math.max(best, this.reserved[i++]);
-    while (i + BLOCK <= hi) {
-      best = Math.max(best, this.blockReserved[i / BLOCK]);
-      i += BLOCK;
+    if (lo >= hi) return this.reservedAfterEvent(lo - 1);
+    let best = this.reservedAfterEvent(lo);
+    // The changes at events lo+1 … hi-1: one by one up to a block boundary, whole blocks, then the rest.
+    const events = this.reservedEvent;
+    const values = this.reservedAfter;
+    let k = lowerBound(events, events.length, lo + 1);
+    const end = lowerBound(events, events.length, hi);
+    while (k < end && k % BLOCK !== 0) best = Math.max(best, values[k++]!);
+    while (k + BLOCK <= end) {
+      best = Math.max(best, this.blockReserved[k / BLOCK]!);
+      k += BLOCK;
     }
-    for (; i < hi; i++) best = Math.max(best, this.reserved[i]);
+    for (; k < end; k++) best = Math.max(best, values[k]!);
     return best;
   }
 
@@ -537,6 +537,7 @@ export class DeviceTimeline {
       }
       return r;
     };
+    const palette = this.palette;
     const hitCol: number[] = [];
     const hitId: number[] = [];
     const hitTop: number[] = [];
@@ -544,14 +545,15 @@ export class DeviceTimeline {
       const a = bigList[k];
       const bytes = this.bytes[a];
       const faded = matches !== null && !matches[a];
-      const color = a === f.pinned ? pinnedColor : faded ? this.faded[a] : this.color[a];
+      const entry = this.colorOf[a]!;
+      const color = a === f.pinned ? pinnedColor : faded ? palette.faded[entry]! : palette.color[entry]!;
       const edged = !faded && a !== f.pinned;
       for (let col = nextOpen(bigFrom[k]); col < bigTo[k]; col = nextOpen(col + 1)) {
         const y = stackTop[col];
         const top = y + bytes;
         fill(col, y, top, color);
         const edgeRow = rowOf(top);
-        if (edged && rowOf(y) - edgeRow >= 3 && edgeRow >= 0 && edgeRow < rows) pixels[edgeRow * cols + col] = this.edge[a];
+        if (edged && rowOf(y) - edgeRow >= 3 && edgeRow >= 0 && edgeRow < rows) pixels[edgeRow * cols + col] = palette.edge[entry]!;
         hitCol.push(col);
         hitId.push(a);
         hitTop.push(top);

@@ -9,11 +9,12 @@ import { renderSegments } from './segments.js';
 import { flameGraphs } from './flamegraph.js';
 import { deviceSelector, deviceSlices, legend, sourceWords, stepLabel, traceAllocationsSection, type DeviceSlice } from './sources.js';
 import { el } from './dom.js';
-import { MemoryView, allocationMatcher, hexAddress } from './memory-view.js';
+import { MemoryView, allocationMatcher } from './memory-view.js';
 import { FrameScheduler, fitCanvas, plotArea, type PlotArea } from './canvas.js';
 import { bindPanZoom, clampRange, timeAtPointer, zoomedRange } from './pan-zoom.js';
 import { mountQueryBox } from './query-box.js';
-import { beginPage, showPageError } from './drop.js';
+import { allocationsSection, kernelsSection, label, leaksSection, location, modulesSection, snapshotAllocationsSection } from './report-tables.js';
+import { beginPage, dataComplete, runSignal, showPageError } from './drop.js';
 import { renderHistorySections } from './state-history-sections.js';
 
 declare global {
@@ -31,44 +32,10 @@ declare global {
       setBytes(y0: number, y1: number): void;
       lastHoverMs: number;
       locate(address: number, start: number): { x: number; y: number } | null;
+      /** True once the sections under the chart are built (after the chart's first paint). */
+      sectionsReady: boolean;
     };
   }
-}
-
-/** A table whose rows carry their searchable text. */
-function table(headers: string[], rows: { cells: (string | Node)[]; search: string; detail?: Node }[], numeric: number[] = []): HTMLTableElement {
-  const t = el('table');
-  const head = el('tr');
-  headers.forEach((h, i) => head.append(el('th', numeric.includes(i) ? { class: 'num' } : {}, h)));
-  t.append(el('thead', {}, head));
-  const body = el('tbody');
-  for (const r of rows) {
-    // Rows without search text (nested state and per-step tables) are never filtered.
-    const tr = el('tr', r.search ? { 'data-search': r.search.toLowerCase() } : {});
-    r.cells.forEach((c, i) => tr.append(el('td', numeric.includes(i) ? { class: 'num' } : {}, c)));
-    body.append(tr);
-    if (r.detail) {
-      const dr = el('tr', { class: 'detail', 'data-search': r.search.toLowerCase(), hidden: '' });
-      dr.append(el('td', { colspan: String(headers.length) }, r.detail));
-      tr.classList.add('expandable');
-      tr.addEventListener('click', () => dr.toggleAttribute('hidden'));
-      body.append(dr);
-    }
-  }
-  t.append(body);
-  return t;
-}
-
-function stackList(frames: string[]): HTMLElement {
-  const ol = el('ol', { class: 'stack' });
-  for (const f of frames) ol.append(el('li', {}, f));
-  return ol;
-}
-
-function location(frame: string | null): string {
-  if (!frame) return '';
-  const m = /\(([^()]*:\d+:\d+)\)\s*$/.exec(frame);
-  return m ? m[1] : frame;
 }
 
 // Marks for the benchmark: where the time before the first frame goes.
@@ -76,7 +43,6 @@ performance.mark('memscope-start');
 // The report this run shows: set by start() below, before main() runs.
 let data!: ReportData;
 const str = (i: number): string => data.strings[i] ?? '';
-const frames = (stack: number): string[] => (stack >= 0 ? (data.stacks[stack] ?? []).map(str) : []);
 
 function header(): void {
   document.title = data.title;
@@ -196,7 +162,7 @@ class TimelineView {
         const s = data.series[g]!;
         const sw = el('span', { class: 'swatch' });
         sw.style.background = this.colors[g];
-        rows.append(el('tr', {}, el('td', {}, sw, ` ${label(s.device, s.category)}`), el('td', { class: 'num' }, humanBytes(live[i]))));
+        rows.append(el('tr', {}, el('td', {}, sw, ` ${label(data, s.device, s.category)}`), el('td', { class: 'num' }, humanBytes(live[i]))));
       }
     });
     tip.append(rows);
@@ -298,11 +264,6 @@ class TimelineView {
   }
 }
 
-function label(device: string, category: string): string {
-  const devices = new Set(data.series.map((s) => s.device));
-  return devices.size > 1 ? `${device} · ${category}` : category;
-}
-
 /** Indexes of the `k` largest embedded allocations of `series` alive at `t`. */
 function topAllocationsAt(t: number, k: number, series: ReadonlySet<number>): number[] {
   const a = data.allocations;
@@ -312,165 +273,6 @@ function topAllocationsAt(t: number, k: number, series: ReadonlySet<number>): nu
   }
   alive.sort((x, y) => a.bytes[y] - a.bytes[x]);
   return alive.slice(0, k);
-}
-
-function leaksSection(): void {
-  const box = document.getElementById('leaks-body')!;
-  if (data.leaks.length === 0) {
-    box.append(el('p', { class: 'muted' }, data.leakNote ? `No verdict: ${data.leakNote}.` : `No leaks: no unowned storage kept growing across ${data.steps.length} steps.`));
-    return;
-  }
-  data.leaks.forEach((g, i) => {
-    const where = location(g.userFrame) || (g.layer ? `layer ${g.layer}` : 'unknown site (record with --stacks)');
-    const card = el('div', { class: 'leak', 'data-search': [g.kernel, g.layer, ...g.frames].join(' ').toLowerCase() });
-    card.append(el('div', { class: 'leak-head' }, `#${i + 1} ${humanBytes(g.bytes)} in ${g.count} storage${g.count === 1 ? '' : 's'} · kernel ${g.kernel ?? '(none)'} · ${g.device} · ${g.categories.join('/')}`));
-    card.append(el('div', {}, 'allocated at ', el('code', { class: 'leak-site' }, where)));
-    card.append(
-      table(
-        ['step', 'still alive', 'bytes', 'live at step end'],
-        g.perStep.map((r) => ({ cells: [String(r.step), String(r.count), humanBytes(r.bytes), humanBytes(g.liveAtStepEnd[r.step - 1] ?? 0)], search: '' })),
-        [0, 1, 2, 3],
-      ),
-    );
-    if (g.frames.length) card.append(el('details', {}, el('summary', {}, `stack (${g.frames.length} frames)`), stackList(g.frames)));
-    box.append(card);
-  });
-}
-
-function modulesSection(): void {
-  const box = document.getElementById('modules-body')!;
-  if (data.modules.length === 0) {
-    box.append(el('p', { class: 'muted' }, 'No modules were tracked (the program used no tfjs-layers model, or the source has none).'));
-    return;
-  }
-  const peak = (r: Record<string, number>) => Object.entries(r).map(([d, b]) => (Object.keys(r).length > 1 ? `${d} ${humanBytes(b)}` : humanBytes(b))).join(', ') || '—';
-  const rows = data.modules.map((m) => {
-    const name = el('span', { class: 'module-name' }, m.path);
-    name.style.paddingLeft = `${m.depth * 16}px`;
-    return {
-      cells: [name, m.className, humanBytes(m.parameterBytes), humanBytes(m.bufferBytes), peak(m.localPeakForward), peak(m.localPeakBackward)],
-      search: `${m.path} ${m.className}`,
-      detail: stateTable(m.states),
-    };
-  });
-  box.append(table(['module', 'class', 'parameters', 'buffers', 'local peak fwd', 'local peak bwd'], rows, [2, 3, 4, 5]));
-  box.append(el('p', { class: 'muted' }, 'Click a module for its state snapshots (Pre/Post/Peak Forward and Backward, by category).'));
-}
-
-function stateTable(states: ReportData['modules'][number]['states']): Node {
-  // MemTracker's order of states.
-  const ORDER = ['Pre-Forward', 'Post-Forward', 'Peak-Forward', 'Pre-Backward', 'Post-Backward', 'Peak-Backward'];
-  const rank = (n: string) => (ORDER.includes(n) ? ORDER.indexOf(n) : ORDER.length);
-  const names = Object.keys(states).sort((a, b) => rank(a) - rank(b));
-  if (!names.length) return el('span', { class: 'muted' }, 'no state recorded (the module never ran)');
-  const cats = new Set<string>();
-  const devices = new Set<string>();
-  for (const st of Object.values(states)) for (const [d, row] of Object.entries(st)) {
-    devices.add(d);
-    for (const c of Object.keys(row)) cats.add(c);
-  }
-  const catList = [...cats];
-  const rows: { cells: string[]; search: string }[] = [];
-  for (const n of names) for (const d of devices) {
-    const row = states[n][d] ?? {};
-    const total = Object.values(row).reduce((a, b) => a + b, 0);
-    rows.push({ cells: [n, d, ...catList.map((c) => humanBytes(row[c] ?? 0)), humanBytes(total)], search: '' });
-  }
-  return table(['state', 'device', ...catList, 'Total'], rows, catList.map((_, i) => i + 2).concat(catList.length + 2));
-}
-
-function kernelsSection(): void {
-  const box = document.getElementById('kernels-body')!;
-  if (!data.kernels.length) {
-    box.append(el('p', { class: 'muted' }, 'No kernel statistics in this source.'));
-    return;
-  }
-  // PyTorch traces attribute memory to CPU operators (self / inclusive), not to kernel calls.
-  const headers =
-    data.source.kind === 'trace'
-      ? ['operator', 'allocations', 'self bytes allocated', 'self net', 'inclusive net']
-      : ['kernel', 'calls', 'bytes allocated', 'alive at end', 'largest growth in one call'];
-  box.append(
-    table(
-      headers,
-      data.kernels.map((k) => ({ cells: [k.name, k.calls ? k.calls.toLocaleString('en-US') : '—', humanBytes(k.bytesAllocated), humanBytes(k.bytesRetained), humanBytes(k.peakAdded)], search: k.name })),
-      [1, 2, 3, 4],
-    ),
-  );
-}
-
-function allocationsSection(): void {
-  const box = document.getElementById('allocations-body')!;
-  const a = data.allocations;
-  const order = a.bytes.map((_, i) => i).sort((x, y) => a.bytes[y] - a.bytes[x]).slice(0, 100);
-  if (!order.length) {
-    box.append(el('p', { class: 'muted' }, 'No allocations in this source.'));
-    return;
-  }
-  const rows = order.map((i) => {
-    const fr = frames(a.stack[i]);
-    const s = data.series[a.series[i]];
-    return {
-      cells: [
-        humanBytes(a.bytes[i]),
-        s ? label(s.device, s.category) : '',
-        str(a.layer[i]) || '—',
-        str(a.kernel[i]) || '—',
-        formatTime(a.t0[i], data.timeUnit),
-        a.t1[i] < 0 ? 'alive at end' : formatTime(a.t1[i], data.timeUnit),
-        // The site (computed with the report: src/core/site-rule.ts); a stack wholly inside the framework has none.
-        location(str(a.site[i])) || (fr.length ? 'framework frames only' : '—'),
-      ],
-      search: [str(a.layer[i]), str(a.kernel[i]), ...fr].join(' '),
-      detail: fr.length ? stackList(fr) : undefined,
-    };
-  });
-  box.append(el('p', { class: 'muted' }, `The ${order.length} largest of ${data.allocationsTotal.toLocaleString('en-US')} allocations. Click a row for its stack.`));
-  box.append(table(['bytes', 'category', 'layer', 'kernel', 'allocated', 'freed', 'site'], rows, [0]));
-}
-
-/** PyTorch snapshots: the largest allocations of every device, those live before the trace included. */
-function snapshotAllocationsSection(): void {
-  const box = document.getElementById('allocations-body')!;
-  const devices = data.memory!.devices;
-  const all: [number, number][] = [];
-  devices.forEach((d, di) => d.bytes.forEach((_, a) => all.push([di, a])));
-  all.sort((x, y) => devices[y[0]].bytes[y[1]] - devices[x[0]].bytes[x[1]]);
-  const top = all.slice(0, 100);
-  if (!top.length) {
-    box.append(el('p', { class: 'muted' }, 'No allocations in this source.'));
-    return;
-  }
-  // Each device's event times, summed once (a row's time is the sum of its device's deltas so far).
-  const times = new Map<(typeof devices)[number], Float64Array>();
-  const when = (d: (typeof devices)[number], event: number, none: string): string => {
-    if (event < 0) return none;
-    let t = times.get(d);
-    if (!t) {
-      t = new Float64Array(d.eventDt.length);
-      let us = 0;
-      for (let i = 0; i < t.length; i++) t[i] = us += d.eventDt[i];
-      times.set(d, t);
-    }
-    return formatTime((t.length ? t[Math.min(event, t.length - 1)] : 0) / 1000, data.timeUnit);
-  };
-  const rows = top.map(([di, a]) => {
-    const d = devices[di];
-    const fr = frames(d.stack[a]);
-    const site = str(d.site[a]) || '(no frames recorded)';
-    const show = el('button', { type: 'button', class: 'show-alloc' }, 'show');
-    show.addEventListener('click', (e) => {
-      e.stopPropagation();
-      memoryView?.reveal(di, a);
-    });
-    return {
-      cells: [humanBytes(d.bytes[a]), d.device, hexAddress(d.address[a]), when(d, d.start[a], 'before the trace'), when(d, d.end[a], 'alive at end'), site, show],
-      search: [site, hexAddress(d.address[a]), ...fr].join(' '),
-      detail: fr.length ? stackList(fr) : undefined,
-    };
-  });
-  box.append(el('p', { class: 'muted' }, `The ${top.length} largest of ${data.allocationsTotal.toLocaleString('en-US')} allocations (blocks live before the trace began included). Click a row for its stack, "show" to pin it on the timeline.`));
-  box.append(table(['bytes', 'device', 'address', 'allocated', 'freed', 'site', ''], rows, [0]));
 }
 
 let memoryView: MemoryView | null = null;
@@ -516,8 +318,6 @@ function main(): void {
     document.getElementById('zoom-out')!.addEventListener('click', () => mv.zoom(2));
     document.getElementById('zoom-reset')!.addEventListener('click', () => mv.reset());
     memoryView = mv;
-    // The query box (docs/QUERY.md).
-    mountQueryBox(data, mv);
     performance.mark('memscope-model');
     view = mv;
     document.getElementById('search')!.setAttribute('placeholder', 'search frames, 0xADDRESS or sizes (1MiB..2GiB, >1GiB)');
@@ -548,10 +348,34 @@ function main(): void {
       return memoryView?.lastHoverMs ?? 0;
     },
     locate: (address: number, start: number) => (memoryView ? memoryView.locate(memoryView.allocationIndex(address, start)) : null),
+    sectionsReady: false,
   } as Window['memscopeViewer'] & object;
+  // The chart paints before the tables, flame graphs and state history are built: they sit below
+  // it and take as long again as the chart on a large snapshot.
+  // They also read the parts of an embedded report that inflate after the chart's columns.
+  const viewer = window.memscopeViewer!;
+  const run = runSignal();
+  const painted = new Promise<void>((resolve) => requestAnimationFrame(() => setTimeout(resolve, 0)));
+  void Promise.all([painted, dataComplete()]).then(([, complete]) => {
+    // A file dropped meanwhile started a new run on a new page body: its own sections replace these.
+    if (run.aborted || !complete) return;
+    try {
+      memoryView?.dataComplete();
+      sections();
+    } catch (err) {
+      showPageError(err);
+    }
+    viewer.sectionsReady = true;
+  });
+}
+
+/** The sections under the chart: tables, segments, flame graphs, the state history, search. */
+function sections(): void {
+  // The query box (docs/QUERY.md).
+  if (memoryView) mountQueryBox(data, memoryView);
   if (data.source.kind === 'capture') {
-    leaksSection();
-    modulesSection();
+    leaksSection(data);
+    modulesSection(data);
   } else {
     // Leaks and modules come from memscope captures only.
     document.getElementById('leaks')!.hidden = true;
@@ -559,10 +383,10 @@ function main(): void {
   }
   // Profiler traces attribute memory to operators, not kernels.
   if (data.source.kind === 'trace') document.querySelector('#kernels > h2')!.textContent = 'Operators by memory added';
-  if (data.kernels.length || data.source.kind !== 'snapshot') kernelsSection();
+  if (data.kernels.length || data.source.kind !== 'snapshot') kernelsSection(data);
   else document.getElementById('kernels')!.hidden = true;
-  if (data.memory) snapshotAllocationsSection();
-  else if (data.source.kind !== 'trace') allocationsSection();
+  if (data.memory) snapshotAllocationsSection(data, (device, allocation) => memoryView?.reveal(device, allocation));
+  else if (data.source.kind !== 'trace') allocationsSection(data);
   else if (data.allocations.bytes.length) traceAllocationsSection(data, document.getElementById('allocations-body')!);
   else document.getElementById('allocations')!.hidden = true;
   sourceWords(data);

@@ -4,7 +4,8 @@
  * search highlighting. The drawing is src/viewer/app/allocation-timeline.ts's.
  */
 import type { ReportData } from '../report-data.js';
-import { DeviceTimeline, SMALLER_COLOR, SUMMARISED, deviceTimelines, siteColor, summedColor, summedGroup } from './allocation-timeline.js';
+import { DeviceTimeline, SUMMARISED, deviceTimelines, summedGroup } from './allocation-timeline.js';
+import { SMALLER_COLOR, siteColor, summedColor } from './band-colors.js';
 import { ColumnHits } from './column-hits.js';
 import { el } from './dom.js';
 import { allocationPhase } from '../query.js';
@@ -82,6 +83,11 @@ export class MemoryView {
   private yView: { y0: number; y1: number } | null = null;
   private lastPlot = { x: 0, y: 0, w: 1, h: 1, y0: 0, yMax: 1, t0: 0, t1: 1 };
   frames = 0;
+  /**
+   * Whether every column of the data can be read. Until then (an embedded report's buffer still
+   * inflating) the chart draws, pans and zooms, and hover and click wait: they read addresses and stacks.
+   */
+  private complete = false;
   /** Time the last hover took to find the allocation and fill the tooltip (layout excluded). */
   lastHoverMs = 0;
   firstFrameMs = 0;
@@ -130,6 +136,11 @@ export class MemoryView {
     new ResizeObserver(() => this.schedule()).observe(strip);
     this.bind();
     new ResizeObserver(() => this.schedule()).observe(canvas);
+  }
+
+  /** Every column of the data can be read from now on (see `complete`). */
+  dataComplete(): void {
+    this.complete = true;
   }
 
   private siteLegend: HTMLElement | null = null;
@@ -193,7 +204,7 @@ export class MemoryView {
       hover: (e) => this.hover(e.clientX, e.clientY),
       leave: () => (this.tooltip.hidden = true),
       // A click on the chart pins the allocation under the pointer, or unpins.
-      click: (e) => this.pin(this.allocationAt(e.clientX, e.clientY)),
+      click: (e) => this.complete && this.pin(this.allocationAt(e.clientX, e.clientY)),
       // Shift+wheel zooms the byte axis, so allocations thinner than a pixel get their own bands.
       shiftWheel: (e, factor) => {
         const rect = this.canvas.getBoundingClientRect();
@@ -309,8 +320,14 @@ export class MemoryView {
   }
 
   private showTip(clientX: number, clientY: number): void {
-    const a = this.allocationAt(clientX, clientY);
     const tip = this.tooltip;
+    if (!this.complete) {
+      // Addresses and stacks are still inflating: say so rather than read them.
+      tip.replaceChildren(el('div', { class: 'muted' }, 'reading the rest of the report…'));
+      this.placeTip(clientX, clientY);
+      return;
+    }
+    const a = this.allocationAt(clientX, clientY);
     const dpr = window.devicePixelRatio || 1;
     const oom = oomAt(this.ooms[this.device], this.lastPlot, this.lastPlot, (clientX - this.canvas.getBoundingClientRect().left) * dpr, dpr);
     if (a === -1 && !oom) {
@@ -337,6 +354,11 @@ export class MemoryView {
     } else if (a >= 0) {
       tip.append(this.details(a, false));
     }
+    this.placeTip(clientX, clientY);
+  }
+
+  private placeTip(clientX: number, clientY: number): void {
+    const tip = this.tooltip;
     const wrap = this.canvas.parentElement!.getBoundingClientRect();
     tip.hidden = false;
     const x = clientX - wrap.left + 14;

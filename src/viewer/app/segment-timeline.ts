@@ -5,7 +5,8 @@
  * double-click resets; hover names the segment (address, size, pool, stream) and OOM marks.
  */
 import type { ReportData } from '../report-data.js';
-import { DeviceTimeline, SUMMARISED, siteColor } from './allocation-timeline.js';
+import { DeviceTimeline, SUMMARISED } from './allocation-timeline.js';
+import { siteColor } from './band-colors.js';
 import { ColumnHits } from './column-hits.js';
 import { FrameScheduler, fitCanvas, plotArea } from './canvas.js';
 import { bindPanZoom, clampRange } from './pan-zoom.js';

@@ -36,7 +36,7 @@ export function oomMarks(data: ReportData, memoryDevice: number, times: ArrayLik
   return dev.ooms.event.map((e, k) => ({
     event: e,
     time: times[e] ?? 0,
-    requested: dev.events.size[e],
+    requested: dev.ooms.requested[k] ?? 0,
     deviceFree: dev.ooms.deviceFree[k] >= 0 ? dev.ooms.deviceFree[k] : null,
   }));
 }
