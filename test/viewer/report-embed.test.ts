@@ -87,7 +87,7 @@ describe('embedded report data', () => {
     const places: [string, { at: number; len: number }][] = [];
     const walk = (v: unknown, path: string): void => {
       if (!v || typeof v !== 'object') return;
-      if ('$col' in v) places.push([path, v as { at: number; len: number }]);
+      if ('$col' in v) places.push([path, v as unknown as { at: number; len: number }]);
       else if ('$json' in v) places.push([path, (v as { $json: { at: number; len: number } }).$json]);
       else for (const [k, x] of Object.entries(v)) walk(x, path ? `${path}.${k}` : k);
     };
