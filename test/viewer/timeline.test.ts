@@ -1,5 +1,5 @@
 import { describe, it, expect } from 'vitest';
-import { TimelineModel, axisBytes, formatTick, niceBytesStep, timeStep } from '../../src/viewer/app/timeline.js';
+import { TimelineModel, axisBytes, formatTick, niceBytesStep, timeStep, wholeNumber } from '../../src/viewer/app/timeline.js';
 import type { ReportData } from '../../src/viewer/report-data.js';
 
 /** A random alloc/free stream over 3 series; times strictly increasing in whole microseconds. */
@@ -97,5 +97,12 @@ describe('axis ticks', () => {
     }
     expect(timeStep(2, 6, 'event')).toBe(1);
     expect(formatTick(3, 1, 'event')).toBe('3');
+  });
+});
+
+describe('counts', () => {
+  it('group thousands with commas, as en-US writes whole numbers', () => {
+    const counts = [0, 7, 42, 999, 1000, 1001, 12_345, 612_870, 1_000_000, 6_312_345, 2 ** 40, -5, -1234, -1_000_000];
+    for (const n of counts) expect(wholeNumber(n), String(n)).toBe(n.toLocaleString('en-US'));
   });
 });

@@ -17,8 +17,9 @@
  */
 import type { ReportData, ReportDeviceMemory } from '../report-data.js';
 import { lowerBound } from './canvas.js';
-import { LiveIndex } from './live-index.js';
+import { LiveIndex, smallLiveAt, type SmallLive } from './live-index.js';
 import type { ColumnHits } from './column-hits.js';
+import { FrameScratch } from './frame-scratch.js';
 import { MATCH_MARK_RGB, PINNED_RGB, RESERVED_RGB, SMALLER_HATCH_RGB, SMALLER_RGB, bandPalette, rgba, siteColor, summedColor, towardWhite, type BandPalette } from './band-colors.js';
 
 /** Entry id of the "smaller allocations" band in a column's hover list. */
@@ -95,11 +96,12 @@ export class DeviceTimeline {
   /** Per block of BLOCK entries of the reserved line: its highest value. */
   private readonly blockReserved: Float64Array;
   /** Allocation ids by size class (`sizeClass`), each class in allocation order, and where each class starts. */
-  private readonly byClass: Int32Array;
-  private readonly classStart: Int32Array;
+  private readonly classOf: Uint8Array;
   /** Per allocation: its site group; per group: the site (-1: the sites beyond the first MAX_GROUPS - 1). */
   readonly groupOf: Uint8Array;
   readonly groupSite: number[];
+  /** Per group with a site of its own: the bytes its site allocates over the trace (0 for the shared group). */
+  readonly groupBytes: number[];
   /** Per group, live bytes after every CHECKPOINT-th event. */
   private readonly groupCheckpoints: Float64Array;
   /** Per allocation: its colours' entry in `palette` (allocations share a handful of colours). */
@@ -110,10 +112,10 @@ export class DeviceTimeline {
   private readonly groupFaded: Uint32Array;
   readonly tMin: number;
   readonly tMax: number;
-  /** The last frame's allocations that can reach a pixel, by the smallest size class that can. */
-  private candidates: { minClass: number; ids: Int32Array } | null = null;
   /** Built on the first hover over a summed band. */
   private liveIndex: LiveIndex | null = null;
+  /** The typed arrays frames work in, kept between frames (frame-scratch.ts). */
+  private readonly scratch = new FrameScratch();
   /** What the last frame drew, for hover. */
   lastFrame: FrameColumns = { moment: new Int32Array(0), threshold: Infinity };
 
@@ -215,10 +217,12 @@ export class DeviceTimeline {
     const ranked = sites.sort((x, y) => bySite[y]! - bySite[x]! || x - y);
     const own = ranked.length <= MAX_GROUPS ? ranked : ranked.slice(0, MAX_GROUPS - 1);
     this.groupSite = ranked.length <= MAX_GROUPS ? own : [...own, -1];
-    const groupIds = new Map<number, number>(own.map((site, g) => [site, g]));
+    this.groupBytes = this.groupSite.map((site) => (site >= 0 ? bySite[site]! : 0));
     const G = this.groupSite.length;
+    const groupOfSite = new Uint8Array(maxSite + 1).fill(G - 1);
+    own.forEach((site, g) => (groupOfSite[site] = g));
     const groupOf = (this.groupOf = new Uint8Array(count));
-    for (let a = 0; a < count; a++) groupOf[a] = groupIds.get(sitesOf[a]!) ?? G - 1;
+    for (let a = 0; a < count; a++) groupOf[a] = groupOfSite[sitesOf[a]!]!;
     const checkpoints = (this.groupCheckpoints = new Float64Array((Math.floor(n / CHECKPOINT) + 1) * G));
     const live = new Float64Array(G);
     for (let a = 0; a < count; a++) if (start[a]! < 0 && end[a]! >= 0) live[groupOf[a]!] += bytes[a]!;
@@ -231,13 +235,9 @@ export class DeviceTimeline {
       if (d >= 0) live[groupOf[d]!] -= bytes[d]!;
     }
 
-    // Size classes by counting sort: a frame visits only the classes that can reach a pixel.
-    this.classStart = new Int32Array(SIZE_CLASSES + 1);
-    for (let a = 0; a < count; a++) this.classStart[sizeClass(this.bytes[a]) + 1]++;
-    for (let c = 0; c < SIZE_CLASSES; c++) this.classStart[c + 1] += this.classStart[c];
-    this.byClass = new Int32Array(count);
-    const next = this.classStart.slice(0, SIZE_CLASSES);
-    for (let a = 0; a < count; a++) this.byClass[next[sizeClass(this.bytes[a])]++] = a;
+    // Size classes: a frame skips, with one byte read, the allocations that cannot reach a pixel.
+    const classOf = (this.classOf = new Uint8Array(count));
+    for (let a = 0; a < count; a++) classOf[a] = sizeClass(bytes[a]!);
 
     this.colorOf = new Uint16Array(count);
     this.recolor(sitesOf, siteColor);
@@ -327,36 +327,8 @@ export class DeviceTimeline {
    * in the groups whose sum there is under the threshold too, the "smaller allocations" band):
    * how many, their bytes, the `k` largest.
    */
-  smallLiveAt(m: number, threshold: number, group: number, k: number): { count: number; bytes: number; largest: number[] } {
-    const small: number[] = [];
-    this.live().forEachLive(m, (a) => {
-      if (this.bytes[a] < threshold) small.push(a);
-    });
-    let groups: Uint8Array | null = null;
-    if (group < 0) {
-      // The groups the band holds: their allocations under a pixel sum to under a pixel.
-      const sums = new Float64Array(this.groupSite.length);
-      for (const a of small) sums[this.groupOf[a]] += this.bytes[a];
-      groups = new Uint8Array(sums.length);
-      for (let g = 0; g < sums.length; g++) groups[g] = sums[g] < threshold ? 1 : 0;
-    }
-    let count = 0;
-    let sum = 0;
-    const largest: number[] = [];
-    // Ties go to the earlier allocation, whatever order the live set lists them in.
-    const before = (x: number, y: number): boolean => this.bytes[x] > this.bytes[y] || (this.bytes[x] === this.bytes[y] && x < y);
-    for (const a of small) {
-      if (groups ? !groups[this.groupOf[a]] : this.groupOf[a] !== group) continue;
-      count++;
-      sum += this.bytes[a];
-      if (largest.length < k || before(a, largest[largest.length - 1])) {
-        let p = largest.length < k ? largest.length : k - 1;
-        while (p > 0 && before(a, largest[p - 1])) p--;
-        largest.splice(p, 0, a);
-        if (largest.length > k) largest.pop();
-      }
-    }
-    return { count, bytes: sum, largest };
+  smallLiveAt(m: number, threshold: number, group: number, k: number): SmallLive {
+    return smallLiveAt(this.live(), this.bytes, this.groupOf, this.groupSite.length, { m, threshold, group, k });
   }
 
   private live(): LiveIndex {
@@ -388,12 +360,6 @@ export class DeviceTimeline {
       reserved[c] = this.maxReserved(first[c], first[c + 1]);
     }
     return { total, reserved };
-  }
-
-  /** Allocations of size class `minClass` or more, in allocation order (kept for the next frame at the same byte scale). */
-  private bigCandidates(minClass: number): Int32Array {
-    if (this.candidates?.minClass !== minClass) this.candidates = { minClass, ids: this.byClass.slice(this.classStart[minClass]).sort() };
-    return this.candidates.ids;
   }
 
   /**
@@ -429,22 +395,22 @@ export class DeviceTimeline {
     // spans; per group, their bytes per column (as differences), which the summed bands leave
     // out. Search matches under a pixel mark their columns.
     const W = cols + 1;
-    const bigGroup = new Float64Array(G * W);
+    const scratch = this.scratch;
+    const bigGroup = scratch.float64('bigGroup', G * W).fill(0);
     const marks = matches ? new Int32Array(W) : null;
     // Without a search, only allocations of a size class that can reach a pixel are visited;
     // a search visits every allocation for its marks.
     const minClass = sizeClass(thr);
-    const candidates = matches || this.count - this.classStart[minClass] > this.count / 4 ? null : this.bigCandidates(minClass);
-    const visits = candidates ? candidates.length : this.count;
-    const bigList = new Int32Array(visits);
-    const bigFrom = new Int32Array(visits);
-    const bigTo = new Int32Array(visits);
+    const classOf = this.classOf;
+    const bigList = scratch.int32('bigList', this.count);
+    const bigFrom = scratch.int32('bigFrom', this.count);
+    const bigTo = scratch.int32('bigTo', this.count);
     let bigCount = 0;
     // Allocations come in allocation order, so their starts rise: the first column follows a pointer.
     let startCol = 0;
     let lastStart = -Infinity;
-    for (let v = 0; v < visits; v++) {
-      const a = candidates ? candidates[v] : v;
+    for (let a = 0; a < this.count; a++) {
+      if (!matches && classOf[a]! < minClass) continue;
       const s = this.start[a];
       if (s >= lastMoment || this.end[a] < firstMoment) continue;
       const big = this.bytes[a] >= thr;
@@ -487,8 +453,10 @@ export class DeviceTimeline {
     // The summed bands at the bottom of each column: "smaller allocations", then per site.
     const stackTop = new Float64Array(cols);
     const sumStart = new Int32Array(W);
-    const sumIds: number[] = [];
-    const sumTops: number[] = [];
+    // At most one summed band per group and the "smaller allocations" band per column.
+    const sumIds = scratch.int32('sumIds', cols * (G + 1));
+    const sumTops = scratch.float64('sumTops', cols * (G + 1));
+    let sums = 0;
     const groups = new Float64Array(G);
     const small = new Float64Array(G);
     let groupsAt = -1;
@@ -500,7 +468,7 @@ export class DeviceTimeline {
       else this.groupsAfter(m, groups);
       groupsAt = m;
       for (let g = 0; g < G; g++) small[g] = groups[g] - bigGroup[g * W + col];
-      sumStart[col] = sumIds.length;
+      sumStart[col] = sums;
       let rest = 0;
       for (let g = 0; g < G; g++) if (small[g] > 0 && small[g] < thr) rest += small[g];
       let y = 0;
@@ -509,19 +477,19 @@ export class DeviceTimeline {
         const bottom = Math.min(rows, rowOf(0));
         for (let yy = top; yy < bottom; yy++) pixels[yy * cols + col] = (yy + col) % 4 === 0 ? hatch : smallerColor;
         y = rest;
-        sumIds.push(SUMMARISED);
-        sumTops.push(y);
+        sumIds[sums] = SUMMARISED;
+        sumTops[sums++] = y;
       }
       for (let g = 0; g < G; g++) {
         if (!(small[g] >= thr)) continue;
         fill(col, y, y + small[g], matches ? this.groupFaded[g] : this.groupColor[g]);
         y += small[g];
-        sumIds.push(SITE_SUM - g);
-        sumTops.push(y);
+        sumIds[sums] = SITE_SUM - g;
+        sumTops[sums++] = y;
       }
       stackTop[col] = y;
     }
-    sumStart[cols] = sumIds.length;
+    sumStart[cols] = sums;
 
     // The bands, allocation by allocation, into the columns whose stack is still inside the view.
     // `open[c]` leads to the first such column at or after c (path-compressed skips).
@@ -538,9 +506,10 @@ export class DeviceTimeline {
       return r;
     };
     const palette = this.palette;
-    const hitCol: number[] = [];
-    const hitId: number[] = [];
-    const hitTop: number[] = [];
+    let hitCol = scratch.int32('hitCol', Math.max(1024, cols * 4));
+    let hitId = scratch.int32('hitId', hitCol.length);
+    let hitTop = scratch.float64('hitTop', hitCol.length);
+    let hits = 0;
     for (let k = 0; k < bigCount; k++) {
       const a = bigList[k];
       const bytes = this.bytes[a];
@@ -554,9 +523,14 @@ export class DeviceTimeline {
         fill(col, y, top, color);
         const edgeRow = rowOf(top);
         if (edged && rowOf(y) - edgeRow >= 3 && edgeRow >= 0 && edgeRow < rows) pixels[edgeRow * cols + col] = palette.edge[entry]!;
-        hitCol.push(col);
-        hitId.push(a);
-        hitTop.push(top);
+        if (hits === hitCol.length) {
+          hitCol = scratch.grown('hitCol', hitCol, hits + 1, hits);
+          hitId = scratch.grown('hitId', hitId, hitCol.length, hits);
+          hitTop = scratch.grown('hitTop', hitTop, hitCol.length, hits);
+        }
+        hitCol[hits] = col;
+        hitId[hits] = a;
+        hitTop[hits++] = top;
         stackTop[col] = top;
         if (top >= f.yMax) open[col] = col + 1;
       }
@@ -564,10 +538,10 @@ export class DeviceTimeline {
 
     // Hover's lists, column by column: the summed bands, then the bands in stacking order.
     const hitStart = new Int32Array(W + 1);
-    for (const col of hitCol) hitStart[col + 2]++;
+    for (let k = 0; k < hits; k++) hitStart[hitCol[k]! + 2]++;
     for (let c = 2; c <= W; c++) hitStart[c] += hitStart[c - 1];
-    const byCol = new Int32Array(hitCol.length);
-    for (let k = 0; k < hitCol.length; k++) byCol[hitStart[hitCol[k] + 1]++] = k;
+    const byCol = scratch.int32('byCol', hits);
+    for (let k = 0; k < hits; k++) byCol[hitStart[hitCol[k]! + 1]++] = k;
     hit.reset(cols);
     let marked = 0;
     for (let col = 0; col < cols; col++) {

@@ -8,7 +8,7 @@
 import type { FlameGraphData } from '../../render/flamegraph-data.js';
 import type { ReportData } from '../report-data.js';
 import { el } from './dom.js';
-import { humanBytes } from './timeline.js';
+import { humanBytes, wholeNumber } from './timeline.js';
 
 const ROW = 18;
 
@@ -190,8 +190,8 @@ class FlameView {
     const z = this.zoom;
     const parts = [`${g.title}. Widths are ${g.unit}.`];
     if (z > 0) parts.push(`Zoomed to ${g.names[g.name[z]!]} (${humanBytes(g.value[z]!)}, ${percent(g.value[z]!, g.value[0]!)} of all).`);
-    if (this.matches && this.lastSearch) parts.push(`${this.lastSearch.frames.toLocaleString('en-US')} matching frame${this.lastSearch.frames === 1 ? '' : 's'}, ${humanBytes(this.lastSearch.total)} (${percent(this.lastSearch.total, g.value[0]!)} of all).`);
-    if (g.dropped) parts.push(`${g.dropped.toLocaleString('en-US')} frame${g.dropped === 1 ? '' : 's'} under a millionth of the total ${g.dropped === 1 ? 'is' : 'are'} left out.`);
+    if (this.matches && this.lastSearch) parts.push(`${wholeNumber(this.lastSearch.frames)} matching frame${this.lastSearch.frames === 1 ? '' : 's'}, ${humanBytes(this.lastSearch.total)} (${percent(this.lastSearch.total, g.value[0]!)} of all).`);
+    if (g.dropped) parts.push(`${wholeNumber(g.dropped)} frame${g.dropped === 1 ? '' : 's'} under a millionth of the total ${g.dropped === 1 ? 'is' : 'are'} left out.`);
     this.status.textContent = parts.join(' ');
     c.dataset.zoom = String(z);
   }

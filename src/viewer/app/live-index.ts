@@ -1,5 +1,6 @@
 /**
- * Which allocations are live after the first m events, without a pass over every allocation.
+ * Which allocations are live after the first m events, without a pass over every allocation,
+ * and what a summed band of the Active Memory Timeline holds at a moment (`smallLiveAt`).
  * Hovering a summed band of the Active Memory Timeline lists the allocations under a pixel live
  * at that moment; on a 1 GB snapshot (2M allocations) a pass over all of them per pointer move
  * takes longer than a frame. The index keeps the live set every `step` events (one Int32Array
@@ -100,4 +101,55 @@ export class LiveIndex {
       if (a >= 0 && start[a]! < moment && end[a]! >= moment) visit(a);
     }
   }
+}
+
+/** What a summed band holds at a moment: how many allocations, their bytes, the largest of them. */
+export interface SmallLive {
+  readonly count: number;
+  readonly bytes: number;
+  /** Allocation ids, largest first (ties: the earlier allocation first). */
+  readonly largest: number[];
+}
+
+/**
+ * Allocations under `threshold` bytes live after the first `m` events in site group `group` (-1:
+ * in the groups whose sum there is under the threshold too, the "smaller allocations" band of the
+ * Active Memory Timeline), with the `k` largest.
+ */
+export function smallLiveAt(
+  live: LiveIndex,
+  bytes: Float64Array,
+  groupOf: Uint8Array,
+  groupCount: number,
+  { m, threshold, group, k }: { m: number; threshold: number; group: number; k: number },
+): SmallLive {
+  const small: number[] = [];
+  live.forEachLive(m, (a) => {
+    if (bytes[a]! < threshold) small.push(a);
+  });
+  let groups: Uint8Array | null = null;
+  if (group < 0) {
+    // The groups the band holds: their allocations under a pixel sum to under a pixel.
+    const sums = new Float64Array(groupCount);
+    for (const a of small) sums[groupOf[a]!] += bytes[a]!;
+    groups = new Uint8Array(sums.length);
+    for (let g = 0; g < sums.length; g++) groups[g] = sums[g]! < threshold ? 1 : 0;
+  }
+  let count = 0;
+  let sum = 0;
+  const largest: number[] = [];
+  // Ties go to the earlier allocation, whatever order the live set lists them in.
+  const before = (x: number, y: number): boolean => bytes[x]! > bytes[y]! || (bytes[x] === bytes[y] && x < y);
+  for (const a of small) {
+    if (groups ? !groups[groupOf[a]!] : groupOf[a] !== group) continue;
+    count++;
+    sum += bytes[a]!;
+    if (largest.length < k || before(a, largest[largest.length - 1]!)) {
+      let p = largest.length < k ? largest.length : k - 1;
+      while (p > 0 && before(a, largest[p - 1]!)) p--;
+      largest.splice(p, 0, a);
+      if (largest.length > k) largest.pop();
+    }
+  }
+  return { count, bytes: sum, largest };
 }

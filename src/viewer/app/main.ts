@@ -4,7 +4,7 @@
  * reaches the page through `textContent`, never as HTML.
  */
 import type { ReportData } from '../report-data.js';
-import { TimelineModel, axisBytes, formatTick, formatTime, humanBytes, niceBytesStep, placeStepLabels, seriesColors, timeStep, type ViewRange } from './timeline.js';
+import { axisBytes, formatTick, formatTime, humanBytes, niceBytesStep, placeStepLabels, seriesColors, TimelineModel, timeStep, wholeNumber, type ViewRange } from './timeline.js';
 import { renderSegments } from './segments.js';
 import { flameGraphs } from './flamegraph.js';
 import { deviceSelector, deviceSlices, legend, sourceWords, stepLabel, traceAllocationsSection, type DeviceSlice } from './sources.js';
@@ -257,7 +257,7 @@ class TimelineView {
 
     c.dataset.t0 = String(this.view.t0);
     c.dataset.t1 = String(this.view.t1);
-    this.rangeLabel.textContent = `${formatTime(this.view.t0, data.timeUnit)} – ${formatTime(this.view.t1, data.timeUnit)} · ${this.model.n.toLocaleString('en-US')} events · peak ${humanBytes(this.model.peak)}`;
+    this.rangeLabel.textContent = `${formatTime(this.view.t0, data.timeUnit)} – ${formatTime(this.view.t1, data.timeUnit)} · ${wholeNumber(this.model.n)} events · peak ${humanBytes(this.model.peak)}`;
     this.frames++;
     this.lastFrameMs = performance.now() - start;
     if (this.frames === 1) this.firstFrameMs = performance.now();
@@ -294,7 +294,7 @@ function search(text: string): number {
   // Snapshots: the count is over every allocation, not the rows shown.
   if (memoryView) {
     matches = memoryView.highlight(allocationMatcher(data, text));
-    document.getElementById('search-count')!.textContent = q ? `${matches.toLocaleString('en-US')} allocation${matches === 1 ? '' : 's'} match` : '';
+    document.getElementById('search-count')!.textContent = q ? `${wholeNumber(matches)} allocation${matches === 1 ? '' : 's'} match` : '';
     return matches;
   }
   document.getElementById('search-count')!.textContent = q ? `${matches} match${matches === 1 ? '' : 'es'}` : '';

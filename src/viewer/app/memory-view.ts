@@ -9,7 +9,7 @@ import { SMALLER_COLOR, siteColor, summedColor } from './band-colors.js';
 import { ColumnHits } from './column-hits.js';
 import { el } from './dom.js';
 import { allocationPhase } from '../query.js';
-import { axisBytes, formatTick, formatTime, humanBytes, niceBytesStep, timeStep, type ViewRange } from './timeline.js';
+import { axisBytes, formatTick, formatTime, humanBytes, niceBytesStep, timeStep, wholeNumber, type ViewRange } from './timeline.js';
 import { FrameScheduler, fitCanvas, plotArea, type PlotArea } from './canvas.js';
 import { bindPanZoom, clampRange, timeAtPointer, zoomedRange } from './pan-zoom.js';
 import { OverviewStrip } from './overview.js';
@@ -152,10 +152,9 @@ export class MemoryView {
   private fillSiteLegend(): void {
     const box = this.siteLegend;
     if (!box) return;
-    const d = this.dev().data;
-    const bySite = new Map<number, number>();
-    for (let a = 0; a < d.bytes.length; a++) bySite.set(d.site[a], (bySite.get(d.site[a]) ?? 0) + d.bytes[a]);
-    const top = [...bySite].sort((x, y) => y[1] - x[1]).slice(0, 8);
+    // The device's site groups come ranked by the bytes their sites allocate.
+    const d = this.dev();
+    const top = d.groupSite.flatMap((site, g) => (site >= 0 ? [[site, d.groupBytes[g]!] as const] : [])).slice(0, 8);
     box.replaceChildren(el('span', { class: 'muted' }, 'sites allocating the most:'));
     for (const [site, bytes] of top) {
       const sw = el('span', { class: 'swatch' });
@@ -281,7 +280,7 @@ export class MemoryView {
   private when(event: number, none: string): string {
     const d = this.dev();
     if (event < 0 || event >= d.n) return none;
-    return `${formatTime(d.time[event], this.data.timeUnit)} (event ${event.toLocaleString('en-US')})`;
+    return `${formatTime(d.time[event], this.data.timeUnit)} (event ${wholeNumber(event)})`;
   }
 
   /** Size, address, times, site and the stack: the user's frames first, the internals folded. */
@@ -346,7 +345,7 @@ export class MemoryView {
       const what = group >= 0 ? `from ${d.groupSite[group] < 0 ? 'other sites' : this.str(d.groupSite[group]) || NO_SITE}` : 'summed in "smaller allocations"';
       const sw = el('span', { class: 'swatch' });
       sw.style.background = group >= 0 ? summedColor(d.groupSite[group]) : SMALLER_COLOR;
-      tip.append(el('div', { class: 'tip-head' }, sw, ` ${humanBytes(bytes)} in ${count.toLocaleString('en-US')} allocation${count === 1 ? '' : 's'} under a pixel each, ${what}`));
+      tip.append(el('div', { class: 'tip-head' }, sw, ` ${humanBytes(bytes)} in ${wholeNumber(count)} allocation${count === 1 ? '' : 's'} under a pixel each, ${what}`));
       tip.append(el('div', { class: 'muted' }, `at ${formatTime(t, this.data.timeUnit)}; the largest:`));
       const list = el('ol', { class: 'tip-allocs' });
       for (const x of largest) list.append(el('li', {}, `${humanBytes(d.bytes[x])} · ${hexAddress(d.data.address[x])} · ${this.site(x)}`));
@@ -527,8 +526,8 @@ export class MemoryView {
     c.dataset.device = d.data.device;
     c.dataset.peakAllocated = String(d.data.peakAllocated);
     c.dataset.peakReserved = String(d.data.peakReserved);
-    const where = d.n === 0 ? 'final state' : `${formatTime(this.view.t0, this.data.timeUnit)} – ${formatTime(this.view.t1, this.data.timeUnit)} · ${d.n.toLocaleString('en-US')} events`;
-    this.rangeLabel.textContent = `${d.data.device} · ${where} · ${d.count.toLocaleString('en-US')} allocations · peak ${humanBytes(d.data.peakAllocated)} allocated, ${humanBytes(d.data.peakReserved)} reserved`;
+    const where = d.n === 0 ? 'final state' : `${formatTime(this.view.t0, this.data.timeUnit)} – ${formatTime(this.view.t1, this.data.timeUnit)} · ${wholeNumber(d.n)} events`;
+    this.rangeLabel.textContent = `${d.data.device} · ${where} · ${wholeNumber(d.count)} allocations · peak ${humanBytes(d.data.peakAllocated)} allocated, ${humanBytes(d.data.peakReserved)} reserved`;
     if (d.n > 0) this.overview.draw();
     this.overview.canvas.style.display = d.n === 0 ? 'none' : '';
     this.frames++;

@@ -7,7 +7,7 @@ import type { ReportData } from '../report-data.js';
 import { QueryError, allocationUserFrame, groupKeyOf, query, type QueryResult } from '../query.js';
 import { el } from './dom.js';
 import { hexAddress, type MemoryView } from './memory-view.js';
-import { formatTime, humanBytes } from './timeline.js';
+import { formatTime, humanBytes, wholeNumber } from './timeline.js';
 
 /** One colour per inferred category, fixed so a page and its docs agree. */
 export const CATEGORY_COLORS: Record<string, string> = {
@@ -121,7 +121,7 @@ export function mountQueryBox(data: ReportData, view: MemoryView): void {
     }
     const r = last;
     view.highlight((d, a) => r.matches[d]![a] === 1);
-    summary.textContent = `${r.count.toLocaleString('en-US')} allocation${r.count === 1 ? '' : 's'} · ${humanBytes(r.bytes)} allocated · ${humanBytes(r.peakBytes)} live at the peak${r.groups ? ` · ${r.groupCount.toLocaleString('en-US')} group${r.groupCount === 1 ? '' : 's'}` : ''}`;
+    summary.textContent = `${wholeNumber(r.count)} allocation${r.count === 1 ? '' : 's'} · ${humanBytes(r.bytes)} allocated · ${humanBytes(r.peakBytes)} live at the peak${r.groups ? ` · ${wholeNumber(r.groupCount)} group${r.groupCount === 1 ? '' : 's'}` : ''}`;
     results.append(r.groups ? groupTable(data, r, view) : allocationTable(data, r, view));
   };
   input.addEventListener('keydown', (e) => {
@@ -154,7 +154,7 @@ function groupTable(data: ReportData, r: QueryResult, view: MemoryView): HTMLTab
   t.append(el('thead', {}, el('tr', {}, el('th', {}, r.group ?? ''), el('th', { class: 'num' }, 'allocations'), el('th', { class: 'num' }, 'bytes'), el('th', { class: 'num' }, 'live at the peak'))));
   const body = el('tbody');
   for (const g of r.groups ?? []) {
-    const tr = el('tr', { class: 'expandable', title: 'click to highlight this group alone' }, el('td', {}, g.key), el('td', { class: 'num' }, g.count.toLocaleString('en-US')), el('td', { class: 'num' }, humanBytes(g.bytes)), el('td', { class: 'num' }, humanBytes(g.peakBytes)));
+    const tr = el('tr', { class: 'expandable', title: 'click to highlight this group alone' }, el('td', {}, g.key), el('td', { class: 'num' }, wholeNumber(g.count)), el('td', { class: 'num' }, humanBytes(g.bytes)), el('td', { class: 'num' }, humanBytes(g.peakBytes)));
     tr.addEventListener('click', () => {
       selected?.classList.remove('selected');
       if (selected === tr || !keyOf) {
@@ -169,7 +169,7 @@ function groupTable(data: ReportData, r: QueryResult, view: MemoryView): HTMLTab
     body.append(tr);
   }
   t.append(body);
-  if (r.groupCount > (r.groups?.length ?? 0)) t.append(el('caption', { class: 'muted' }, `the top ${r.groups!.length} of ${r.groupCount.toLocaleString('en-US')} groups`));
+  if (r.groupCount > (r.groups?.length ?? 0)) t.append(el('caption', { class: 'muted' }, `the top ${r.groups!.length} of ${wholeNumber(r.groupCount)} groups`));
   return t;
 }
 
@@ -205,6 +205,6 @@ function allocationTable(data: ReportData, r: QueryResult, view: MemoryView): HT
     );
   }
   t.append(body);
-  if (r.count > r.allocations.length) t.append(el('caption', { class: 'muted' }, `the ${r.allocations.length} largest of ${r.count.toLocaleString('en-US')} matching allocations (top:N shows more)`));
+  if (r.count > r.allocations.length) t.append(el('caption', { class: 'muted' }, `the ${r.allocations.length} largest of ${wholeNumber(r.count)} matching allocations (top:N shows more)`));
   return t;
 }

@@ -5,7 +5,7 @@
  */
 import type { ReportData } from '../report-data.js';
 import { el } from './dom.js';
-import { formatTime, humanBytes } from './timeline.js';
+import { formatTime, humanBytes, wholeNumber } from './timeline.js';
 import { hexAddress } from './memory-view.js';
 
 /** A string of the report by index ('' for none). */
@@ -140,7 +140,7 @@ export function kernelsSection(data: ReportData): void {
   box.append(
     table(
       headers,
-      data.kernels.map((k) => ({ cells: [k.name, k.calls ? k.calls.toLocaleString('en-US') : '—', humanBytes(k.bytesAllocated), humanBytes(k.bytesRetained), humanBytes(k.peakAdded)], search: k.name })),
+      data.kernels.map((k) => ({ cells: [k.name, k.calls ? wholeNumber(k.calls) : '—', humanBytes(k.bytesAllocated), humanBytes(k.bytesRetained), humanBytes(k.peakAdded)], search: k.name })),
       [1, 2, 3, 4],
     ),
   );
@@ -173,7 +173,7 @@ export function allocationsSection(data: ReportData): void {
       detail: fr.length ? stackList(fr) : undefined,
     };
   });
-  box.append(el('p', { class: 'muted' }, `The ${order.length} largest of ${data.allocationsTotal.toLocaleString('en-US')} allocations. Click a row for its stack.`));
+  box.append(el('p', { class: 'muted' }, `The ${order.length} largest of ${wholeNumber(data.allocationsTotal)} allocations. Click a row for its stack.`));
   box.append(table(['bytes', 'category', 'layer', 'kernel', 'allocated', 'freed', 'site'], rows, [0]));
 }
 
@@ -218,6 +218,6 @@ export function snapshotAllocationsSection(data: ReportData, reveal: (device: nu
       detail: fr.length ? stackList(fr) : undefined,
     };
   });
-  box.append(el('p', { class: 'muted' }, `The ${top.length} largest of ${data.allocationsTotal.toLocaleString('en-US')} allocations (blocks live before the trace began included). Click a row for its stack, "show" to pin it on the timeline.`));
+  box.append(el('p', { class: 'muted' }, `The ${top.length} largest of ${wholeNumber(data.allocationsTotal)} allocations (blocks live before the trace began included). Click a row for its stack, "show" to pin it on the timeline.`));
   box.append(table(['bytes', 'device', 'address', 'allocated', 'freed', 'site', ''], rows, [0]));
 }

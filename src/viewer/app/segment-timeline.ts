@@ -11,7 +11,7 @@ import { ColumnHits } from './column-hits.js';
 import { FrameScheduler, fitCanvas, plotArea } from './canvas.js';
 import { bindPanZoom, clampRange } from './pan-zoom.js';
 import { el } from './dom.js';
-import { axisBytes, formatTick, formatTime, humanBytes, niceBytesStep, timeStep, type ViewRange } from './timeline.js';
+import { axisBytes, formatTick, formatTime, humanBytes, niceBytesStep, timeStep, wholeNumber, type ViewRange } from './timeline.js';
 import type { AllocatorHistory } from './state-history-model.js';
 import { segmentBands, type SegmentBands } from './segment-timeline-model.js';
 import { drawOomMarks, eventTimes, oomAt, oomMarks, oomText, type OomMark } from './state-history-oom.js';
@@ -136,7 +136,7 @@ export class SegmentTimelineView {
     if (band >= 0) {
       const seg = d.bands.segment[band];
       const tl = d.timeline;
-      const when = (ev: number, none: string): string => (ev < 0 || ev >= tl.n ? none : `${formatTime(tl.time[ev], this.data.timeUnit)} (event ${ev.toLocaleString('en-US')})`);
+      const when = (ev: number, none: string): string => (ev < 0 || ev >= tl.n ? none : `${formatTime(tl.time[ev], this.data.timeUnit)} (event ${wholeNumber(ev)})`);
       lines.push(el('div', { class: 'tip-head' }, `${humanBytes(tl.bytes[band])} reserved at ${hexAddress(d.bands.memory.address[band])}`));
       lines.push(el('div', {}, segmentText(seg, streamName(seg.stream))));
       lines.push(el('div', {}, `reserved ${when(d.bands.memory.start[band], 'before the trace began')} · released ${when(d.bands.memory.end[band], 'never (reserved at the end)')}`));
@@ -221,7 +221,7 @@ export class SegmentTimelineView {
     c.dataset.device = d.bands.memory.device;
     c.dataset.peak = String(d.bands.memory.peakReserved);
     c.dataset.ooms = String(d.ooms.length);
-    this.label.textContent = `${d.bands.memory.device} · ${d.bands.memory.bytes.length.toLocaleString('en-US')} segment bands · peak ${humanBytes(d.bands.memory.peakReserved)} reserved`;
+    this.label.textContent = `${d.bands.memory.device} · ${wholeNumber(d.bands.memory.bytes.length)} segment bands · peak ${humanBytes(d.bands.memory.peakReserved)} reserved`;
     this.frames++;
   }
 }

@@ -6,7 +6,7 @@
  */
 import type { ReportData } from '../report-data.js';
 import { el } from './dom.js';
-import { formatTime, humanBytes } from './timeline.js';
+import { formatTime, humanBytes, wholeNumber } from './timeline.js';
 
 /** One device's part of the category timeline. */
 export interface DeviceSlice {
@@ -107,6 +107,6 @@ export function traceAllocationsSection(data: ReportData, box: HTMLElement): voi
     body.append(tr);
   }
   t.append(body);
-  box.append(el('p', { class: 'muted' }, `The ${order.length} largest of ${data.allocationsTotal.toLocaleString('en-US')} allocations (an allocation runs from the event adding bytes at an address to the next event freeing them), with the operator that made it.`));
+  box.append(el('p', { class: 'muted' }, `The ${order.length} largest of ${wholeNumber(data.allocationsTotal)} allocations (an allocation runs from the event adding bytes at an address to the next event freeing them), with the operator that made it.`));
   box.append(t);
 }

@@ -5,7 +5,7 @@
  * what the device had free (`device_free`).
  */
 import type { ReportData } from '../report-data.js';
-import { formatTime, humanBytes } from './timeline.js';
+import { formatTime, humanBytes, wholeNumber } from './timeline.js';
 
 export interface OomMark {
   /** Index of the event in its device's trace. */
@@ -43,7 +43,7 @@ export function oomMarks(data: ReportData, memoryDevice: number, times: ArrayLik
 
 export function oomText(m: OomMark, unit: ReportData['timeUnit']): string {
   const free = m.deviceFree === null ? 'device free not recorded' : `${humanBytes(m.deviceFree)} free on the device`;
-  return `Out of memory at ${formatTime(m.time, unit)} (event ${m.event.toLocaleString('en-US')}): ${humanBytes(m.requested)} requested, ${free}`;
+  return `Out of memory at ${formatTime(m.time, unit)} (event ${wholeNumber(m.event)}): ${humanBytes(m.requested)} requested, ${free}`;
 }
 
 export const OOM_COLOR = '#d62728';

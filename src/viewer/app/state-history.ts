@@ -10,7 +10,7 @@ import type { ReportData } from '../report-data.js';
 import type { ReportHistoryDevice } from '../snapshot-history-data.js';
 import { el } from './dom.js';
 import { FrameScheduler, fitCanvas } from './canvas.js';
-import { formatTime, humanBytes } from './timeline.js';
+import { formatTime, humanBytes, wholeNumber } from './timeline.js';
 import { stateSummary, type AllocatorHistory, type BlockState, type SegmentState } from './state-history-model.js';
 import { OOM_COLOR, eventTimes, oomMarks, oomText, type OomMark } from './state-history-oom.js';
 import { BLOCK_STATE_COLORS } from './segments.js';
@@ -317,7 +317,7 @@ export class StateHistoryView {
     const stack = v.dev.events.stack[i];
     const frames = stack >= 0 ? (this.data.stacks[stack] ?? []).map((s) => this.data.strings[s] ?? '') : [];
     const folded = stack >= 0 ? (this.data.memory?.stackFolded[stack] ?? 0) : 0;
-    const head = el('div', { class: 'tip-head' }, `Event ${i.toLocaleString('en-US')}: ${v.model.action(i)} ${hexAddress(v.model.address(i))} · ${humanBytes(v.dev.events.size[i])} · stream ${v.stream(i)}`);
+    const head = el('div', { class: 'tip-head' }, `Event ${wholeNumber(i)}: ${v.model.action(i)} ${hexAddress(v.model.address(i))} · ${humanBytes(v.dev.events.size[i])} · stream ${v.stream(i)}`);
     const ol = el('ol', { class: 'stack' });
     for (const f of frames.slice(folded)) ol.append(el('li', {}, f));
     const parts: Node[] = [head];
@@ -382,8 +382,8 @@ export class StateHistoryView {
     const blocks = placed.reduce((s, p) => s + p.blocks.length, 0);
     c.dataset.blocks = String(blocks);
     const pos = m.position;
-    const when = m.n === 0 ? 'final state (the snapshot has no trace)' : pos < 0 ? 'before the first event' : `event ${pos.toLocaleString('en-US')} of ${m.n.toLocaleString('en-US')}${this.data.timeUnit === 'ms' ? ` · ${formatTime(v.times[pos] ?? 0, 'ms')}` : ''}`;
-    this.label.textContent = `${v.dev.device} · ${when} · ${humanBytes(m.allocatedBytes)} in ${blocks.toLocaleString('en-US')} active blocks · ${humanBytes(m.reservedTotal)} reserved in ${placed.length.toLocaleString('en-US')} segments${rows > visible ? ` · map rows ${this.mapTop + 1}–${this.mapTop + visible} of ${rows.toLocaleString('en-US')} (wheel over the map to scroll)` : ''}`;
+    const when = m.n === 0 ? 'final state (the snapshot has no trace)' : pos < 0 ? 'before the first event' : `event ${wholeNumber(pos)} of ${wholeNumber(m.n)}${this.data.timeUnit === 'ms' ? ` · ${formatTime(v.times[pos] ?? 0, 'ms')}` : ''}`;
+    this.label.textContent = `${v.dev.device} · ${when} · ${humanBytes(m.allocatedBytes)} in ${wholeNumber(blocks)} active blocks · ${humanBytes(m.reservedTotal)} reserved in ${wholeNumber(placed.length)} segments${rows > visible ? ` · map rows ${this.mapTop + 1}–${this.mapTop + visible} of ${wholeNumber(rows)} (wheel over the map to scroll)` : ''}`;
     this.drawMarks();
   }
 

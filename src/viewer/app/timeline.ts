@@ -219,6 +219,17 @@ const CATEGORY_COLORS: Record<string, string> = {
 };
 const FALLBACK = ['#edc948', '#ff9da7', '#bab0ac', '#86bcb6', '#d37295', '#a0cbe8'];
 
+/**
+ * A count with thousands separators ("1,234,567"). Not `toLocaleString`: its first call loads the
+ * browser's number-format data, tens of milliseconds that would fall before the chart's first frame.
+ */
+export function wholeNumber(n: number): string {
+  const digits = Math.abs(Math.round(n)).toString();
+  let out = digits.slice(0, ((digits.length - 1) % 3) + 1);
+  for (let i = out.length; i < digits.length; i += 3) out += `,${digits.slice(i, i + 3)}`;
+  return n < 0 && digits !== '0' ? `-${out}` : out;
+}
+
 /** A color per series: the category's color, darker for each further device. */
 export function seriesColors(data: ReportData): string[] {
   const devices = [...new Set(data.series.map((s) => s.device))];
@@ -237,7 +248,7 @@ function shade(hex: string, f: number): string {
 }
 
 export function formatTime(t: number, unit: ReportData['timeUnit']): string {
-  if (unit === 'event') return `event ${Math.round(t).toLocaleString('en-US')}`;
+  if (unit === 'event') return `event ${wholeNumber(Math.round(t))}`;
   if (Math.abs(t) >= 1000) return `${(t / 1000).toFixed(t >= 100000 ? 1 : 3)} s`;
   return `${t.toFixed(t >= 100 ? 1 : 3)} ms`;
 }
@@ -256,7 +267,7 @@ export function timeStep(span: number, ticks: number, unit: ReportData['timeUnit
 
 /** A time axis label with as many decimals as the step needs, so neighbouring ticks differ. */
 export function formatTick(t: number, step: number, unit: ReportData['timeUnit']): string {
-  if (unit === 'event') return Math.round(t).toLocaleString('en-US');
+  if (unit === 'event') return wholeNumber(Math.round(t));
   const decimals = (s: number): number => Math.min(6, Math.max(0, -Math.floor(Math.log10(s) + 1e-9)));
   if (step >= 1000 || Math.abs(t) >= 10000) return `${(t / 1000).toFixed(decimals(step / 1000))} s`;
   return `${t.toFixed(decimals(step))} ms`;
