@@ -257,11 +257,15 @@ export class DeviceTimeline {
     this.palette = bandPalette(keys, this.colorOf, colorOf);
   }
 
-  private applyGroup(i: number, live: Float64Array): void {
-    const a = this.allocAt[i];
-    if (a >= 0) live[this.groupOf[a]] += this.bytes[a];
-    const d = this.freeAt[i];
-    if (d >= 0) live[this.groupOf[d]] -= this.bytes[d];
+  /** Applies events [from, to) to per-group live bytes `live`. One loop per call rather than a call per event: a frame replays up to CHECKPOINT events per pixel column, and its first frames run before the engine has optimised them. */
+  private replayGroups(from: number, to: number, live: Float64Array): void {
+    const { allocAt, freeAt, groupOf, bytes } = this;
+    for (let i = from; i < to; i++) {
+      const a = allocAt[i]!;
+      if (a >= 0) live[groupOf[a]!] += bytes[a]!;
+      const d = freeAt[i]!;
+      if (d >= 0) live[groupOf[d]!] -= bytes[d]!;
+    }
   }
 
   /** Index of the first event at or after `t`. */
@@ -318,7 +322,7 @@ export class DeviceTimeline {
     const G = this.groupSite.length;
     const c = Math.floor(m / CHECKPOINT);
     out.set(this.groupCheckpoints.subarray(c * G, (c + 1) * G));
-    for (let i = c * CHECKPOINT; i < m; i++) this.applyGroup(i, out);
+    this.replayGroups(c * CHECKPOINT, m, out);
     return out;
   }
 
@@ -464,7 +468,7 @@ export class DeviceTimeline {
       const m = moment[col];
       totals[col] = this.totalAfter[m];
       // Per-group sums at m: replayed from the last column's moment when near, else from a checkpoint.
-      if (groupsAt >= 0 && m >= groupsAt && m - groupsAt <= CHECKPOINT) for (let i = groupsAt; i < m; i++) this.applyGroup(i, groups);
+      if (groupsAt >= 0 && m >= groupsAt && m - groupsAt <= CHECKPOINT) this.replayGroups(groupsAt, m, groups);
       else this.groupsAfter(m, groups);
       groupsAt = m;
       for (let g = 0; g < G; g++) small[g] = groups[g] - bigGroup[g * W + col];
