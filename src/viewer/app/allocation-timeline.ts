@@ -383,17 +383,6 @@ export class DeviceTimeline {
     const matches = f.matches;
     const lastMoment = cols ? moment[cols - 1] : 0;
     const firstMoment = cols ? moment[0] : 0;
-    const colFrom = (m: number): number => {
-      // First column whose moment is above m.
-      let lo = 0;
-      let hi = cols;
-      while (lo < hi) {
-        const mid = (lo + hi) >>> 1;
-        if (moment[mid] > m) hi = mid;
-        else lo = mid + 1;
-      }
-      return lo;
-    };
 
     // Allocations at least a pixel tall, in stacking order (allocation order), with their column
     // spans; per group, their bytes per column (as differences), which the summed bands leave
@@ -410,6 +399,8 @@ export class DeviceTimeline {
     const bigFrom = scratch.int32('bigFrom', this.count);
     const bigTo = scratch.int32('bigTo', this.count);
     let bigCount = 0;
+    /** Columns the big allocations span: with the rows, a bound on the bands a frame places. */
+    let spans = 0;
     // Allocations come in allocation order, so their starts rise: the first column follows a pointer.
     let startCol = 0;
     let lastStart = -Infinity;
@@ -424,10 +415,11 @@ export class DeviceTimeline {
         while (startCol < cols && moment[startCol] <= s) startCol++;
         c0 = startCol;
         lastStart = s;
-      } else c0 = colFrom(s);
-      const c1 = colFrom(this.end[a]);
+      } else c0 = columnAfter(moment, cols, s);
+      const c1 = columnAfter(moment, cols, this.end[a]);
       if (c0 >= c1) continue;
       if (big) {
+        spans += c1 - c0;
         bigList[bigCount] = a;
         bigFrom[bigCount] = c0;
         bigTo[bigCount++] = c1;
@@ -447,12 +439,7 @@ export class DeviceTimeline {
     const pinnedColor = rgba(PINNED_RGB);
     const markColor = rgba(MATCH_MARK_RGB);
     const totals = new Float64Array(cols);
-    const rowOf = (bytes: number): number => rows - Math.round((bytes - f.y0) * scale);
-    const fill = (col: number, fromBytes: number, toBytes: number, color: number): void => {
-      const top = Math.max(0, rowOf(toBytes));
-      const bottom = Math.min(rows, rowOf(fromBytes));
-      for (let y = top; y < bottom; y++) pixels[y * cols + col] = color;
-    };
+    const y0 = f.y0;
 
     // The summed bands at the bottom of each column: "smaller allocations", then per site.
     const stackTop = new Float64Array(cols);
@@ -477,8 +464,8 @@ export class DeviceTimeline {
       for (let g = 0; g < G; g++) if (small[g] > 0 && small[g] < thr) rest += small[g];
       let y = 0;
       if (rest > 0) {
-        const top = Math.max(0, rowOf(rest));
-        const bottom = Math.min(rows, rowOf(0));
+        const top = Math.max(0, rowOf(rest, rows, y0, scale));
+        const bottom = Math.min(rows, rowOf(0, rows, y0, scale));
         for (let yy = top; yy < bottom; yy++) pixels[yy * cols + col] = (yy + col) % 4 === 0 ? hatch : smallerColor;
         y = rest;
         sumIds[sums] = SUMMARISED;
@@ -486,7 +473,7 @@ export class DeviceTimeline {
       }
       for (let g = 0; g < G; g++) {
         if (!(small[g] >= thr)) continue;
-        fill(col, y, y + small[g], matches ? this.groupFaded[g] : this.groupColor[g]);
+        fillBand(pixels, cols, rows, col, rowOf(y + small[g], rows, y0, scale), rowOf(y, rows, y0, scale), matches ? this.groupFaded[g]! : this.groupColor[g]!);
         y += small[g];
         sumIds[sums] = SITE_SUM - g;
         sumTops[sums++] = y;
@@ -499,18 +486,11 @@ export class DeviceTimeline {
     // `open[c]` leads to the first such column at or after c (path-compressed skips).
     const open = new Int32Array(W);
     for (let c = 0; c <= cols; c++) open[c] = c < cols && stackTop[c] >= f.yMax ? c + 1 : c;
-    const nextOpen = (c: number): number => {
-      let r = c;
-      while (open[r] !== r) r = open[r];
-      while (open[c] !== r) {
-        const n = open[c];
-        open[c] = r;
-        c = n;
-      }
-      return r;
-    };
     const palette = this.palette;
-    let hitCol = scratch.int32('hitCol', Math.max(1024, cols * 4));
+    // Bands are a pixel tall or more and a column takes none past the top of the view, so this
+    // bound sizes the lists at once (growing them band by band costs fresh pages every doubling);
+    // a view starting above zero bytes can exceed it, and then the lists grow.
+    let hitCol = scratch.int32('hitCol', Math.max(1024, Math.min(spans, cols * (rows + 1))));
     let hitId = scratch.int32('hitId', hitCol.length);
     let hitTop = scratch.float64('hitTop', hitCol.length);
     let hits = 0;
@@ -521,12 +501,13 @@ export class DeviceTimeline {
       const entry = this.colorOf[a]!;
       const color = a === f.pinned ? pinnedColor : faded ? palette.faded[entry]! : palette.color[entry]!;
       const edged = !faded && a !== f.pinned;
-      for (let col = nextOpen(bigFrom[k]); col < bigTo[k]; col = nextOpen(col + 1)) {
+      for (let col = nextOpen(open, bigFrom[k]!); col < bigTo[k]!; col = nextOpen(open, col + 1)) {
         const y = stackTop[col];
         const top = y + bytes;
-        fill(col, y, top, color);
-        const edgeRow = rowOf(top);
-        if (edged && rowOf(y) - edgeRow >= 3 && edgeRow >= 0 && edgeRow < rows) pixels[edgeRow * cols + col] = palette.edge[entry]!;
+        const edgeRow = rowOf(top, rows, y0, scale);
+        const bottomRow = rowOf(y, rows, y0, scale);
+        fillBand(pixels, cols, rows, col, edgeRow, bottomRow, color);
+        if (edged && bottomRow - edgeRow >= 3 && edgeRow >= 0 && edgeRow < rows) pixels[edgeRow * cols + col] = palette.edge[entry]!;
         if (hits === hitCol.length) {
           hitCol = scratch.grown('hitCol', hitCol, hits + 1, hits);
           hitId = scratch.grown('hitId', hitId, hitCol.length, hits);
@@ -546,13 +527,13 @@ export class DeviceTimeline {
     for (let c = 2; c <= W; c++) hitStart[c] += hitStart[c - 1];
     const byCol = scratch.int32('byCol', hits);
     for (let k = 0; k < hits; k++) byCol[hitStart[hitCol[k]! + 1]++] = k;
-    hit.reset(cols);
+    hit.reset(cols, sums + hits);
     let marked = 0;
     for (let col = 0; col < cols; col++) {
       hit.begin(col);
       for (let k = sumStart[col]; k < sumStart[col + 1]; k++) hit.push(sumIds[k], sumTops[k]);
       for (let j = col ? hitStart[col] : 0; j < hitStart[col + 1]; j++) hit.push(hitId[byCol[j]], hitTop[byCol[j]]);
-      const r = rowOf(this.maxReserved(first[col], first[col + 1]));
+      const r = rowOf(this.maxReserved(first[col]!, first[col + 1]!), rows, y0, scale);
       if (r >= 0 && r < rows) pixels[r * cols + col] = reservedColor;
       if (marks) {
         marked += marks[col];
@@ -561,6 +542,44 @@ export class DeviceTimeline {
     }
     return { totals };
   }
+}
+
+// A frame's helpers are module functions, not closures made per frame: the engine's optimised
+// frame code keeps its call targets, where a new closure each frame would throw that code away.
+
+/** The first of `cols` columns whose moment is above event `m`. */
+function columnAfter(moment: Int32Array, cols: number, m: number): number {
+  let lo = 0;
+  let hi = cols;
+  while (lo < hi) {
+    const mid = (lo + hi) >>> 1;
+    if (moment[mid]! > m) hi = mid;
+    else lo = mid + 1;
+  }
+  return lo;
+}
+
+/** The pixel row of `bytes` in a plot of `rows` rows whose bottom is `y0` bytes, `scale` rows per byte. */
+function rowOf(bytes: number, rows: number, y0: number, scale: number): number {
+  return rows - Math.round((bytes - y0) * scale);
+}
+
+/** Paints rows [topRow, bottomRow) of column `col`, clipped to the plot. */
+function fillBand(pixels: Uint32Array, cols: number, rows: number, col: number, topRow: number, bottomRow: number, color: number): void {
+  const bottom = Math.min(rows, bottomRow);
+  for (let y = Math.max(0, topRow); y < bottom; y++) pixels[y * cols + col] = color;
+}
+
+/** The first column at or after `c` whose stack is still inside the view: `open[c]` leads there (path-compressed skips). */
+function nextOpen(open: Int32Array, c: number): number {
+  let r = c;
+  while (open[r] !== r) r = open[r]!;
+  while (open[c] !== r) {
+    const n = open[c]!;
+    open[c] = r;
+    c = n;
+  }
+  return r;
 }
 
 /** The devices of a snapshot report, with their allocations' sites as string indexes. */

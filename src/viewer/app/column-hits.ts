@@ -8,8 +8,13 @@ export class ColumnHits {
   private size = 0;
   private current = -1;
 
-  reset(cols: number): void {
+  /** Starts a frame of `cols` columns; `entries`, when known, sizes the lists once instead of doubling them entry by entry. */
+  reset(cols: number, entries = 0): void {
     if (this.offsets.length < cols + 1) this.offsets = new Int32Array(cols + 1);
+    if (this.ids.length < entries) {
+      this.ids = new Int32Array(entries);
+      this.tops = new Float64Array(entries);
+    }
     this.offsets.fill(-1);
     this.size = 0;
     this.current = -1;
