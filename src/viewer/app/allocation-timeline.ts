@@ -20,6 +20,7 @@ import { lowerBound } from './canvas.js';
 import { LiveIndex, smallLiveAt, type SmallLive } from './live-index.js';
 import type { ColumnHits } from './column-hits.js';
 import { FrameScratch } from './frame-scratch.js';
+import { columnAfter, fillBand, nextOpen, rowOf } from './frame-geometry.js';
 import { MATCH_MARK_RGB, PINNED_RGB, RESERVED_RGB, SMALLER_HATCH_RGB, SMALLER_RGB, bandPalette, rgba, siteColor, summedColor, towardWhite, type BandPalette } from './band-colors.js';
 
 /** Entry id of the "smaller allocations" band in a column's hover list. */
@@ -416,7 +417,7 @@ export class DeviceTimeline {
         c0 = startCol;
         lastStart = s;
       } else c0 = columnAfter(moment, cols, s);
-      const c1 = columnAfter(moment, cols, this.end[a]);
+      const c1 = columnAfter(moment, cols, this.end[a]!);
       if (c0 >= c1) continue;
       if (big) {
         spans += c1 - c0;
@@ -542,44 +543,6 @@ export class DeviceTimeline {
     }
     return { totals };
   }
-}
-
-// A frame's helpers are module functions, not closures made per frame: the engine's optimised
-// frame code keeps its call targets, where a new closure each frame would throw that code away.
-
-/** The first of `cols` columns whose moment is above event `m`. */
-function columnAfter(moment: Int32Array, cols: number, m: number): number {
-  let lo = 0;
-  let hi = cols;
-  while (lo < hi) {
-    const mid = (lo + hi) >>> 1;
-    if (moment[mid]! > m) hi = mid;
-    else lo = mid + 1;
-  }
-  return lo;
-}
-
-/** The pixel row of `bytes` in a plot of `rows` rows whose bottom is `y0` bytes, `scale` rows per byte. */
-function rowOf(bytes: number, rows: number, y0: number, scale: number): number {
-  return rows - Math.round((bytes - y0) * scale);
-}
-
-/** Paints rows [topRow, bottomRow) of column `col`, clipped to the plot. */
-function fillBand(pixels: Uint32Array, cols: number, rows: number, col: number, topRow: number, bottomRow: number, color: number): void {
-  const bottom = Math.min(rows, bottomRow);
-  for (let y = Math.max(0, topRow); y < bottom; y++) pixels[y * cols + col] = color;
-}
-
-/** The first column at or after `c` whose stack is still inside the view: `open[c]` leads there (path-compressed skips). */
-function nextOpen(open: Int32Array, c: number): number {
-  let r = c;
-  while (open[r] !== r) r = open[r]!;
-  while (open[c] !== r) {
-    const n = open[c]!;
-    open[c] = r;
-    c = n;
-  }
-  return r;
 }
 
 /** The devices of a snapshot report, with their allocations' sites as string indexes. */
