@@ -80,7 +80,8 @@ type SegmentBitsMatchKeys = AssertTrue<
  * are not also trace keys ('size' and 'frames' are shared), then the segment keys that are neither,
  * from Device on (SEGMENT_ONLY_KEYS order). Literal members, like TraceBit: an exported `const`
  * is read from its module's cell at every use in V8's optimised code, a const enum member is a
- * number in the lane's own code (`LaneBitsFollowTraceKeys` checks that Address follows the trace keys).
+ * number in the lane's own code. `LaneBitsFollowTraceKeys` checks that Address follows the trace
+ * keys.
  */
 export const enum LaneBit {
   Action = TraceBit.Action,
