@@ -16,8 +16,8 @@ import { PickleMemo } from './pickle/memo.js';
 import { FastPathBail, NodeKind, RawDict } from './snapshot-tables.js';
 import { SnapshotNodeBuilder } from './snapshot-node-builder.js';
 
-// The lane's sizes live here, beside the code that indexes by them: a module's own constants are
-// numbers in its optimised code, where an imported one is read from its module cell at every use.
+// The lane's sizes live here, beside the code that indexes by them, not imported: V8's optimised
+// code reads an imported binding from its module's cell at every use.
 /** Slots of the frame-list byte cache (a power of two). */
 const LIST_CACHE_SLOTS = 1 << 12;
 /** log2 of the slots of the table that predicts the next frames list (`listAfter`). */
