@@ -7,22 +7,7 @@
 import { MemscopeError } from '../core/errors.js';
 import { isTuple, makeTuple } from './pickle/builder.js';
 import { toPlain, type PickleValue, type PlainValue } from './pickle/reader.js';
-import {
-  BLOCK,
-  FRAME,
-  GENERIC,
-  I32Column,
-  RawDict,
-  RawList,
-  SEGMENT,
-  SEGMENT_KEYS,
-  SEGMENT_KEY_BIT,
-  SnapshotTables,
-  TRACE,
-  TRACE_KEYS,
-  nodeFor,
-  safeInt,
-} from './snapshot-tables.js';
+import { I32Column, nodeFor, NodeKind, RawDict, RawList, safeInt, SEGMENT_KEY_BIT, SEGMENT_KEYS, SnapshotTables, TRACE_KEYS } from './snapshot-tables.js';
 import type { BlockTable, Segment, TraceTable } from './snapshot.js';
 
 /** Block keys PyTorch writes: today's, and `history` (PyTorch 2.0, which had no `address` or `frames`). */
@@ -55,7 +40,7 @@ export class Assembler {
   /** Map view of a generic dict node (RawDict or Map), or null if not a dict. */
   dict(v: unknown): Map<unknown, unknown> | null {
     if (v instanceof Map) return v;
-    if (v instanceof RawDict) return v.kind === GENERIC ? (v.map ?? new Map()) : this.recognisedToMap(v);
+    if (v instanceof RawDict) return v.kind === NodeKind.Generic ? (v.map ?? new Map()) : this.recognisedToMap(v);
     return null;
   }
 
@@ -109,7 +94,7 @@ export class Assembler {
   }
 
   frameId(v: unknown, path: string): number {
-    if (v instanceof RawDict && v.kind === FRAME) return v.id;
+    if (v instanceof RawDict && v.kind === NodeKind.Frame) return v.id;
     const known = this.frameIdByObject.get(v);
     if (known !== undefined) return known;
     const d = this.dict(v);
@@ -142,7 +127,7 @@ export class Assembler {
 
   /** Raw block id of a block node. */
   block(v: unknown, path: string): number {
-    if (v instanceof RawDict && v.kind === BLOCK) return v.id;
+    if (v instanceof RawDict && v.kind === NodeKind.Block) return v.id;
     const d = this.dict(v);
     if (!d) throw shapeError(path, `expected a block dict, found ${describe(v)}`);
     const size = this.int(d.get('size'), path, 'size');
@@ -173,7 +158,7 @@ export class Assembler {
 
   /** Raw trace id of a trace entry node. */
   traceEntry(v: unknown, path: string): number {
-    if (v instanceof RawDict && v.kind === TRACE) return v.id;
+    if (v instanceof RawDict && v.kind === NodeKind.Trace) return v.id;
     const d = this.dict(v);
     if (!d) throw shapeError(path, `expected a trace entry dict, found ${describe(v)}`);
     const t = this.t;
@@ -219,13 +204,13 @@ export class Assembler {
     const raw = new I32Column(Math.max(16, t.segmentBlocks.length));
     const owner = new I32Column(Math.max(16, t.segmentBlocks.length));
     const segments: Segment[] = [];
-    if (v instanceof RawList && v.ids !== null && v.idKind === SEGMENT) {
+    if (v instanceof RawList && v.ids !== null && v.idKind === NodeKind.Segment) {
       // Recognised segments (the normal case): straight from the columns, no node per segment.
       const ids = v.ids.view();
       for (let i = 0; i < ids.length; i++) segments.push(this.recognisedSegment(ids[i]!, i, raw, owner));
     } else {
       this.list(v, 'segments').forEach((node, index) => {
-        segments.push(node instanceof RawDict && node.kind === SEGMENT ? this.recognisedSegment(node.id, index, raw, owner) : this.genericSegment(node, index, raw, owner));
+        segments.push(node instanceof RawDict && node.kind === NodeKind.Segment ? this.recognisedSegment(node.id, index, raw, owner) : this.genericSegment(node, index, raw, owner));
       });
     }
     // Sizes are byte counts: a negative one would print as negative memory reserved.
@@ -307,7 +292,7 @@ export class Assembler {
     const t = this.t;
     const firstBlock = raw.length;
     const blockList = d.get('blocks') ?? [];
-    if (blockList instanceof RawList && blockList.ids !== null && blockList.idKind === BLOCK) {
+    if (blockList instanceof RawList && blockList.ids !== null && blockList.idKind === NodeKind.Block) {
       // Recognised blocks: their raw ids, without a copy per segment.
       const ids = blockList.ids.view();
       for (let j = 0; j < ids.length; j++) {
@@ -315,7 +300,7 @@ export class Assembler {
         owner.push(index);
       }
     } else {
-      const rows = this.rows(blockList, BLOCK, `${path}.blocks`, (b, p) => this.block(b, p));
+      const rows = this.rows(blockList, NodeKind.Block, `${path}.blocks`, (b, p) => this.block(b, p));
       for (let j = 0; j < rows.length; j++) {
         raw.push(rows[j]!);
         owner.push(index);
@@ -370,9 +355,9 @@ export class Assembler {
     // Each device's entries as rows of the trace columns: a run (first, count) when they are
     // consecutive, as recognised entries always are, else the row of each.
     const spans = devices.map((dev, d) => {
-      const first = dev instanceof RawList && dev.ids !== null && dev.idKind === TRACE ? dev.ids.runStart() : -1;
+      const first = dev instanceof RawList && dev.ids !== null && dev.idKind === NodeKind.Trace ? dev.ids.runStart() : -1;
       if (first >= 0) return { first, n: (dev as RawList).ids!.length, rows: null };
-      const rows = this.rows(dev, TRACE, `device_traces[${d}]`, (e, p) => this.traceEntry(e, p));
+      const rows = this.rows(dev, NodeKind.Trace, `device_traces[${d}]`, (e, p) => this.traceEntry(e, p));
       const n = rows.length;
       const start = n > 0 ? rows[0]! : 0;
       for (let i = 0; i < n; i++) if (rows[i] !== start + i) return { first: start, n, rows };
@@ -450,7 +435,7 @@ export class Assembler {
   private recognisedToMap(v: RawDict): Map<unknown, unknown> {
     const t = this.t;
     const i = v.id;
-    if (v.kind === FRAME) {
+    if (v.kind === NodeKind.Frame) {
       const f = t.frames[i]!;
       return new Map<unknown, unknown>([
         ['name', f.name],
@@ -458,7 +443,7 @@ export class Assembler {
         ['line', f.line],
       ]);
     }
-    if (v.kind === SEGMENT) {
+    if (v.kind === NodeKind.Segment) {
       // The keys the dict had, in PyTorch's order; None where the column holds NaN.
       const mask = t.sKeyMask.data[i]!;
       const num = (c: Float64Array): number | null => (Number.isNaN(c[i]!) ? null : c[i]!);
@@ -477,12 +462,12 @@ export class Assembler {
         else if (key === 'segment_pool_id') x = Number.isNaN(t.sPool0.data[i]!) ? null : makeTuple([t.sPool0.data[i]!, t.sPool1.data[i]!]);
         else if (key === 'is_expandable') x = t.sExpandable.data[i] === 1;
         else if (key === 'frames') x = this.stackToFrameDicts(t.sStack.data[i]!);
-        else x = Array.from(t.segmentBlocks.data.subarray(t.sBlockStart.data[i]!, t.sBlockStart.data[i + 1]!), (b) => nodeFor(BLOCK, b));
+        else x = Array.from(t.segmentBlocks.data.subarray(t.sBlockStart.data[i]!, t.sBlockStart.data[i + 1]!), (b) => nodeFor(NodeKind.Block, b));
         m.set(key, x);
       });
       return m;
     }
-    if (v.kind === BLOCK) {
+    if (v.kind === NodeKind.Block) {
       return new Map<unknown, unknown>([
         ['address', t.bAddress.data[i]],
         ['size', t.bSize.data[i]],

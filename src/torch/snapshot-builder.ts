@@ -15,15 +15,8 @@
 import type { FastLane } from './pickle/builder.js';
 import { PickleMemo } from './pickle/memo.js';
 import { decodeLong, decodeUtf8 } from './pickle/values.js';
-import {
-  ACTION_BIT, ADDRESS_BIT, BLOCK_KEY_MASK, BLOCK_REQUIRED_MASK, DEVICE_BIT, FRAMES_BIT, LANE_KEY_BIT,
-  REQUESTED_BIT, SEGMENT_BIT_OF_LANE_BIT, SEGMENT_INT_BITS, SIZE_BIT, STATE_BIT, SegmentBit, TRACE_KEY_COUNT,
-  TRACE_REQUIRED_MASK, TraceBit, bitCount,
-} from './snapshot-lane-keys.js';
-import {
-  BLOCK, ENTRY_ADDR, ENTRY_DEVICE_FREE, ENTRY_SIZE, ENTRY_STREAM, ENTRY_TIME, FastPathBail, POOL_TUPLE,
-  SEGMENT, SEGMENT_BLOCKS, STACK, TRACE, nodeFor, safeInt,
-} from './snapshot-tables.js';
+import { LANE_KEY_BIT, LaneBit, LaneMask, SEGMENT_BIT_OF_LANE_BIT, SegmentBit, TraceBit, bitCount } from './snapshot-lane-keys.js';
+import { EntryField, FastPathBail, nodeFor, NodeKind, safeInt } from './snapshot-tables.js';
 import { FrameListLane } from './snapshot-frame-list-lane.js';
 
 export class SnapshotBuilder extends FrameListLane {
@@ -71,9 +64,9 @@ export class SnapshotBuilder extends FrameListLane {
     if (p + 1 > len || b[at + 1] !== 0x94 /* MEMOIZE */ || b[at + 2] !== 0x28 /* MARK */) return -1;
     // Cheap early exit for other dicts: the first key must be 'action' (trace) or 'address' (block).
     const first = this.laneKey(b, p, memo);
-    if (first === ACTION_BIT) return this.fastTrace(b, at, memo, lane);
-    if (first === ADDRESS_BIT) return this.fastBlock(b, at, memo, lane);
-    if (first === DEVICE_BIT) return this.fastSegment(b, at, memo, lane);
+    if (first === LaneBit.Action) return this.fastTrace(b, at, memo, lane);
+    if (first === LaneBit.Address) return this.fastBlock(b, at, memo, lane);
+    if (first === LaneBit.Device) return this.fastSegment(b, at, memo, lane);
     return -1;
   }
 
@@ -164,7 +157,7 @@ export class SnapshotBuilder extends FrameListLane {
       p = this.keyEnd;
       if (p >= len) return this.abandonSegment(memo, firstSlot, next, firstBlock);
       const op = b[p]!;
-      if (bit < SEGMENT_INT_BITS) {
+      if (bit < SegmentBit.SegmentType) {
         // ints; None only where `segment` reads it as "not given"
         if (op === 0x4e /* NONE */ && (bit === SegmentBit.Device || bit === SegmentBit.RequestedSize || bit === SegmentBit.Stream)) p++;
         else {
@@ -205,7 +198,7 @@ export class SnapshotBuilder extends FrameListLane {
           if (index < 0) return this.abandonSegment(memo, firstSlot, next, firstBlock);
           p = this.getEnd;
           const released = memo.releasedId(index);
-          if (released >= 0 && this.releasedKind[index] === POOL_TUPLE) {
+          if (released >= 0 && this.releasedKind[index] === NodeKind.PoolTuple) {
             pool0 = t.sPool0.data[released]!;
             pool1 = t.sPool1.data[released]!;
           } else {
@@ -242,7 +235,7 @@ export class SnapshotBuilder extends FrameListLane {
           stack = this.commitFrames(b);
           if (this.lfListSlot >= 0) {
             next++;
-            this.releaseSlot(this.lfListSlot, STACK, stack);
+            this.releaseSlot(this.lfListSlot, NodeKind.Stack, stack);
           }
         }
       } else {
@@ -290,13 +283,13 @@ export class SnapshotBuilder extends FrameListLane {
     if (p - at > maxSpan || charge > budget) return this.abandonSegment(memo, firstSlot, next, firstBlock);
     // Commit (the blocks are in already).
     const id = t.pushSegment(mask, ints, type, pool0, pool1, expandable, stack, null, firstBlock, blockCount);
-    this.releaseSlot(dictSlot, SEGMENT, id);
-    if (blocksSlot >= 0) this.releaseSlot(blocksSlot, SEGMENT_BLOCKS, id);
-    if (poolSlot >= 0) this.releaseSlot(poolSlot, POOL_TUPLE, id);
+    this.releaseSlot(dictSlot, NodeKind.Segment, id);
+    if (blocksSlot >= 0) this.releaseSlot(blocksSlot, NodeKind.SegmentBlocks, id);
+    if (poolSlot >= 0) this.releaseSlot(poolSlot, NodeKind.PoolTuple, id);
     if (typeSlot >= 0) memo.put(typeSlot, typeString);
     lane.memoCount = next;
     lane.charge = charge;
-    lane.value = nodeFor(SEGMENT, id);
+    lane.value = nodeFor(NodeKind.Segment, id);
     return p;
   }
 
@@ -370,7 +363,7 @@ export class SnapshotBuilder extends FrameListLane {
         break;
       }
       const bit = this.laneKey(b, p, memo);
-      if (bit < 0 || bit >= TRACE_KEY_COUNT || mask & (1 << bit)) return -1;
+      if (bit < 0 || bit >= LaneBit.TraceKeyCount || mask & (1 << bit)) return -1;
       mask |= 1 << bit;
       p = this.keyEnd;
       if (p >= len) return -1;
@@ -454,7 +447,7 @@ export class SnapshotBuilder extends FrameListLane {
       else if (bit === TraceBit.TimeUs) time = v;
       else deviceFree = v;
     }
-    if ((mask & TRACE_REQUIRED_MASK) !== TRACE_REQUIRED_MASK || next > lane.maxMemoEntries) return -1;
+    if ((mask & LaneMask.TraceRequired) !== LaneMask.TraceRequired || next > lane.maxMemoEntries) return -1;
     // SETITEMS takes 8 per key and per value.
     charge += 16 * bitCount(mask);
     if (p - at > lane.maxSpan || charge > lane.budget) return -1;
@@ -469,18 +462,18 @@ export class SnapshotBuilder extends FrameListLane {
       }
     }
     const entry = t.traceEntry;
-    entry[ENTRY_ADDR] = addr;
-    entry[ENTRY_SIZE] = size;
-    entry[ENTRY_STREAM] = stream;
-    entry[ENTRY_TIME] = time;
-    entry[ENTRY_DEVICE_FREE] = deviceFree;
+    entry[EntryField.Addr] = addr;
+    entry[EntryField.Size] = size;
+    entry[EntryField.Stream] = stream;
+    entry[EntryField.Time] = time;
+    entry[EntryField.DeviceFree] = deviceFree;
     const id = t.pushTraceEntry(actionCode, stack, compile === null ? -1 : t.string(compile), user === null ? -1 : t.string(user));
-    this.releaseSlot(dictSlot, TRACE, id);
-    if (hasFrames && this.lfListSlot >= 0) this.releaseSlot(this.lfListSlot, STACK, stack);
+    this.releaseSlot(dictSlot, NodeKind.Trace, id);
+    if (hasFrames && this.lfListSlot >= 0) this.releaseSlot(this.lfListSlot, NodeKind.Stack, stack);
     for (let i = 0; i < newStrings; i++) memo.put(this.laneStringSlots[i]!, this.laneStrings[i]);
     lane.memoCount = next;
     lane.charge = charge;
-    lane.value = nodeFor(TRACE, id);
+    lane.value = nodeFor(NodeKind.Trace, id);
     return p;
   }
 
@@ -512,12 +505,12 @@ export class SnapshotBuilder extends FrameListLane {
         break;
       }
       const bit = this.laneKey(b, p, memo);
-      if (bit < 0 || ((1 << bit) & BLOCK_KEY_MASK) === 0 || mask & (1 << bit)) return -1;
+      if (bit < 0 || ((1 << bit) & LaneMask.Block) === 0 || mask & (1 << bit)) return -1;
       mask |= 1 << bit;
       p = this.keyEnd;
       if (p >= len) return -1;
       const op = b[p]!;
-      if (bit === FRAMES_BIT) {
+      if (bit === LaneBit.Frames) {
         p = this.laneFramesValue(b, p, memo, next);
         if (p < 0) return -1;
         if (this.lfListSlot >= 0) next++;
@@ -525,7 +518,7 @@ export class SnapshotBuilder extends FrameListLane {
         hasFrames = true;
         continue;
       }
-      if (bit === STATE_BIT) {
+      if (bit === LaneBit.State) {
         if (op === 0x68 && p + 1 < len) {
           state = memo.valueAt(b[p + 1]!);
           p += 2;
@@ -563,23 +556,23 @@ export class SnapshotBuilder extends FrameListLane {
         v = x;
         p += 2 + n;
       } else return -1;
-      if (bit === ADDRESS_BIT) address = v;
-      else if (bit === SIZE_BIT) size = v;
+      if (bit === LaneBit.Address) address = v;
+      else if (bit === LaneBit.Size) size = v;
       else requested = v;
     }
-    if ((mask & BLOCK_REQUIRED_MASK) !== BLOCK_REQUIRED_MASK || next > lane.maxMemoEntries) return -1;
+    if ((mask & LaneMask.BlockRequired) !== LaneMask.BlockRequired || next > lane.maxMemoEntries) return -1;
     charge += 16 * bitCount(mask);
     if (p - at > lane.maxSpan || charge > lane.budget) return -1;
     // Commit.
     const t = this.t;
     const stack = hasFrames ? this.commitFrames(b) : 0;
-    const id = t.pushBlock(address, size, mask & (1 << REQUESTED_BIT) ? requested : size, t.stateCode(state as string), stack);
-    this.releaseSlot(dictSlot, BLOCK, id);
-    if (hasFrames && this.lfListSlot >= 0) this.releaseSlot(this.lfListSlot, STACK, stack);
+    const id = t.pushBlock(address, size, mask & (1 << LaneBit.RequestedSize) ? requested : size, t.stateCode(state as string), stack);
+    this.releaseSlot(dictSlot, NodeKind.Block, id);
+    if (hasFrames && this.lfListSlot >= 0) this.releaseSlot(this.lfListSlot, NodeKind.Stack, stack);
     if (newState >= 0) memo.put(newState, state);
     lane.memoCount = next;
     lane.charge = charge;
-    lane.value = nodeFor(BLOCK, id);
+    lane.value = nodeFor(NodeKind.Block, id);
     return p;
   }
 }

@@ -13,9 +13,17 @@
  */
 import type { FastLane } from './pickle/builder.js';
 import { PickleMemo } from './pickle/memo.js';
-import { LIST_CACHE_SLOTS, LIST_CONTEXT_BITS, MAX_LIST_BYTES } from './snapshot-lane-keys.js';
-import { FRAME, FastPathBail, RawDict, STACK } from './snapshot-tables.js';
+import { FastPathBail, NodeKind, RawDict } from './snapshot-tables.js';
 import { SnapshotNodeBuilder } from './snapshot-node-builder.js';
+
+// The lane's sizes live here, beside the code that indexes by them, not imported: V8's optimised
+// code reads an imported binding from its module's cell at every use.
+/** Slots of the frame-list byte cache (a power of two). */
+const LIST_CACHE_SLOTS = 1 << 12;
+/** log2 of the slots of the table that predicts the next frames list (`listAfter`). */
+const LIST_CONTEXT_BITS = 14;
+/** Most bytes of frame lists the cache keeps. */
+const MAX_LIST_BYTES = 1 << 25;
 
 export class FrameListLane extends SnapshotNodeBuilder {
   protected laneFrames = new Int32Array(256);
@@ -194,7 +202,7 @@ export class FrameListLane extends SnapshotNodeBuilder {
       this.lfCount = 0;
       return p;
     }
-    if (!(f instanceof RawDict) || f.kind !== FRAME) return -1;
+    if (!(f instanceof RawDict) || f.kind !== NodeKind.Frame) return -1;
     this.laneFrames[0] = f.id;
     this.lfCount = 1;
     this.lfCharge += 16; // APPEND
@@ -237,7 +245,7 @@ export class FrameListLane extends SnapshotNodeBuilder {
     p = this.getEnd;
     const released = memo.releasedId(i);
     if (released >= 0) {
-      if (this.releasedKind[i] !== STACK) return -1;
+      if (this.releasedKind[i] !== NodeKind.Stack) return -1;
       this.lfStack = released;
     } else {
       // A list the general path made, taken as the general path takes it (interned if need be,
@@ -279,7 +287,7 @@ export class FrameListLane extends SnapshotNodeBuilder {
     const frames = this.laneFrames;
     for (let k = 0; k < n; k++) {
       const f = memo.valueAt(gets[k]!);
-      if (!(f instanceof RawDict) || f.kind !== FRAME) return -1;
+      if (!(f instanceof RawDict) || f.kind !== NodeKind.Frame) return -1;
       frames[k] = f.id;
     }
     this.lfCount = n;

@@ -1,6 +1,6 @@
 /**
- * The keys the snapshot lanes recognise, as bit numbers, and the sizes the builder charges and
- * caches by. The bits are `const enum` members checked against TRACE_KEYS / SEGMENT_KEYS at
+ * The keys the snapshot lanes recognise, as bit numbers, and the sizes the general path charges
+ * for shared nodes. The bits are `const enum` members checked against TRACE_KEYS / SEGMENT_KEYS at
  * typecheck time, so a lane compares each key with a constant.
  */
 import { SEGMENT_KEYS, SEGMENT_KEY_BIT, TRACE_KEYS, TRACE_KEY_BIT } from './snapshot-tables.js';
@@ -36,11 +36,6 @@ export const enum SegmentBit {
   Frames = 10,
   Blocks = 11,
 }
-/** The segment keys below this bit are ints (read into `segmentInts` at their bit). */
-export const SEGMENT_INT_BITS = SegmentBit.SegmentType;
-/** Keys every trace entry has: action, addr, size. */
-export const TRACE_REQUIRED_MASK = (1 << TraceBit.Action) | (1 << TraceBit.Addr) | (1 << TraceBit.Size);
-
 type AssertTrue<T extends true> = T;
 type TraceKeyAt<B extends TraceBit> = (typeof TRACE_KEYS)[B];
 type SegmentKeyAt<B extends SegmentBit> = (typeof SEGMENT_KEYS)[B];
@@ -80,30 +75,46 @@ type SegmentBitsMatchKeys = AssertTrue<
     : false
 >;
 
-// Keys the lanes recognise, as bits: the trace entry keys (TRACE_KEYS order), then the block keys
-// that are not also trace keys ('size' and 'frames' are shared).
-export const TRACE_KEY_COUNT = TRACE_KEYS.length;
-export const SIZE_BIT = TRACE_KEY_BIT.get('size')!;
-export const FRAMES_BIT = TRACE_KEY_BIT.get('frames')!;
-export const ACTION_BIT = TRACE_KEY_BIT.get('action')!;
-export const ADDRESS_BIT = TRACE_KEY_COUNT;
-export const REQUESTED_BIT = TRACE_KEY_COUNT + 1;
-export const STATE_BIT = TRACE_KEY_COUNT + 2;
-// Then the segment keys that are neither trace nor block keys.
-export const DEVICE_BIT = TRACE_KEY_COUNT + 3;
+/**
+ * Bit of each key the lanes recognise: the trace entry keys (TraceBit), then the block keys that
+ * are not also trace keys ('size' and 'frames' are shared), then the segment keys that are neither,
+ * from Device on (SEGMENT_ONLY_KEYS order). Literal members, like TraceBit: an exported `const`
+ * is read from its module's cell at every use in V8's optimised code, a const enum member is a
+ * number in the lane's own code. `LaneBitsFollowTraceKeys` checks that Address follows the trace
+ * keys.
+ */
+export const enum LaneBit {
+  Action = TraceBit.Action,
+  Size = TraceBit.Size,
+  Frames = TraceBit.Frames,
+  /** One past the last trace key bit. */
+  TraceKeyCount = TraceBit.DeviceFree + 1,
+  Address = TraceKeyCount,
+  RequestedSize = TraceKeyCount + 1,
+  State = TraceKeyCount + 2,
+  Device = TraceKeyCount + 3,
+}
+/** Which keys a dict must, or may, have for a lane to take it, as masks of LaneBit / TraceBit. */
+export const enum LaneMask {
+  /** Keys every trace entry has: action, addr, size. */
+  TraceRequired = (1 << TraceBit.Action) | (1 << TraceBit.Addr) | (1 << TraceBit.Size),
+  Block = (1 << LaneBit.Address) | (1 << LaneBit.Size) | (1 << LaneBit.RequestedSize) | (1 << LaneBit.State) | (1 << LaneBit.Frames),
+  BlockRequired = (1 << LaneBit.Address) | (1 << LaneBit.Size) | (1 << LaneBit.State),
+}
+/** Fails typechecking when TRACE_KEYS gains or loses a key and LaneBit.TraceKeyCount does not follow. */
+type LaneBitsFollowTraceKeys = AssertTrue<`${(typeof TRACE_KEYS)['length']}` extends `${LaneBit.TraceKeyCount}` ? true : false>;
+
 export const SEGMENT_ONLY_KEYS = ['device', 'total_size', 'allocated_size', 'active_size', 'segment_type', 'segment_pool_id', 'is_expandable', 'blocks'];
 export const LANE_KEY_BIT = new Map<unknown, number>([
   ...TRACE_KEY_BIT,
-  ['address', ADDRESS_BIT],
-  ['requested_size', REQUESTED_BIT],
-  ['state', STATE_BIT],
-  ...SEGMENT_ONLY_KEYS.map((k, i): [string, number] => [k, DEVICE_BIT + i]),
+  ['address', LaneBit.Address],
+  ['requested_size', LaneBit.RequestedSize],
+  ['state', LaneBit.State],
+  ...SEGMENT_ONLY_KEYS.map((k, i): [string, number] => [k, LaneBit.Device + i]),
 ]);
 /** Lane key bit → the key's bit in SEGMENT_KEYS, or -1 for a key segments do not have. */
-export const SEGMENT_BIT_OF_LANE_BIT = new Int8Array(DEVICE_BIT + SEGMENT_ONLY_KEYS.length).fill(-1);
+export const SEGMENT_BIT_OF_LANE_BIT = new Int8Array(LaneBit.Device + SEGMENT_ONLY_KEYS.length).fill(-1);
 for (const [key, bit] of SEGMENT_KEY_BIT) SEGMENT_BIT_OF_LANE_BIT[LANE_KEY_BIT.get(key)!] = bit;
-export const BLOCK_KEY_MASK = (1 << ADDRESS_BIT) | (1 << SIZE_BIT) | (1 << REQUESTED_BIT) | (1 << STATE_BIT) | (1 << FRAMES_BIT);
-export const BLOCK_REQUIRED_MASK = (1 << ADDRESS_BIT) | (1 << SIZE_BIT) | (1 << STATE_BIT);
 
 /**
  * What the assembler spends per block it places (its row in the block columns, segment and index
@@ -112,13 +123,6 @@ export const BLOCK_REQUIRED_MASK = (1 << ADDRESS_BIT) | (1 << SIZE_BIT) | (1 << 
 export const BLOCK_ROW_BYTES = 40;
 /** Charged per shared node placed again, whatever it holds. */
 export const SHARED_NODE_BYTES = 16;
-
-/** Slots of the frame-list byte cache (a power of two). */
-export const LIST_CACHE_SLOTS = 1 << 12;
-/** log2 of the slots of the table that predicts the next frames list (`listAfter`). */
-export const LIST_CONTEXT_BITS = 14;
-/** Most bytes of frame lists the cache keeps. */
-export const MAX_LIST_BYTES = 1 << 25;
 
 export function bitCount(x: number): number {
   x = x - ((x >>> 1) & 0x55555555);

@@ -10,26 +10,7 @@ import { DEFAULT_PICKLE_LIMITS, makeTuple, type PickleBuilder } from './pickle/b
 import { pickleError } from './pickle/errors.js';
 import { PickleMemo } from './pickle/memo.js';
 import { BLOCK_ROW_BYTES, SHARED_NODE_BYTES, SegmentBit } from './snapshot-lane-keys.js';
-import {
-  BLOCK,
-  FRAME,
-  FastPathBail,
-  GENERIC,
-  IdList,
-  MAX_RELEASED_SLOT,
-  POOL_TUPLE,
-  RawDict,
-  RawList,
-  SEGMENT,
-  SEGMENT_BLOCKS,
-  SEGMENT_KEYS,
-  SEGMENT_KEY_BIT,
-  STACK,
-  SnapshotTables,
-  TRACE,
-  nodeFor,
-  safeInt,
-} from './snapshot-tables.js';
+import { FastPathBail, IdList, MAX_RELEASED_SLOT, nodeFor, NodeKind, RawDict, RawList, safeInt, SEGMENT_KEY_BIT, SEGMENT_KEYS, SnapshotTables } from './snapshot-tables.js';
 
 export class SnapshotNodeBuilder implements PickleBuilder {
   protected memo = new PickleMemo();
@@ -102,44 +83,44 @@ export class SnapshotNodeBuilder implements PickleBuilder {
   materialize(index: number, id: number): unknown {
     const kind = this.releasedKind[index]!;
     let node: RawDict | RawList;
-    if (kind === SEGMENT || kind === SEGMENT_BLOCKS) {
+    if (kind === NodeKind.Segment || kind === NodeKind.SegmentBlocks) {
       // A segment (or its blocks list) placed again is all its blocks again to the assembler: each
       // GET costs that, and the node is not put back in the memo, so every later GET does too.
       const t = this.t;
       const blocks = t.sBlockStart.data[id + 1]! - t.sBlockStart.data[id]!;
       this.pendingCharge += SHARED_NODE_BYTES + blocks * BLOCK_ROW_BYTES;
-      if (kind === SEGMENT) {
-        node = nodeFor(SEGMENT, id);
+      if (kind === NodeKind.Segment) {
+        node = nodeFor(NodeKind.Segment, id);
         node.slot = index;
         return node;
       }
     }
-    if (kind === POOL_TUPLE) {
+    if (kind === NodeKind.PoolTuple) {
       // The segment lane stored the pair in the segment columns; the same tuple the machine makes.
       const t = this.t;
       const tuple = makeTuple([t.sPool0.data[id]!, t.sPool1.data[id]!]);
       this.memo.put(index, tuple);
       return tuple;
     }
-    if (kind === STACK) {
+    if (kind === NodeKind.Stack) {
       node = new RawList();
       node.stack = id;
       // Fetched again: whatever holds it took the stack as it is now (appendItems).
       node.sealed = true;
-    } else if (kind === SEGMENT_BLOCKS) {
+    } else if (kind === NodeKind.SegmentBlocks) {
       node = new RawList();
       const t = this.t;
       const start = t.sBlockStart.data[id]!;
       const end = t.sBlockStart.data[id + 1]!;
       if (end > start) {
         node.ids = IdList.from(t.segmentBlocks.data.subarray(start, end));
-        node.idKind = BLOCK;
+        node.idKind = NodeKind.Block;
       }
       node.sealed = true;
     } else node = nodeFor(kind, id);
     node.slot = index;
     // Later GETs see the same object again (a blocks list is rebuilt each time: see above).
-    if (kind !== SEGMENT_BLOCKS) this.memo.put(index, node);
+    if (kind !== NodeKind.SegmentBlocks) this.memo.put(index, node);
     return node;
   }
 
@@ -170,7 +151,7 @@ export class SnapshotNodeBuilder implements PickleBuilder {
       // only. If the slot no longer holds that release (re-PUT since), leave it to the generic reader.
       const slot = target.slot;
       if (slot >= 0 && this.memo.valueAt(slot) !== target) {
-        if (this.memoReput || this.memo.releasedId(slot) !== target.stack || this.releasedKind[slot] !== STACK) throw new FastPathBail();
+        if (this.memoReput || this.memo.releasedId(slot) !== target.stack || this.releasedKind[slot] !== NodeKind.Stack) throw new FastPathBail();
         this.memo.put(slot, target);
       }
       target.items = this.frameNodesOf(target.stack);
@@ -184,7 +165,7 @@ export class SnapshotNodeBuilder implements PickleBuilder {
       let frames = true;
       for (let i = 0; i < n; i++) {
         const f = stack[start + i];
-        if (!(f instanceof RawDict) || f.kind !== FRAME) {
+        if (!(f instanceof RawDict) || f.kind !== NodeKind.Frame) {
           frames = false;
           break;
         }
@@ -192,13 +173,13 @@ export class SnapshotNodeBuilder implements PickleBuilder {
       }
       if (frames) {
         target.stack = this.t.internStack(ids, n);
-        this.release(target, STACK, target.stack);
+        this.release(target, NodeKind.Stack, target.stack);
         return;
       }
     }
     for (let i = start; i < end; i++) {
       const x = stack[i];
-      if (target.items === null && x instanceof RawDict && (x.kind === TRACE || x.kind === BLOCK || x.kind === SEGMENT) && (target.ids === null || target.idKind === x.kind)) {
+      if (target.items === null && x instanceof RawDict && (x.kind === NodeKind.Trace || x.kind === NodeKind.Block || x.kind === NodeKind.Segment) && (target.ids === null || target.idKind === x.kind)) {
         if (target.ids === null) {
           target.ids = new IdList();
           target.idKind = x.kind;
@@ -228,27 +209,27 @@ export class SnapshotNodeBuilder implements PickleBuilder {
     const out: RawDict[] = [];
     for (let k = t.stackOffsets.data[stack]!; k < t.stackOffsets.data[stack + 1]!; k++) {
       const id = t.stackFrames.data[k]!;
-      out.push((this.frameNodes[id] ??= nodeFor(FRAME, id)));
+      out.push((this.frameNodes[id] ??= nodeFor(NodeKind.Frame, id)));
     }
     return out;
   }
 
   setItems(target: unknown, stack: unknown[], start: number, end: number, at: number): void {
     if (!(target instanceof RawDict)) throw pickleError('pickle-corrupt', at, 'SETITEMS target is not a dict');
-    if (target.kind !== GENERIC) throw new FastPathBail(); // a recognised dict being modified again
+    if (target.kind !== NodeKind.Generic) throw new FastPathBail(); // a recognised dict being modified again
     if (target.map === null) {
       const first = stack[start];
-      let kind = GENERIC;
+      let kind = NodeKind.Generic;
       let id = -1;
-      if (first === 'action') (kind = TRACE), (id = this.trace(stack, start, end));
-      else if (end - start === 6 && (first === 'name' || first === 'filename' || first === 'line')) (kind = FRAME), (id = this.frame(stack, start, end));
-      else if (first === 'device') (kind = SEGMENT), (id = this.segment(stack, start, end));
-      else if (first === 'address' || first === 'size') (kind = BLOCK), (id = this.block(stack, start, end));
+      if (first === 'action') (kind = NodeKind.Trace), (id = this.trace(stack, start, end));
+      else if (end - start === 6 && (first === 'name' || first === 'filename' || first === 'line')) (kind = NodeKind.Frame), (id = this.frame(stack, start, end));
+      else if (first === 'device') (kind = NodeKind.Segment), (id = this.segment(stack, start, end));
+      else if (first === 'address' || first === 'size') (kind = NodeKind.Block), (id = this.block(stack, start, end));
       if (id >= 0) {
         target.kind = kind;
         target.id = id;
         // Frames stay in the memo: later frame lists GET them over and over.
-        if (kind !== FRAME) this.release(target, kind, id);
+        if (kind !== NodeKind.Frame) this.release(target, kind, id);
         return;
       }
       target.map = new Map();
@@ -277,7 +258,7 @@ export class SnapshotNodeBuilder implements PickleBuilder {
    * list the file references a million times meets the `maxBytes` limit instead of the heap's.
    */
   protected placed(node: RawDict | RawList): void {
-    if (node instanceof RawDict && node.kind !== GENERIC) return;
+    if (node instanceof RawDict && node.kind !== NodeKind.Generic) return;
     if (!this.placedNodes.has(node)) {
       this.placedNodes.add(node);
       return;
@@ -294,7 +275,7 @@ export class SnapshotNodeBuilder implements PickleBuilder {
     if (!(v instanceof RawList)) return 0;
     if (v.items !== null) return 8 * v.items.length;
     if (v.ids === null) return 0;
-    if (v.idKind !== SEGMENT) return BLOCK_ROW_BYTES * v.ids.length;
+    if (v.idKind !== NodeKind.Segment) return BLOCK_ROW_BYTES * v.ids.length;
     const t = this.t;
     const ids = v.ids.view();
     let blocks = 0;
@@ -328,7 +309,7 @@ export class SnapshotNodeBuilder implements PickleBuilder {
       const ids = this.t.scratchFor(n);
       for (let i = 0; i < n; i++) {
         const f = items[i];
-        if (!(f instanceof RawDict) || f.kind !== FRAME) return -1;
+        if (!(f instanceof RawDict) || f.kind !== NodeKind.Frame) return -1;
         ids[i] = f.id;
       }
       v.stack = this.t.internStack(ids, n);
@@ -378,7 +359,7 @@ export class SnapshotNodeBuilder implements PickleBuilder {
       } else if (bit === SegmentBit.Blocks) {
         // recognised blocks, an empty list or None
         if (none) blocks = null;
-        else if (v instanceof RawList && v.stack < 0 && v.items === null && (v.ids === null || v.idKind === BLOCK)) blocks = v;
+        else if (v instanceof RawList && v.stack < 0 && v.items === null && (v.ids === null || v.idKind === NodeKind.Block)) blocks = v;
         else return -1;
       } else {
         // ints; None only where the assembler reads it as "not given"
@@ -390,7 +371,7 @@ export class SnapshotNodeBuilder implements PickleBuilder {
     const id = t.pushSegment(mask, ints, type, pool0, pool1, expandable, stack, blocks?.ids?.view() ?? null);
     if (blocks !== null) {
       blocks.sealed = true;
-      this.release(blocks, SEGMENT_BLOCKS, id);
+      this.release(blocks, NodeKind.SegmentBlocks, id);
     }
     return id;
   }

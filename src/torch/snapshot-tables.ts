@@ -129,15 +129,28 @@ export class U8Column {
 // ---------------------------------------------------------------------------------------------
 // Fast-path nodes: what the recognising builder puts on the pickle stack instead of Map / Array
 
-export const GENERIC = 0;
-export const FRAME = 1;
-export const BLOCK = 2;
-export const TRACE = 3;
-/** A segment dict (its scalars in the `s*` columns, its blocks in `segmentBlocks`). */
-export const SEGMENT = 5;
+/**
+ * What a fast-path node stands for (RawDict.kind, RawList.idKind) and what a released memo slot
+ * held. A const enum, so that the lanes' kind checks compare with numbers: V8's optimised code
+ * reads an imported `const` from its module's cell at every use.
+ */
+export const enum NodeKind {
+  Generic = 0,
+  Frame = 1,
+  Block = 2,
+  Trace = 3,
+  /** Released memo kind: a frames list (id: its stack). */
+  Stack = 4,
+  /** A segment dict (its scalars in the `s*` columns, its blocks in `segmentBlocks`). */
+  Segment = 5,
+  /** Released memo kind: a segment's `blocks` list (id: the segment's raw id). */
+  SegmentBlocks = 6,
+  /** Released memo kind: a segment's `segment_pool_id` tuple (id: the segment's raw id). */
+  PoolTuple = 7,
+}
 
 export class RawDict {
-  kind = GENERIC;
+  kind = NodeKind.Generic;
   /** frame id / raw block id / raw trace id for recognised dicts */
   id = -1;
   map: Map<unknown, unknown> | null = null;
@@ -163,16 +176,11 @@ export class RawList {
    * growing JS array of them (8 bytes each, regrown by half) was ~20 MB of garbage per 100 MB read.
    */
   ids: IdList | null = null;
-  idKind = GENERIC;
+  idKind = NodeKind.Generic;
   stack = -1;
   slot = -1;
 }
 
-export const STACK = 4;
-/** Released memo kind: a segment's `blocks` list (id: the segment's raw id). */
-export const SEGMENT_BLOCKS = 6;
-/** Released memo kind: a segment's `segment_pool_id` tuple (id: the segment's raw id). */
-export const POOL_TUPLE = 7;
 /** Memo indices beyond this keep their node (a hostile LONG_BINPUT must not size our side arrays). */
 export const MAX_RELEASED_SLOT = 1 << 28;
 
@@ -454,11 +462,11 @@ export class SnapshotTables {
     deviceFree: number,
   ): number {
     const e = this.traceEntry;
-    e[ENTRY_ADDR] = addr;
-    e[ENTRY_SIZE] = size;
-    e[ENTRY_STREAM] = stream;
-    e[ENTRY_TIME] = time;
-    e[ENTRY_DEVICE_FREE] = deviceFree;
+    e[EntryField.Addr] = addr;
+    e[EntryField.Size] = size;
+    e[EntryField.Stream] = stream;
+    e[EntryField.Time] = time;
+    e[EntryField.DeviceFree] = deviceFree;
     return this.pushTraceEntry(action, stack, compile, user);
   }
 
@@ -473,11 +481,11 @@ export class SnapshotTables {
   /** Appends a trace entry: its numbers from `traceEntry`, the rest as arguments. */
   pushTraceEntry(action: number, stack: number, compile: number, user: number): number {
     const e = this.traceEntry;
-    const addr = e[ENTRY_ADDR]!;
-    const size = e[ENTRY_SIZE]!;
-    const stream = e[ENTRY_STREAM]!;
-    const time = e[ENTRY_TIME]!;
-    const deviceFree = e[ENTRY_DEVICE_FREE]!;
+    const addr = e[EntryField.Addr]!;
+    const size = e[EntryField.Size]!;
+    const stream = e[EntryField.Stream]!;
+    const time = e[EntryField.Time]!;
+    const deviceFree = e[EntryField.DeviceFree]!;
     // The six columns always have one length and one capacity: one check, then plain stores
     // (this runs once per trace entry, most of a big file).
     const i = this.tAddr.length;
@@ -506,12 +514,14 @@ export class SnapshotTables {
   }
 }
 
-/** Indices in SnapshotTables.traceEntry. */
-export const ENTRY_ADDR = 0;
-export const ENTRY_SIZE = 1;
-export const ENTRY_STREAM = 2;
-export const ENTRY_TIME = 3;
-export const ENTRY_DEVICE_FREE = 4;
+/** Indices in SnapshotTables.traceEntry (a const enum, as NodeKind: the trace lane writes them per entry). */
+export const enum EntryField {
+  Addr = 0,
+  Size = 1,
+  Stream = 2,
+  Time = 3,
+  DeviceFree = 4,
+}
 
 export function filledI32(n: number, v: number): I32Column {
   const c = new I32Column();
