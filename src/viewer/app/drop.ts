@@ -67,9 +67,8 @@ function pageState(): PageState {
  * A column found damaged when a view first reads it puts its line on the page.
  */
 function embeddedData(state: PageState): Promise<ReportData> | null {
-  // The JSON comes in parts, in document order (html.ts).
-  const text = Array.from(document.querySelectorAll('script.memscope-data'), (s) => s.textContent ?? '').join('');
-  return text ? readEmbeddedReport(text, (err) => showError(state, errorLine(err))) : null;
+  const script = document.getElementById('memscope-data');
+  return script?.textContent ? readEmbeddedReport(script.textContent, (err) => showError(state, errorLine(err))) : null;
 }
 
 /** Aborted when the next run of the app starts (a file dropped on the page): work a run defers checks it. */
