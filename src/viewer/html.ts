@@ -98,11 +98,31 @@ ${dropZoneHtml()}
  */
 export function renderReportHtml(data: ReportData | null, appJs: string, codec?: EmbedCodec): string {
   const title = data?.title ?? VIEWER_TITLE;
-  const embedded = data ? `<script type="application/json" id="memscope-data">${jsonForScript(embedReportData(data, codec))}</script>\n` : '';
+  const embedded = data ? dataScripts(jsonForScript(embedReportData(data, codec))) : '';
   return renderHtmlPage({ title, css: CSS + DROP_CSS, body: `${reportBody(title, data?.source.file ?? '')}${embedded}`, script: appJs });
 }
 
-/** The embedded data's JSON text of a report page's HTML, or null for the empty viewer. */
+/** Characters of the data's JSON per script element. */
+const DATA_PART = 32 * 1024;
+
+/**
+ * The data's JSON as `<script type="application/json" class="memscope-data">` elements, in parts
+ * that the page joins in document order (the first also has `id="memscope-data"`). Browsers' HTML
+ * parsers read one script text of a megabyte markedly slower than the same text in parts of tens
+ * of KiB, and a report's data is mostly one long base64 string. The JSON has no `<` (it is
+ * escaped), so no cut can make a tag.
+ */
+function dataScripts(json: string): string {
+  const parts: string[] = [];
+  for (let at = 0; at < json.length; at += DATA_PART) {
+    const id = at === 0 ? ' id="memscope-data"' : '';
+    parts.push(`<script type="application/json" class="memscope-data"${id}>${json.slice(at, at + DATA_PART)}</script>\n`);
+  }
+  return parts.join('');
+}
+
+/** The embedded data's JSON text of a report page's HTML (its parts joined), or null for the empty viewer. */
 export function embeddedDataJson(html: string): string | null {
-  return /<script type="application\/json" id="memscope-data">([^<]*)<\/script>/.exec(html)?.[1] ?? null;
+  const parts = [...html.matchAll(/<script type="application\/json" class="memscope-data"[^>]*>([^<]*)<\/script>/g)].map((m) => m[1]!);
+  return parts.length ? parts.join('') : null;
 }

@@ -24,6 +24,12 @@
  * The page reads lazily: a column is decoded, and a `$json` part parsed, when the app first reads
  * it, so the first frame of the Active Memory Timeline waits only for the columns it draws, and a
  * section never opened costs nothing.
+ *
+ * The buffer is ordered for the first frame too: the JSON head, then the columns the chart's first
+ * frame reads (`firstFrameColumn`), then every other column and `$json` part. A packed page says
+ * where that first stretch ends (`"first"`: bytes from the buffer's start), and the page starts
+ * drawing once the inflater has reached it, while the rest inflates
+ * (`readEmbeddedReportInStages`).
  */
 import { MemscopeError } from '../core/errors.js';
 import type { ReportData } from './report-data.js';
@@ -48,8 +54,60 @@ export interface EmbedCodec {
 interface ColumnRef {
   readonly $col: 'z' | 'zd' | 'f64';
   readonly n: number;
-  readonly at: number;
+  at: number;
   readonly len: number;
+}
+
+/**
+ * The columns the first frame of a report's chart reads: a snapshot's Active Memory Timeline
+ * (events, allocations, their sites, the reserved line), and the category timeline of a capture or
+ * a profiler trace with the allocations its hover lists (a snapshot's report has none there).
+ * `path` is the column's place in ReportData, array indexes as numbers.
+ */
+function firstFrameColumn(path: string): boolean {
+  return /^memory\.devices\.\d+\.(eventDt|start|end|bytes|site|reservedAt|reservedDelta)$/.test(path) || path.startsWith('timeline.') || path.startsWith('allocations.');
+}
+
+/**
+ * Where the columns go while a report is embedded: the first frame's stretch, and the rest, placed
+ * after it. Columns come first (`column`), then `$json` parts (`text`), which may hold column
+ * references: `endColumns` moves the rest's columns past the first stretch before any part is
+ * written, so every place is final when its part's JSON is.
+ */
+class ColumnSinks {
+  readonly first = new ByteSink();
+  readonly rest = new ByteSink();
+  /** Columns written into `rest` while the first stretch may still grow. */
+  private restColumns: ColumnRef[] | null = [];
+
+  column(values: readonly number[], path: string): ColumnRef {
+    if (!this.restColumns) throw new Error('a column after endColumns()');
+    if (firstFrameColumn(path)) return writeColumn(values, this.first);
+    const ref = writeColumn(values, this.rest);
+    this.restColumns.push(ref);
+    return ref;
+  }
+
+  endColumns(): void {
+    if (!this.restColumns) return;
+    for (const ref of this.restColumns) ref.at += this.first.length;
+    this.restColumns = null;
+  }
+
+  text(text: string): { at: number; len: number } {
+    this.endColumns();
+    const place = writeText(text, this.rest);
+    return { at: place.at + this.first.length, len: place.len };
+  }
+
+  /** Both stretches as one buffer, the first before the rest, every place counted from its start. */
+  joined(): Uint8Array {
+    this.endColumns();
+    const all = new Uint8Array(this.first.length + this.rest.length);
+    all.set(this.first.bytes.subarray(0, this.first.length));
+    all.set(this.rest.bytes.subarray(0, this.rest.length), this.first.length);
+    return all;
+  }
 }
 
 /** The buffer as the JSON carries it. */
@@ -156,13 +214,13 @@ function isColumn(v: unknown): v is number[] {
   return Array.isArray(v) && v.length >= MIN_COLUMN && typeof v[0] === 'number' && v.every((x) => typeof x === 'number');
 }
 
-/** `value` with every column moved into `sink` and replaced by its reference. */
-function extractColumns(value: unknown, sink: ByteSink): unknown {
-  if (isColumn(value)) return writeColumn(value, sink);
-  if (Array.isArray(value)) return value.map((v) => extractColumns(v, sink));
+/** `value` (at `path` in the report) with every column moved into `sinks` and replaced by its reference. */
+function extractColumns(value: unknown, path: string, sinks: ColumnSinks): unknown {
+  if (isColumn(value)) return sinks.column(value, path);
+  if (Array.isArray(value)) return value.map((v, i) => extractColumns(v, `${path}.${i}`, sinks));
   if (value && typeof value === 'object') {
     const out: Record<string, unknown> = {};
-    for (const [k, v] of Object.entries(value)) out[k] = extractColumns(v, sink);
+    for (const [k, v] of Object.entries(value)) out[k] = extractColumns(v, path ? `${path}.${k}` : k, sinks);
     return out;
   }
   return value;
@@ -189,37 +247,41 @@ function writeText(text: string, sink: ByteSink): { at: number; len: number } {
  * state history's segments wait there, while its event columns, which the first frame reads
  * through the device, stay at hand.
  */
-function deferParts(value: unknown, sink: ByteSink): unknown {
-  if (Array.isArray(value)) return typeof value[0] === 'object' ? value.map((v) => deferParts(v, sink)) : value;
+function deferParts(value: unknown, sinks: ColumnSinks): unknown {
+  if (Array.isArray(value)) return typeof value[0] === 'object' ? value.map((v) => deferParts(v, sinks)) : value;
   if (!value || typeof value !== 'object' || '$col' in value) return value;
   const out: Record<string, unknown> = {};
   for (const [k, v] of Object.entries(value)) {
-    const deferred = deferParts(v, sink);
+    const deferred = deferParts(v, sinks);
     const text = deferred && typeof deferred === 'object' ? JSON.stringify(deferred) : '';
-    out[k] = text.length > LAZY_PART ? { $json: writeText(text, sink) } : deferred;
+    out[k] = text.length > LAZY_PART ? { $json: sinks.text(text) } : deferred;
   }
   return out;
 }
 
 /** The JSON value a report page embeds for `data` (see the header for its layout). */
 export function embedReportData(data: ReportData, codec: EmbedCodec = { base64 }): unknown {
-  const sink = new ByteSink();
+  const sinks = new ColumnSinks();
   const parts = Object.entries(data).map(([key, value]) => {
-    const part = extractColumns(value, sink);
+    const part = extractColumns(value, key, sinks);
     return { key, part, text: JSON.stringify(part) ?? '' };
   });
   const headLength = parts.reduce((n, p) => n + p.key.length + p.text.length + 4, 2);
   if (headLength <= HEAD_INLINE_MAX) {
     const head = Object.fromEntries(parts.map((p) => [p.key, p.part]));
-    return sink.length ? { ...head, $columns: carry(sink.bytes.subarray(0, sink.length), codec) } : head;
+    const columns = sinks.joined();
+    return columns.length ? { ...head, $columns: carry(columns, codec) } : head;
   }
   // Large parts are JSON in the buffer, parsed when the page first reads them.
-  const head = deferParts(Object.fromEntries(parts.map((p) => [p.key, p.part])), sink);
+  sinks.endColumns();
+  const head = deferParts(Object.fromEntries(parts.map((p) => [p.key, p.part])), sinks);
+  const firstLength = sinks.first.length;
+  const columns = sinks.joined();
   const headBytes = new TextEncoder().encode(JSON.stringify(head));
-  const all = new Uint8Array(headBytes.length + sink.length);
+  const all = new Uint8Array(headBytes.length + columns.length);
   all.set(headBytes);
-  all.set(sink.bytes.subarray(0, sink.length), headBytes.length);
-  return { $packed: { ...carry(all, codec), head: headBytes.length } };
+  all.set(columns, headBytes.length);
+  return { $packed: { ...carry(all, codec), head: headBytes.length, first: headBytes.length + firstLength } };
 }
 
 /** A report page whose embedded data cannot be read: the page shows this line instead of drawing. */
@@ -240,40 +302,72 @@ function unbase64(s: string, what: string): Uint8Array<ArrayBuffer> {
   return out;
 }
 
-/**
- * Raw-inflates `raw` to (at most) `size` bytes with the platform's DecompressionStream, reading
- * its chunks by hand: in Chromium that takes a third of the time `new Response(stream).arrayBuffer()`
- * takes on the same stream.
- */
-async function inflateRaw(raw: Uint8Array<ArrayBuffer>, size: number): Promise<Uint8Array> {
-  const reader = new Blob([raw]).stream().pipeThrough(new DecompressionStream('deflate-raw')).getReader();
-  const out = new Uint8Array(size);
-  let length = 0;
-  for (;;) {
-    const { done, value } = await reader.read();
-    if (done) break;
-    // More than the writer said: the buffer is damaged; the caller compares lengths.
-    if (length + value.length > size) return new Uint8Array(length + value.length);
-    out.set(value, length);
-    length += value.length;
-  }
-  return length === size ? out : out.subarray(0, length);
-}
-
 /** The buffer the JSON carries, inflated where it was deflated. */
 async function readBytes(e: EmbeddedBytes, what: string): Promise<Uint8Array> {
   if (!e || typeof e.b64 !== 'string' || (e.encoding !== 'deflate-raw' && e.encoding !== 'none')) throw damaged(`${what} is not an embedded buffer`);
   const raw = unbase64(e.b64, what);
-  let bytes: Uint8Array = raw;
   if (e.encoding === 'deflate-raw') {
-    try {
-      bytes = await inflateRaw(raw, e.bytes);
-    } catch {
-      throw damaged(`${what} does not inflate`);
-    }
+    if (!(e.bytes >= 0)) throw damaged(`${what} does not say its length`);
+    const inflating = inflateInStages(raw, e.bytes, e.bytes, what);
+    await inflating.done;
+    return inflating.out;
   }
-  if (bytes.length !== e.bytes) throw damaged(`${what} holds ${bytes.length} bytes, not ${e.bytes}`);
-  return bytes;
+  if (raw.length !== e.bytes) throw damaged(`${what} holds ${raw.length} bytes, not ${e.bytes}`);
+  return raw;
+}
+
+/** A buffer being inflated: its bytes so far, a promise for the first `firstBytes`, and one for all of it. */
+interface Inflating {
+  readonly out: Uint8Array;
+  filled(): number;
+  /** Settles once `firstBytes` are in (or the inflater stopped: then as `done` settles). */
+  readonly reached: Promise<void>;
+  /** Settles once every byte is in; refused when the buffer is damaged. */
+  readonly done: Promise<void>;
+}
+
+/**
+ * Raw-inflates `raw` into `size` bytes with the platform's DecompressionStream, reading its chunks
+ * by hand (in Chromium that takes a third of the time `new Response(stream).arrayBuffer()` takes),
+ * and says when the first `firstBytes` are in, so a reader can start on them while the rest inflates.
+ */
+function inflateInStages(raw: Uint8Array<ArrayBuffer>, size: number, firstBytes: number, what: string): Inflating {
+  let out: Uint8Array;
+  try {
+    out = new Uint8Array(size);
+  } catch {
+    throw damaged(`${what} says it holds ${size} bytes`);
+  }
+  let length = 0;
+  let reachedFirst: () => void = () => {};
+  let failedFirst: (err: unknown) => void = () => {};
+  const reached = new Promise<void>((resolve, reject) => {
+    reachedFirst = resolve;
+    failedFirst = reject;
+  });
+  const done = (async () => {
+    const reader = new Blob([raw]).stream().pipeThrough(new DecompressionStream('deflate-raw')).getReader();
+    for (;;) {
+      let chunk: ReadableStreamReadResult<Uint8Array>;
+      try {
+        chunk = await reader.read();
+      } catch {
+        throw damaged(`${what} does not inflate`);
+      }
+      if (chunk.done) break;
+      const value = chunk.value;
+      if (length + value.length > size) throw damaged(`${what} holds more than ${size} bytes`);
+      out.set(value, length);
+      length += value.length;
+      if (length >= firstBytes) reachedFirst();
+    }
+    if (length !== size) throw damaged(`${what} holds ${length} bytes, not ${size}`);
+  })();
+  done.then(reachedFirst, failedFirst);
+  // Either promise may be the one a caller waits on; a failure is told through that one.
+  reached.catch(() => {});
+  done.catch(() => {});
+  return { out, filled: () => length, reached, done };
 }
 
 /** Refuses a reference that is not a column or reaches outside the buffer (checked when the page opens). */
@@ -334,7 +428,14 @@ class LazyParts {
     private readonly bytes: Uint8Array,
     /** Told of damage found only when a part is read, after the page opened. */
     private readonly onDamage: (err: unknown) => void,
+    /** How many of `bytes` are in (all of them unless the buffer is still inflating). */
+    private readonly filled: () => number = () => bytes.length,
   ) {}
+
+  /** Refuses a read of bytes the inflater has not reached: the app reads only the first frame's columns before its `complete`. */
+  private inflated(at: number, len: number, path: string): void {
+    if (at + len > this.filled()) throw new MemscopeError('report-not-ready', `the report's ${path} was read before the page finished reading it`);
+  }
 
   /** Makes `obj[key]` compute its value on first read, then hold it. */
   private lazy(obj: Record<string, unknown>, key: string, compute: () => unknown): void {
@@ -375,8 +476,12 @@ class LazyParts {
       if (!v || typeof v !== 'object') continue;
       const path = what ? `${what}.${key}` : key;
       if ('$col' in v) {
-        checkColumn(v as ColumnRef, this.bytes, path);
-        this.lazy(obj, key, () => readColumn(v as ColumnRef, this.bytes, path));
+        const ref = v as ColumnRef;
+        checkColumn(ref, this.bytes, path);
+        this.lazy(obj, key, () => {
+          this.inflated(ref.at, ref.len, path);
+          return readColumn(ref, this.bytes, path);
+        });
       } else if ('$json' in v) this.part(obj, key, (v as { $json: { at: number; len: number } }).$json, path);
       else this.columns(v, path);
     }
@@ -388,6 +493,7 @@ class LazyParts {
     const bytes = this.bytes;
     if (!(place.at >= 0 && place.len >= 0 && place.at + place.len <= bytes.length)) throw damaged(`${path} points outside the buffer`);
     this.lazy(obj, key, () => {
+      this.inflated(place.at, place.len, path);
       let part: unknown;
       try {
         part = JSON.parse(new TextDecoder().decode(bytes.subarray(place.at, place.at + place.len)));
@@ -399,21 +505,42 @@ class LazyParts {
   }
 }
 
+/** A report read in two stages: `data` is drawable once this is given; `complete` settles once every byte is in. */
+export interface StagedReport {
+  /** Its first frame's columns can be read at once; every other part only after `complete`. */
+  readonly data: ReportData;
+  /** Refused with the damage when the rest of the buffer cannot be read. */
+  readonly complete: Promise<void>;
+}
+
 /**
  * The report data from the page's embedded JSON text (the writer's `embedReportData`,
- * stringified). Its layout and buffer are checked here; a column's own bytes only when it is
- * read, and damage found then goes to `onDamage` before the read throws.
+ * stringified), given as soon as the first frame's columns are inflated (see the header). Its
+ * layout and buffer are checked here; a column's own bytes only when it is read, and damage found
+ * then goes to `onDamage` before the read throws.
  */
-export async function readEmbeddedReport(text: string, onDamage: (err: unknown) => void = () => {}): Promise<ReportData> {
+export async function readEmbeddedReportInStages(text: string, onDamage: (err: unknown) => void = () => {}): Promise<StagedReport> {
   let raw: Record<string, unknown>;
   try {
     raw = JSON.parse(text) as Record<string, unknown>;
   } catch {
     throw damaged('it is not JSON');
   }
+  const complete = Promise.resolve();
   if (raw.$packed) {
-    const packed = raw.$packed as EmbeddedBytes & { head: number };
-    const bytes = await readBytes(packed, '$packed');
+    const packed = raw.$packed as EmbeddedBytes & { head: number; first?: number };
+    let bytes: Uint8Array;
+    let filled = (): number => bytes.length;
+    let rest = complete;
+    if (packed && packed.encoding === 'deflate-raw' && typeof packed.b64 === 'string' && packed.bytes >= 0) {
+      // The first stretch holds the head; without a usable mark, the whole buffer is waited for.
+      const first = typeof packed.first === 'number' && packed.first >= packed.head && packed.first <= packed.bytes ? packed.first : packed.bytes;
+      const inflating = inflateInStages(unbase64(packed.b64, '$packed'), packed.bytes, first, '$packed');
+      await inflating.reached;
+      bytes = inflating.out;
+      filled = inflating.filled;
+      rest = inflating.done;
+    } else bytes = await readBytes(packed, '$packed');
     if (!(packed.head >= 0 && packed.head <= bytes.length)) throw damaged('$packed.head is outside the buffer');
     let head: Record<string, unknown>;
     try {
@@ -421,10 +548,18 @@ export async function readEmbeddedReport(text: string, onDamage: (err: unknown) 
     } catch {
       throw damaged('its packed JSON is not JSON');
     }
-    return new LazyParts(bytes.subarray(packed.head), onDamage).columns(head, '') as ReportData;
+    const data = new LazyParts(bytes.subarray(packed.head), onDamage, () => filled() - packed.head).columns(head, '') as ReportData;
+    return { data, complete: rest };
   }
-  if (!raw.$columns) return raw as unknown as ReportData;
+  if (!raw.$columns) return { data: raw as unknown as ReportData, complete };
   const { $columns, ...head } = raw;
   const bytes = await readBytes($columns as EmbeddedBytes, '$columns');
-  return new LazyParts(bytes, onDamage).columns(head, '') as ReportData;
+  return { data: new LazyParts(bytes, onDamage).columns(head, '') as ReportData, complete };
+}
+
+/** The report data from the page's embedded JSON text, once every byte of it is in. */
+export async function readEmbeddedReport(text: string, onDamage: (err: unknown) => void = () => {}): Promise<ReportData> {
+  const staged = await readEmbeddedReportInStages(text, onDamage);
+  await staged.complete;
+  return staged.data;
 }

@@ -47,8 +47,8 @@ export interface ReportHistoryDevice {
   readonly streams: number[];
   /**
    * `oom` events: their index, the bytes requested, and the device's free bytes then (`device_free`;
-   * -1 when absent). The requested size repeats `events.size`, so marking the OOMs on the charts
-   * does not decode the event columns.
+   * -1 when absent). The requested size repeats `events.size`, so the chart marks OOMs on its first
+   * frame without the event columns.
    */
   readonly ooms: { event: number[]; requested: number[]; deviceFree: number[] };
 }

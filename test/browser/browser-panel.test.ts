@@ -116,7 +116,7 @@ describe('attachMemoryPanel in headless Chromium', () => {
       await expect.poll(() => tab.evaluate(() => document.querySelector('#segments-body')?.childElementCount ?? 0)).toBeGreaterThan(0);
       const report = await tab.evaluate(() => ({
         title: document.title,
-        data: JSON.parse(document.getElementById('memscope-data')!.textContent!),
+        data: JSON.parse(Array.from(document.querySelectorAll('script.memscope-data'), (s) => s.textContent).join('')),
         imgs: document.querySelectorAll('img').length,
         injected: (globalThis as any).__injected ?? null,
       }));

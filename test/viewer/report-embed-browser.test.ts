@@ -39,6 +39,8 @@ describe('a deflated report page in Chromium', () => {
     const text = readFileSync(html, 'utf8');
     // Packed and deflated: the embedded data is well under a fifth of the data's JSON.
     const embedded = embeddedDataJson(text)!;
+    // The JSON comes in parts, so the HTML parser never reads one long script text.
+    expect(text.match(/<script type="application\/json" class="memscope-data"/g)!.length).toBeGreaterThan(1);
     expect(embedded).toMatch(/^\{"\$packed":\{"encoding":"deflate-raw"/);
     expect(embedded.length).toBeLessThan(JSON.stringify(data).length / 5);
     const { page, errors } = await openReportPage(browser, html);
@@ -47,6 +49,32 @@ describe('a deflated report page in Chromium', () => {
     expect(shown).toEqual(JSON.parse(JSON.stringify(data)));
     expect(errors).toEqual([]);
     await page.close();
+  });
+
+  it('draws the chart from the first stretch of the buffer; damage past it shows its line and no sections', async () => {
+    const file = fixture('torch/transformer_fullstep_trace.pickle');
+    const f = await openMemoryFile(file);
+    if (f.kind !== 'snapshot') throw new Error('expected a snapshot');
+    const good = renderReportHtml(snapshotToReport(f.snapshot, file, DEFAULT_CAPS), await viewerBundle(), nodeEmbedCodec);
+    const page = JSON.parse(embeddedDataJson(good)!) as { $packed: { b64: string; first: number; bytes: number } };
+    expect(page.$packed.first).toBeLessThan(page.$packed.bytes / 2);
+    // The deflated stream loses its last 300 bytes: its end, far past the chart's columns, cannot be read.
+    page.$packed.b64 = page.$packed.b64.slice(0, page.$packed.b64.length - 400);
+    const firstPart = good.indexOf('<script type="application/json" class="memscope-data"');
+    const afterParts = good.lastIndexOf('</script>', good.indexOf('<script>', firstPart)) + '</script>'.length;
+    const html = join(work, 'damaged-tail.html');
+    writeFileSync(html, `${good.slice(0, firstPart)}<script type="application/json" class="memscope-data" id="memscope-data">${JSON.stringify(page).replace(/</g, '\\u003c')}</script>${good.slice(afterParts)}`);
+    const tab = await browser.newPage();
+    const problems: string[] = [];
+    tab.on('pageerror', (e) => problems.push(String(e)));
+    await tab.goto(`file://${html}`);
+    await tab.waitForFunction(() => window.memscopeDrop?.state === 'error');
+    expect(await tab.locator('#drop-error').innerText()).toMatch(/^memscope: the embedded report data is damaged: \$packed (does not inflate|holds \d+ bytes, not \d+)$/);
+    expect(await tab.evaluate(() => window.memscopeViewer?.frames ?? 0)).toBeGreaterThan(0);
+    expect(await tab.evaluate(() => window.memscopeViewer!.sectionsReady)).toBe(false);
+    expect(await tab.locator('#allocations-body').innerText()).toBe('');
+    expect(problems).toEqual([]);
+    await tab.close();
   });
 
   it('a page whose embedded data is damaged shows one line saying so, and draws nothing', async () => {

@@ -2,7 +2,8 @@
 // they went in; a small report's JSON stays readable; a damaged page is refused with one line.
 import { describe, it, expect } from 'vitest';
 import { MemscopeError } from '../../src/core/errors.js';
-import { base64, embedReportData, readEmbeddedReport } from '../../src/viewer/report-embed.js';
+import { inflateRawSync } from 'node:zlib';
+import { base64, embedReportData, readEmbeddedReport, readEmbeddedReportInStages } from '../../src/viewer/report-embed.js';
 import { nodeEmbedCodec } from '../../src/viewer/report-embed-node.js';
 import type { ReportData } from '../../src/viewer/report-data.js';
 
@@ -73,6 +74,35 @@ describe('embedded report data', () => {
     const text = JSON.stringify(page);
     expect(text.length).toBeLessThan(JSON.stringify(data).length / 4);
     expect(await readEmbeddedReport(text)).toEqual(data);
+  });
+
+  it('puts the columns the chart\'s first frame reads first in the buffer, and gives them before the rest is in', async () => {
+    const data = { ...sample(20_000), strings: Array.from({ length: 40_000 }, (_, i) => `file_${i}.py:${i}:fn`) } as unknown as ReportData;
+    const { $packed: packed } = embedReportData(data, nodeEmbedCodec) as { $packed: { head: number; first: number; bytes: number; b64: string } };
+    const head = JSON.parse(inflateRawSync(Buffer.from(packed.b64, 'base64')).subarray(0, packed.head).toString('utf8'));
+    const firstEnd = packed.first - packed.head;
+    expect(firstEnd).toBeGreaterThan(0);
+    expect(packed.first).toBeLessThan(packed.bytes);
+    // Each column and part, with where it lies: inside the first stretch exactly when the first frame reads it.
+    const places: [string, { at: number; len: number }][] = [];
+    const walk = (v: unknown, path: string): void => {
+      if (!v || typeof v !== 'object') return;
+      if ('$col' in v) places.push([path, v as unknown as { at: number; len: number }]);
+      else if ('$json' in v) places.push([path, (v as { $json: { at: number; len: number } }).$json]);
+      else for (const [k, x] of Object.entries(v)) walk(x, path ? `${path}.${k}` : k);
+    };
+    walk(head, '');
+    const drawn = /^(memory\.devices\.0\.(eventDt|start|end|bytes|site)|timeline\.(dt|series|bytes))$/;
+    expect(places.filter(([p]) => drawn.test(p)).map(([p]) => p).sort()).toEqual(['memory.devices.0.bytes', 'memory.devices.0.end', 'memory.devices.0.eventDt', 'memory.devices.0.site', 'memory.devices.0.start', 'timeline.bytes', 'timeline.dt', 'timeline.series']);
+    for (const [path, { at, len }] of places) {
+      if (drawn.test(path)) expect(at + len, path).toBeLessThanOrEqual(firstEnd);
+      else expect(at, path).toBeGreaterThanOrEqual(firstEnd);
+    }
+    // In stages: the data comes with the first stretch; every part can be read once it is complete.
+    const staged = await readEmbeddedReportInStages(JSON.stringify({ $packed: packed }));
+    expect(staged.data.memory!.devices[0]!.site).toEqual(data.memory!.devices[0]!.site);
+    await staged.complete;
+    expect(staged.data).toEqual(data);
   });
 
   it('keeps a report without long columns as plain JSON', async () => {

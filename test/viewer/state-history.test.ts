@@ -148,7 +148,7 @@ describe('allocator state history, segment timeline and settings in the browser'
     await page.locator('#timeline').scrollIntoViewIfNeeded();
     const onMemory = await page.evaluate(() => {
       const c = document.getElementById('timeline') as HTMLCanvasElement;
-      const data = JSON.parse(document.getElementById('memscope-data')!.textContent!);
+      const data = JSON.parse(Array.from(document.querySelectorAll('script.memscope-data'), (s) => s.textContent).join(''));
       const t = data.memory.devices[0].eventDt.slice(0, 15).reduce((s: number, x: number) => s + x, 0) / 1000;
       const r = c.getBoundingClientRect();
       const t0 = Number(c.dataset.t0);

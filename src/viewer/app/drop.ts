@@ -13,7 +13,7 @@ import { humanBytes } from '../../core/units.js';
 import type { ReportData } from '../report-data.js';
 import { reportBody } from '../html.js';
 import { errorLine, reportDataFromBlob, type OpenProgress } from '../open-file.js';
-import { readEmbeddedReport } from '../report-embed.js';
+import { readEmbeddedReportInStages, type StagedReport } from '../report-embed.js';
 
 declare global {
   interface Window {
@@ -37,6 +37,8 @@ interface PageState {
   reads: number;
   state: 'empty' | 'reading' | 'shown' | 'error';
   data: ReportData | null;
+  /** Settles true once every part of the shown data can be read, false when the rest is damaged (its line is shown). */
+  complete: Promise<boolean>;
   readonly addListener: typeof EventTarget.prototype.addEventListener;
 }
 
@@ -51,7 +53,7 @@ function pageState(): PageState {
   const existing = g[STATE_KEY];
   if (existing) return existing;
   const addListener = EventTarget.prototype.addEventListener;
-  const state: PageState = { appSource: '', run: new AbortController(), opened: 0, reads: 0, state: 'empty', data: null, addListener };
+  const state: PageState = { appSource: '', run: new AbortController(), opened: 0, reads: 0, state: 'empty', data: null, complete: Promise.resolve(true), addListener };
   for (const target of [window, document] as EventTarget[]) {
     target.addEventListener = function (type: string, listener: EventListenerOrEventListenerObject | null, options?: boolean | AddEventListenerOptions): void {
       const opts: AddEventListenerOptions = typeof options === 'object' ? options : { capture: options === true };
@@ -66,9 +68,19 @@ function pageState(): PageState {
  * The data a report page embeds (its columns inflate asynchronously), or null on the empty viewer.
  * A column found damaged when a view first reads it puts its line on the page.
  */
-function embeddedData(state: PageState): Promise<ReportData> | null {
-  const script = document.getElementById('memscope-data');
-  return script?.textContent ? readEmbeddedReport(script.textContent, (err) => showError(state, errorLine(err))) : null;
+function embeddedData(state: PageState): Promise<StagedReport> | null {
+  // The JSON comes in parts, in document order (html.ts).
+  const text = Array.from(document.querySelectorAll('script.memscope-data'), (s) => s.textContent ?? '').join('');
+  return text ? readEmbeddedReportInStages(text, (err) => showError(state, errorLine(err))) : null;
+}
+
+/**
+ * Settles once every part of the data this run shows can be read: at once for a dropped file; for
+ * an embedded report, once its buffer is inflated past the first frame's columns to the end. False
+ * when the rest turned out damaged (the page shows its line) or a newer run started.
+ */
+export function dataComplete(): Promise<boolean> {
+  return pageState().complete;
 }
 
 /** Aborted when the next run of the app starts (a file dropped on the page): work a run defers checks it. */
@@ -99,6 +111,7 @@ export function beginPage(): ReportData | Promise<ReportData | null> | null {
   const embedded = handed ? null : embeddedData(state);
   const data = handed;
   state.data = data;
+  state.complete = Promise.resolve(data !== null);
   state.state = data ? 'shown' : embedded ? 'reading' : 'empty';
   document.body.classList.toggle('empty', !data && !embedded);
   wireDropZone(state);
@@ -119,9 +132,16 @@ export function beginPage(): ReportData | Promise<ReportData | null> | null {
   return embedded.then(
     (read) => {
       if (!current()) return null;
-      state.data = read;
+      state.data = read.data;
       state.state = 'shown';
-      return read;
+      state.complete = read.complete.then(
+        () => current(),
+        (err: unknown) => {
+          if (current()) showError(state, errorLine(err));
+          return false;
+        },
+      );
+      return read.data;
     },
     (err: unknown) => {
       if (!current()) return null;

@@ -14,7 +14,7 @@ import { FrameScheduler, fitCanvas, plotArea, type PlotArea } from './canvas.js'
 import { bindPanZoom, clampRange, timeAtPointer, zoomedRange } from './pan-zoom.js';
 import { mountQueryBox } from './query-box.js';
 import { allocationsSection, kernelsSection, label, leaksSection, location, modulesSection, snapshotAllocationsSection } from './report-tables.js';
-import { beginPage, runSignal, showPageError } from './drop.js';
+import { beginPage, dataComplete, runSignal, showPageError } from './drop.js';
 import { renderHistorySections } from './state-history-sections.js';
 
 declare global {
@@ -352,20 +352,21 @@ function main(): void {
   } as Window['memscopeViewer'] & object;
   // The chart paints before the tables, flame graphs and state history are built: they sit below
   // it and take as long again as the chart on a large snapshot.
+  // They also read the parts of an embedded report that inflate after the chart's columns.
   const viewer = window.memscopeViewer!;
   const run = runSignal();
-  requestAnimationFrame(() =>
-    setTimeout(() => {
-      // A file dropped meanwhile started a new run on a new page body: its own sections replace these.
-      if (run.aborted) return;
-      try {
-        sections();
-      } catch (err) {
-        showPageError(err);
-      }
-      viewer.sectionsReady = true;
-    }, 0),
-  );
+  const painted = new Promise<void>((resolve) => requestAnimationFrame(() => setTimeout(resolve, 0)));
+  void Promise.all([painted, dataComplete()]).then(([, complete]) => {
+    // A file dropped meanwhile started a new run on a new page body: its own sections replace these.
+    if (run.aborted || !complete) return;
+    try {
+      memoryView?.dataComplete();
+      sections();
+    } catch (err) {
+      showPageError(err);
+    }
+    viewer.sectionsReady = true;
+  });
 }
 
 /** The sections under the chart: tables, segments, flame graphs, the state history, search. */

@@ -83,6 +83,11 @@ export class MemoryView {
   private yView: { y0: number; y1: number } | null = null;
   private lastPlot = { x: 0, y: 0, w: 1, h: 1, y0: 0, yMax: 1, t0: 0, t1: 1 };
   frames = 0;
+  /**
+   * Whether every column of the data can be read. Until then (an embedded report's buffer still
+   * inflating) the chart draws, pans and zooms, and hover and click wait: they read addresses and stacks.
+   */
+  private complete = false;
   /** Time the last hover took to find the allocation and fill the tooltip (layout excluded). */
   lastHoverMs = 0;
   firstFrameMs = 0;
@@ -131,6 +136,11 @@ export class MemoryView {
     new ResizeObserver(() => this.schedule()).observe(strip);
     this.bind();
     new ResizeObserver(() => this.schedule()).observe(canvas);
+  }
+
+  /** Every column of the data can be read from now on (see `complete`). */
+  dataComplete(): void {
+    this.complete = true;
   }
 
   private siteLegend: HTMLElement | null = null;
@@ -193,7 +203,7 @@ export class MemoryView {
       hover: (e) => this.hover(e.clientX, e.clientY),
       leave: () => (this.tooltip.hidden = true),
       // A click on the chart pins the allocation under the pointer, or unpins.
-      click: (e) => this.pin(this.allocationAt(e.clientX, e.clientY)),
+      click: (e) => this.complete && this.pin(this.allocationAt(e.clientX, e.clientY)),
       // Shift+wheel zooms the byte axis, so allocations thinner than a pixel get their own bands.
       shiftWheel: (e, factor) => {
         const rect = this.canvas.getBoundingClientRect();
@@ -310,6 +320,12 @@ export class MemoryView {
 
   private showTip(clientX: number, clientY: number): void {
     const tip = this.tooltip;
+    if (!this.complete) {
+      // Addresses and stacks are still inflating: say so rather than read them.
+      tip.replaceChildren(el('div', { class: 'muted' }, 'reading the rest of the report…'));
+      this.placeTip(clientX, clientY);
+      return;
+    }
     const a = this.allocationAt(clientX, clientY);
     const dpr = window.devicePixelRatio || 1;
     const oom = oomAt(this.ooms[this.device], this.lastPlot, this.lastPlot, (clientX - this.canvas.getBoundingClientRect().left) * dpr, dpr);
