@@ -49,9 +49,9 @@ export class StorageIndex {
 
 /**
  * Storage ids. A storage's id is derived from its dataId where the backend numbers its dataIds
- * (`dataId.id`), so that a storage met by several sessions, or made before memscope saw it and
- * adopted later, has the same id each time. Backends get a slot each, for the whole process (a session started later
- * must give a live storage the id an earlier one gave it).
+ * (`dataId.id`), so that a storage met by several attachments of the adapter, or made before
+ * memscope saw it and adopted later, has the same id each time. Backends get a slot each, for the
+ * whole process (a later attachment must give a live storage the id an earlier one gave it).
  *
  * The backends below number their dataIds from a counter that never goes back (tfjs-backend-cpu,
  * -webgl and -webgpu: a static counter of the backend class; -wasm: one per backend instance), so
