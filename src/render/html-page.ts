@@ -17,6 +17,8 @@ export interface HtmlPage {
   readonly body: string;
   /** Inline script run at the end of the body; the policy allows inline scripts only when there is one. */
   readonly script?: string;
+  /** Markup after the script (data it reads once the document is parsed), escaped like `body`. */
+  readonly afterScript?: string;
 }
 
 /**
@@ -48,7 +50,7 @@ ${page.css.trim()}
 </head>
 <body>
 ${page.body.replace(/\n$/, '')}
-${page.script === undefined ? '' : `<script>${scriptText(page.script)}</script>\n`}</body>
+${page.script === undefined ? '' : `<script>${scriptText(page.script)}</script>\n`}${page.afterScript ?? ''}</body>
 </html>
 `;
 }

@@ -10,7 +10,7 @@ export const VIEWER_TITLE = 'memscope viewer';
 
 /** What the viewer reads, in the words a user knows the files by. */
 export const ACCEPTED_FILES =
-  'PyTorch memory snapshots (torch.cuda.memory._dump_snapshot pickles, any protocol from 2, also gzipped; memscope’s own allocator snapshots), ' +
+  'PyTorch memory snapshots (torch.cuda.memory._dump_snapshot pickles, any protocol from 2, also gzipped; memscope\'s own allocator snapshots), ' +
   'Kineto profiler traces (.json, .json.gz), export_memory_timeline JSON, and memscope captures (memscope run)';
 
 export const DROP_CSS = `
@@ -28,11 +28,15 @@ body.empty > :not(header):not(#drop):not(#drop-veil):not(script) { display: none
 #drop-veil[hidden] { display: none; }
 `;
 
-/** The zone's markup; static text only. */
+/**
+ * The zone's markup; static text only, in ASCII (entities for the rest): a page whose source is
+ * all Latin-1 is decoded and parsed as one-byte text, half the memory of a page with one other
+ * character.
+ */
 export function dropZoneHtml(): string {
   return `<div id="drop">
 <div id="drop-zone">
-<p class="drop-what">Drop a file anywhere on this page to view it, or <button id="drop-pick" type="button">open a file…</button><input id="drop-input" type="file" hidden aria-label="open a file"></p>
+<p class="drop-what">Drop a file anywhere on this page to view it, or <button id="drop-pick" type="button">open a file&hellip;</button><input id="drop-input" type="file" hidden aria-label="open a file"></p>
 <p class="drop-accepts">Reads, inside this page (nothing is uploaded): ${ACCEPTED_FILES}.</p>
 </div>
 <div id="drop-status" role="status" hidden></div>

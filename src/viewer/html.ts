@@ -95,34 +95,62 @@ ${dropZoneHtml()}
  * columns as (deflated, where `codec` deflates) bytes (src/viewer/report-embed.ts), the app as one
  * inline script; nothing is fetched. Without data it is the empty viewer, which reads a file
  * dropped on it (`memscope viewer`); a report reads one too.
+ *
+ * A packed report's second buffer (what the chart's first frame does not read) comes after the
+ * app's script, so the app starts, and the chart draws, before the HTML parser has read it.
  */
 export function renderReportHtml(data: ReportData | null, appJs: string, codec?: EmbedCodec): string {
   const title = data?.title ?? VIEWER_TITLE;
-  const embedded = data ? dataScripts(jsonForScript(embedReportData(data, codec))) : '';
-  return renderHtmlPage({ title, css: CSS + DROP_CSS, body: `${reportBody(title, data?.source.file ?? '')}${embedded}`, script: appJs });
+  const body = reportBody(title, data?.source.file ?? '');
+  if (!data) return renderHtmlPage({ title, css: CSS + DROP_CSS, body, script: appJs });
+  const embedded = embedReportData(data, codec) as { $packed?: { rest?: { b64?: string } } };
+  const rest = embedded.$packed?.rest;
+  const restB64 = rest?.b64 ?? '';
+  if (rest) delete rest.b64;
+  return renderHtmlPage({
+    title,
+    css: CSS + DROP_CSS,
+    body: body + dataScripts(jsonForScript(embedded), 'memscope-data'),
+    script: appJs,
+    afterScript: restB64 ? dataScripts(restB64, 'memscope-rest') : undefined,
+  });
 }
 
-/** Characters of the data's JSON per script element. */
+/** Characters of the data per script element. */
 const DATA_PART = 32 * 1024;
 
 /**
- * The data's JSON as `<script type="application/json" class="memscope-data">` elements, in parts
- * that the page joins in document order (the first also has `id="memscope-data"`). Browsers' HTML
- * parsers read one script text of a megabyte markedly slower than the same text in parts of tens
- * of KiB, and a report's data is mostly one long base64 string. The JSON has no `<` (it is
- * escaped), so no cut can make a tag.
+ * `text` as `<script class="CLASS">` data elements (not run: JSON, or base64 as plain text), in parts that the page joins
+ * in document order (the first data part also has `id="memscope-data"`). Browsers' HTML parsers
+ * read one script text of a megabyte markedly slower than the same text in parts of tens of KiB,
+ * and a report's data is mostly base64. The text has no `<` (JSON's is escaped; base64 has none),
+ * so no cut can make a tag. The rest's parts are base64 alone, not JSON: the page joins them first.
  */
-function dataScripts(json: string): string {
+function dataScripts(text: string, cls: 'memscope-data' | 'memscope-rest'): string {
   const parts: string[] = [];
-  for (let at = 0; at < json.length; at += DATA_PART) {
-    const id = at === 0 ? ' id="memscope-data"' : '';
-    parts.push(`<script type="application/json" class="memscope-data"${id}>${json.slice(at, at + DATA_PART)}</script>\n`);
+  for (let at = 0; at < text.length; at += DATA_PART) {
+    const id = at === 0 && cls === 'memscope-data' ? ' id="memscope-data"' : '';
+    const type = cls === 'memscope-data' ? 'application/json' : 'text/plain';
+    parts.push(`<script type="${type}" class="${cls}"${id}>${text.slice(at, at + DATA_PART)}</script>\n`);
   }
   return parts.join('');
 }
 
-/** The embedded data's JSON text of a report page's HTML (its parts joined), or null for the empty viewer. */
+/** The text of a report page's script elements of class `cls`, joined. */
+function joinedScripts(html: string, cls: string): string {
+  return [...html.matchAll(new RegExp(`<script type="[^"]*" class="${cls}"[^>]*>([^<]*)</script>`, 'g'))].map((m) => m[1]!).join('');
+}
+
+/**
+ * The embedded data's JSON text of a report page's HTML, with a packed page's second buffer back
+ * in its place (as `embedReportData` wrote it), or null for the empty viewer.
+ */
 export function embeddedDataJson(html: string): string | null {
-  const parts = [...html.matchAll(/<script type="application\/json" class="memscope-data"[^>]*>([^<]*)<\/script>/g)].map((m) => m[1]!);
-  return parts.length ? parts.join('') : null;
+  const json = joinedScripts(html, 'memscope-data');
+  if (!json) return null;
+  const rest = joinedScripts(html, 'memscope-rest');
+  if (!rest) return json;
+  const value = JSON.parse(json) as { $packed: { rest: { b64?: string } } };
+  value.$packed.rest.b64 = rest;
+  return JSON.stringify(value);
 }

@@ -15,21 +15,21 @@
  *   browser inflates natively with `DecompressionStream`) where the writer has a deflater, and
  *   carried as base64 in the JSON: `"$columns": {"encoding", "bytes", "b64"}`.
  * - When the rest of the JSON (strings, stacks, segments) is itself large, it goes into the same
- *   buffer, first, and the page's JSON is only `{"$packed": {"encoding", "head", "bytes", "b64"}}`
+ *   buffer, first, and the page's JSON is only `{"$packed": {"encoding", "head", "bytes", "b64", "rest"}}`
  *   (`head`: the JSON's length in UTF-8 bytes at the buffer's start; offsets count from its end).
  *   There, each part whose JSON is long (the state history's segments, the flame graphs) is its
  *   own JSON text in the buffer, `{"$json": {"at", "len"}}` in its place. A small report's JSON
  *   stays readable as it is.
  *
  * The page reads lazily: a column is decoded, and a `$json` part parsed, when the app first reads
- * it, so the first frame of the Active Memory Timeline waits only for the columns it draws, and a
- * section never opened costs nothing.
+ * it, so a section never opened costs nothing.
  *
- * The buffer is ordered for the first frame too: the JSON head, then the columns the chart's first
- * frame reads (`firstFrameColumn`), then every other column and `$json` part. A packed page says
- * where that first stretch ends (`"first"`: bytes from the buffer's start), and the page starts
- * drawing once the inflater has reached it, while the rest inflates
- * (`readEmbeddedReportInStages`).
+ * A packed page is two buffers, deflated apart, so the first frame waits for neither the HTML
+ * parser nor the inflater to pass the rest: `$packed` itself holds the JSON head and the columns the
+ * chart's first frame reads (`firstFrameColumn`), and `$packed.rest` every other column and `$json`
+ * part. Places count from the head's end through the first buffer and on into the rest, as if the
+ * two were one. The page's HTML carries the rest's base64 after the app's script (html.ts), and
+ * the page reads it once the chart has drawn (`readEmbeddedReportInStages`' `restBase64`).
  */
 import { MemscopeError } from '../core/errors.js';
 import type { ReportData } from './report-data.js';
@@ -116,6 +116,13 @@ interface EmbeddedBytes {
   /** Length of the buffer before deflating. */
   readonly bytes: number;
   readonly b64: string;
+}
+
+/** A packed page's buffers: the head and the first frame's columns, and the rest (`b64` left out where the page carries it apart, html.ts). */
+interface PackedBytes extends EmbeddedBytes {
+  /** Length of the JSON head at the buffer's start, in UTF-8 bytes. */
+  readonly head: number;
+  rest?: Omit<EmbeddedBytes, 'b64'> & { b64?: string };
 }
 
 const B64 = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/';
@@ -275,13 +282,13 @@ export function embedReportData(data: ReportData, codec: EmbedCodec = { base64 }
   // Large parts are JSON in the buffer, parsed when the page first reads them.
   sinks.endColumns();
   const head = deferParts(Object.fromEntries(parts.map((p) => [p.key, p.part])), sinks);
-  const firstLength = sinks.first.length;
-  const columns = sinks.joined();
   const headBytes = new TextEncoder().encode(JSON.stringify(head));
-  const all = new Uint8Array(headBytes.length + columns.length);
-  all.set(headBytes);
-  all.set(columns, headBytes.length);
-  return { $packed: { ...carry(all, codec), head: headBytes.length, first: headBytes.length + firstLength } };
+  const first = new Uint8Array(headBytes.length + sinks.first.length);
+  first.set(headBytes);
+  first.set(sinks.first.bytes.subarray(0, sinks.first.length), headBytes.length);
+  const packed: PackedBytes = { ...carry(first, codec), head: headBytes.length };
+  if (sinks.rest.length) packed.rest = carry(sinks.rest.bytes.subarray(0, sinks.rest.length), codec);
+  return { $packed: packed };
 }
 
 /** A report page whose embedded data cannot be read: the page shows this line instead of drawing. */
@@ -308,30 +315,17 @@ async function readBytes(e: EmbeddedBytes, what: string): Promise<Uint8Array> {
   const raw = unbase64(e.b64, what);
   if (e.encoding === 'deflate-raw') {
     if (!(e.bytes >= 0)) throw damaged(`${what} does not say its length`);
-    const inflating = inflateInStages(raw, e.bytes, e.bytes, what);
-    await inflating.done;
-    return inflating.out;
+    return inflate(raw, e.bytes, what);
   }
   if (raw.length !== e.bytes) throw damaged(`${what} holds ${raw.length} bytes, not ${e.bytes}`);
   return raw;
 }
 
-/** A buffer being inflated: its bytes so far, a promise for the first `firstBytes`, and one for all of it. */
-interface Inflating {
-  readonly out: Uint8Array;
-  filled(): number;
-  /** Settles once `firstBytes` are in (or the inflater stopped: then as `done` settles). */
-  readonly reached: Promise<void>;
-  /** Settles once every byte is in; refused when the buffer is damaged. */
-  readonly done: Promise<void>;
-}
-
 /**
  * Raw-inflates `raw` into `size` bytes with the platform's DecompressionStream, reading its chunks
- * by hand (in Chromium that takes a third of the time `new Response(stream).arrayBuffer()` takes),
- * and says when the first `firstBytes` are in, so a reader can start on them while the rest inflates.
+ * by hand (in Chromium that takes a third of the time `new Response(stream).arrayBuffer()` takes).
  */
-function inflateInStages(raw: Uint8Array<ArrayBuffer>, size: number, firstBytes: number, what: string): Inflating {
+async function inflate(raw: Uint8Array<ArrayBuffer>, size: number, what: string): Promise<Uint8Array> {
   let out: Uint8Array;
   try {
     out = new Uint8Array(size);
@@ -339,61 +333,79 @@ function inflateInStages(raw: Uint8Array<ArrayBuffer>, size: number, firstBytes:
     throw damaged(`${what} says it holds ${size} bytes`);
   }
   let length = 0;
-  let reachedFirst: () => void = () => {};
-  let failedFirst: (err: unknown) => void = () => {};
-  const reached = new Promise<void>((resolve, reject) => {
-    reachedFirst = resolve;
-    failedFirst = reject;
-  });
-  const done = (async () => {
-    const reader = new Blob([raw]).stream().pipeThrough(new DecompressionStream('deflate-raw')).getReader();
-    for (;;) {
-      let chunk: ReadableStreamReadResult<Uint8Array>;
-      try {
-        chunk = await reader.read();
-      } catch {
-        throw damaged(`${what} does not inflate`);
-      }
-      if (chunk.done) break;
-      const value = chunk.value;
-      if (length + value.length > size) throw damaged(`${what} holds more than ${size} bytes`);
-      out.set(value, length);
-      length += value.length;
-      if (length >= firstBytes) reachedFirst();
+  const reader = new Blob([raw]).stream().pipeThrough(new DecompressionStream('deflate-raw')).getReader();
+  for (;;) {
+    let chunk: ReadableStreamReadResult<Uint8Array>;
+    try {
+      chunk = await reader.read();
+    } catch {
+      throw damaged(`${what} does not inflate`);
     }
-    if (length !== size) throw damaged(`${what} holds ${length} bytes, not ${size}`);
-  })();
-  done.then(reachedFirst, failedFirst);
-  // Either promise may be the one a caller waits on; a failure is told through that one.
-  reached.catch(() => {});
-  done.catch(() => {});
-  return { out, filled: () => length, reached, done };
+    if (chunk.done) break;
+    const value = chunk.value;
+    if (length + value.length > size) throw damaged(`${what} holds more than ${size} bytes`);
+    out.set(value, length);
+    length += value.length;
+  }
+  if (length !== size) throw damaged(`${what} holds ${length} bytes, not ${size}`);
+  return out;
+}
+
+/**
+ * The places of an embedded page's columns and parts: the first buffer, then the rest (a packed
+ * page's second buffer, in once `complete` settles), counted as one.
+ */
+class Places {
+  /** Every place's end is at most this (the rest counted once it is in or declared). */
+  readonly length: number;
+  constructor(
+    private readonly first: Uint8Array,
+    /** The rest, or null while it is being read. */
+    private readonly rest: () => Uint8Array | null,
+    restLength: number,
+  ) {
+    this.length = first.length + restLength;
+  }
+
+  /** The bytes of [at, at + len), which the caller checked lie inside `length`. */
+  bytes(at: number, len: number, path: string): Uint8Array {
+    const split = this.first.length;
+    if (at + len <= split) return this.first.subarray(at, at + len);
+    if (at < split) throw damaged(`${path} spans the page's two buffers`);
+    const rest = this.rest();
+    // The app reads only the first frame's columns before `complete`.
+    if (!rest) throw new MemscopeError('report-not-ready', `the report's ${path} was read before the page finished reading it`);
+    return rest.subarray(at - split, at - split + len);
+  }
 }
 
 /** Refuses a reference that is not a column or reaches outside the buffer (checked when the page opens). */
-function checkColumn(ref: ColumnRef, bytes: Uint8Array, what: string): void {
+function checkColumn(ref: ColumnRef, places: Places, what: string): void {
   const { n, at, len } = ref;
   if (ref.$col !== 'z' && ref.$col !== 'zd' && ref.$col !== 'f64') throw damaged(`${what} is not a column`);
-  if (!(n >= 0) || !(at >= 0) || !(len >= 0) || at + len > bytes.length) throw damaged(`${what} points outside the embedded columns`);
+  if (!(n >= 0) || !(at >= 0) || !(len >= 0) || at + len > places.length) throw damaged(`${what} points outside the embedded columns`);
   if (ref.$col === 'f64' && len !== n * 8) throw damaged(`${what} holds ${len / 8} values, not ${n}`);
+  // A varint takes a byte at least: a count beyond that is damage, found before anything is made that long.
+  if (ref.$col !== 'f64' && n > len) throw damaged(`${what} holds at most ${len} values, not ${n}`);
 }
 
-/** The numbers of the column `ref` points at in `bytes`. */
-function readColumn(ref: ColumnRef, bytes: Uint8Array, what: string): number[] {
-  checkColumn(ref, bytes, what);
-  const { n, at, len } = ref;
+/** The numbers of the column `ref` points at. */
+function readColumn(ref: ColumnRef, places: Places, what: string): number[] {
+  checkColumn(ref, places, what);
+  const { n, len } = ref;
+  const bytes = places.bytes(ref.at, len, what);
   // Written in full below (a shorter column is refused), so never read with holes.
   const out: number[] = new Array<number>(n);
   if (ref.$col === 'f64') {
-    const view = new DataView(bytes.buffer, bytes.byteOffset + at, len);
+    const view = new DataView(bytes.buffer, bytes.byteOffset, len);
     for (let i = 0; i < n; i++) out[i] = view.getFloat64(i * 8, true);
     return out;
   }
   const delta = ref.$col === 'zd';
   let k = 0;
   let prev = 0;
-  let i = at;
-  const end = at + len;
+  let i = 0;
+  const end = len;
   while (i < end) {
     let b = bytes[i++]!;
     let z = b & 127;
@@ -422,20 +434,13 @@ function readColumn(ref: ColumnRef, bytes: Uint8Array, what: string): number[] {
   return out;
 }
 
-/** Restores columns and `$json` parts from one buffer, each when the page first reads it. */
+/** Restores columns and `$json` parts from the page's buffers, each when the page first reads it. */
 class LazyParts {
   constructor(
-    private readonly bytes: Uint8Array,
+    private readonly places: Places,
     /** Told of damage found only when a part is read, after the page opened. */
     private readonly onDamage: (err: unknown) => void,
-    /** How many of `bytes` are in (all of them unless the buffer is still inflating). */
-    private readonly filled: () => number = () => bytes.length,
   ) {}
-
-  /** Refuses a read of bytes the inflater has not reached: the app reads only the first frame's columns before its `complete`. */
-  private inflated(at: number, len: number, path: string): void {
-    if (at + len > this.filled()) throw new MemscopeError('report-not-ready', `the report's ${path} was read before the page finished reading it`);
-  }
 
   /** Makes `obj[key]` compute its value on first read, then hold it. */
   private lazy(obj: Record<string, unknown>, key: string, compute: () => unknown): void {
@@ -465,38 +470,36 @@ class LazyParts {
     if (Array.isArray(value)) {
       // Arrays of numbers (short columns, a stack's frames) hold no reference.
       if (typeof value[0] !== 'object') return value;
-      for (let i = 0; i < value.length; i++) value[i] = this.columns(value[i], `${what}[${i}]`);
+      for (let i = 0; i < value.length; i++) this.slot(value as unknown as Record<string, unknown>, String(i), `${what}[${i}]`);
       return value;
     }
     if (!value || typeof value !== 'object') return value;
-    if ('$col' in value) return readColumn(value as ColumnRef, this.bytes, what);
+    if ('$col' in value) return readColumn(value as ColumnRef, this.places, what);
     const obj = value as Record<string, unknown>;
-    for (const key of Object.keys(obj)) {
-      const v = obj[key];
-      if (!v || typeof v !== 'object') continue;
-      const path = what ? `${what}.${key}` : key;
-      if ('$col' in v) {
-        const ref = v as ColumnRef;
-        checkColumn(ref, this.bytes, path);
-        this.lazy(obj, key, () => {
-          this.inflated(ref.at, ref.len, path);
-          return readColumn(ref, this.bytes, path);
-        });
-      } else if ('$json' in v) this.part(obj, key, (v as { $json: { at: number; len: number } }).$json, path);
-      else this.columns(v, path);
-    }
+    for (const key of Object.keys(obj)) this.slot(obj, key, what ? `${what}.${key}` : key);
     return obj;
+  }
+
+  /** Restores `obj[key]`: a column or `$json` part becomes lazy, an object is restored in place. */
+  private slot(obj: Record<string, unknown>, key: string, path: string): void {
+    const v = obj[key];
+    if (!v || typeof v !== 'object') return;
+    if ('$col' in v) {
+      const ref = v as ColumnRef;
+      checkColumn(ref, this.places, path);
+      this.lazy(obj, key, () => readColumn(ref, this.places, path));
+    } else if ('$json' in v) this.part(obj, key, (v as { $json: { at: number; len: number } }).$json, path);
+    else this.columns(v, path);
   }
 
   /** A `$json` part: its JSON is parsed from the buffer when first read. */
   private part(obj: Record<string, unknown>, key: string, place: { at: number; len: number }, path: string): void {
-    const bytes = this.bytes;
-    if (!(place.at >= 0 && place.len >= 0 && place.at + place.len <= bytes.length)) throw damaged(`${path} points outside the buffer`);
+    if (!(place.at >= 0 && place.len >= 0 && place.at + place.len <= this.places.length)) throw damaged(`${path} points outside the buffer`);
     this.lazy(obj, key, () => {
-      this.inflated(place.at, place.len, path);
+      const bytes = this.places.bytes(place.at, place.len, path);
       let part: unknown;
       try {
-        part = JSON.parse(new TextDecoder().decode(bytes.subarray(place.at, place.at + place.len)));
+        part = JSON.parse(new TextDecoder().decode(bytes));
       } catch {
         throw damaged(`${path} is not JSON`);
       }
@@ -509,38 +512,27 @@ class LazyParts {
 export interface StagedReport {
   /** Its first frame's columns can be read at once; every other part only after `complete`. */
   readonly data: ReportData;
-  /** Refused with the damage when the rest of the buffer cannot be read. */
+  /** Refused with the damage when the rest of the data cannot be read. */
   readonly complete: Promise<void>;
 }
 
 /**
  * The report data from the page's embedded JSON text (the writer's `embedReportData`,
- * stringified), given as soon as the first frame's columns are inflated (see the header). Its
- * layout and buffer are checked here; a column's own bytes only when it is read, and damage found
- * then goes to `onDamage` before the read throws.
+ * stringified), given as soon as its first buffer is read (see the header). Its layout and buffers
+ * are checked here; a column's own bytes only when it is read, and damage found then goes to
+ * `onDamage` before the read throws. `restBase64` gives a packed page's second buffer where the
+ * JSON leaves it out (html.ts carries it after the app's script); it is asked once `data` is given.
  */
-export async function readEmbeddedReportInStages(text: string, onDamage: (err: unknown) => void = () => {}): Promise<StagedReport> {
+export async function readEmbeddedReportInStages(text: string, onDamage: (err: unknown) => void = () => {}, restBase64?: () => Promise<string>): Promise<StagedReport> {
   let raw: Record<string, unknown>;
   try {
     raw = JSON.parse(text) as Record<string, unknown>;
   } catch {
     throw damaged('it is not JSON');
   }
-  const complete = Promise.resolve();
   if (raw.$packed) {
-    const packed = raw.$packed as EmbeddedBytes & { head: number; first?: number };
-    let bytes: Uint8Array;
-    let filled = (): number => bytes.length;
-    let rest = complete;
-    if (packed && packed.encoding === 'deflate-raw' && typeof packed.b64 === 'string' && packed.bytes >= 0) {
-      // The first stretch holds the head; without a usable mark, the whole buffer is waited for.
-      const first = typeof packed.first === 'number' && packed.first >= packed.head && packed.first <= packed.bytes ? packed.first : packed.bytes;
-      const inflating = inflateInStages(unbase64(packed.b64, '$packed'), packed.bytes, first, '$packed');
-      await inflating.reached;
-      bytes = inflating.out;
-      filled = inflating.filled;
-      rest = inflating.done;
-    } else bytes = await readBytes(packed, '$packed');
+    const packed = raw.$packed as PackedBytes;
+    const bytes = await readBytes(packed, '$packed');
     if (!(packed.head >= 0 && packed.head <= bytes.length)) throw damaged('$packed.head is outside the buffer');
     let head: Record<string, unknown>;
     try {
@@ -548,13 +540,24 @@ export async function readEmbeddedReportInStages(text: string, onDamage: (err: u
     } catch {
       throw damaged('its packed JSON is not JSON');
     }
-    const data = new LazyParts(bytes.subarray(packed.head), onDamage, () => filled() - packed.head).columns(head, '') as ReportData;
-    return { data, complete: rest };
+    const rest = packed.rest;
+    if (rest !== undefined && !(rest && rest.bytes >= 0)) throw damaged('$packed.rest is not an embedded buffer');
+    let restBytes: Uint8Array | null = rest ? null : new Uint8Array(0);
+    const complete = rest
+      ? (async () => {
+          const b64 = typeof rest.b64 === 'string' ? rest.b64 : restBase64 ? await restBase64() : undefined;
+          if (b64 === undefined) throw damaged('$packed.rest is not in the page');
+          restBytes = await readBytes({ ...rest, b64 }, '$packed.rest');
+        })()
+      : Promise.resolve();
+    complete.catch(() => {});
+    const places = new Places(bytes.subarray(packed.head), () => restBytes, rest ? rest.bytes : 0);
+    return { data: new LazyParts(places, onDamage).columns(head, '') as ReportData, complete };
   }
-  if (!raw.$columns) return { data: raw as unknown as ReportData, complete };
+  if (!raw.$columns) return { data: raw as unknown as ReportData, complete: Promise.resolve() };
   const { $columns, ...head } = raw;
   const bytes = await readBytes($columns as EmbeddedBytes, '$columns');
-  return { data: new LazyParts(bytes, onDamage).columns(head, '') as ReportData, complete };
+  return { data: new LazyParts(new Places(bytes, () => null, 0), onDamage).columns(head, '') as ReportData, complete: Promise.resolve() };
 }
 
 /** The report data from the page's embedded JSON text, once every byte of it is in. */

@@ -62,12 +62,12 @@ function expected(d: DeviceTimeline, t0: number, t1: number, cols: number, c: nu
   const span = t1 - t0;
   const firstEvent = (t: number) => {
     let i = 0;
-    while (i < d.n && d.time[i] < t) i++;
+    while (i < d.n && d.timeAt(i) < t) i++;
     return i;
   };
   const lo = firstEvent(t0 + (c / cols) * span);
   let hi = c === cols - 1 ? d.n : firstEvent(t0 + ((c + 1) / cols) * span);
-  if (c === cols - 1) while (hi > 0 && d.time[hi - 1] > t1) hi--;
+  if (c === cols - 1) while (hi > 0 && d.timeAt(hi - 1) > t1) hi--;
   const liveAt = (m: number) => Array.from({ length: d.count }, (_, a) => a).filter((a) => d.start[a] < m && d.end[a] >= m);
   const totalAt = (m: number) => liveAt(m).reduce((s, a) => s + d.bytes[a], 0);
   let m = lo;
@@ -92,7 +92,7 @@ describe('Active Memory Timeline renderer', () => {
     expect(d.groupSite.length).toBe(64);
     expect(d.groupSite[63]).toBe(-1);
     const hits = new ColumnHits();
-    const full = d.time[d.n - 1];
+    const full = d.timeAt(d.n - 1);
     let summed = 0;
     let smaller = 0;
     let bands = 0;

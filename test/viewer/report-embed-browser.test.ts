@@ -37,6 +37,8 @@ describe('a deflated report page in Chromium', () => {
     const html = join(work, 'packed.html');
     writeFileSync(html, renderReportHtml(data, await viewerBundle(), nodeEmbedCodec));
     const text = readFileSync(html, 'utf8');
+    // All of it Latin-1, so the browser holds and parses the page as one-byte text.
+    expect(text.match(/[^\u0000-\u00ff]/g)).toBeNull();
     // Packed and deflated: the embedded data is well under a fifth of the data's JSON.
     const embedded = embeddedDataJson(text)!;
     // The JSON comes in parts, so the HTML parser never reads one long script text.
@@ -51,25 +53,29 @@ describe('a deflated report page in Chromium', () => {
     await page.close();
   });
 
-  it('draws the chart from the first stretch of the buffer; damage past it shows its line and no sections', async () => {
+  it('draws the chart from the first buffer, before the rest after the app\'s script; damage in the rest shows its line and no sections', async () => {
     const file = fixture('torch/transformer_fullstep_trace.pickle');
     const f = await openMemoryFile(file);
     if (f.kind !== 'snapshot') throw new Error('expected a snapshot');
     const good = renderReportHtml(snapshotToReport(f.snapshot, file, DEFAULT_CAPS), await viewerBundle(), nodeEmbedCodec);
-    const page = JSON.parse(embeddedDataJson(good)!) as { $packed: { b64: string; first: number; bytes: number } };
-    expect(page.$packed.first).toBeLessThan(page.$packed.bytes / 2);
-    // The deflated stream loses its last 300 bytes: its end, far past the chart's columns, cannot be read.
-    page.$packed.b64 = page.$packed.b64.slice(0, page.$packed.b64.length - 400);
-    const firstPart = good.indexOf('<script type="application/json" class="memscope-data"');
-    const afterParts = good.lastIndexOf('</script>', good.indexOf('<script>', firstPart)) + '</script>'.length;
-    const html = join(work, 'damaged-tail.html');
-    writeFileSync(html, `${good.slice(0, firstPart)}<script type="application/json" class="memscope-data" id="memscope-data">${JSON.stringify(page).replace(/</g, '\\u003c')}</script>${good.slice(afterParts)}`);
+    // The rest comes after the app's script, and is the larger buffer.
+    const app = good.indexOf('<script>');
+    const restParts = [...good.matchAll(/<script type="text\/plain" class="memscope-rest">([^<]*)<\/script>/g)];
+    expect(restParts.length).toBeGreaterThan(0);
+    expect(restParts[0]!.index).toBeGreaterThan(app);
+    const page = JSON.parse(embeddedDataJson(good)!) as { $packed: { bytes: number; rest: { bytes: number } } };
+    expect(page.$packed.bytes).toBeLessThan(page.$packed.rest.bytes);
+    // The rest's deflated stream loses its last 300 bytes: the chart draws, the rest cannot be read.
+    const last = restParts[restParts.length - 1]!;
+    const cut = last[1]!.length > 400 ? last[0].replace(last[1]!, last[1]!.slice(0, -400)) : '';
+    const html = join(work, 'damaged-rest.html');
+    writeFileSync(html, good.slice(0, last.index) + cut + good.slice(last.index! + last[0].length));
     const tab = await browser.newPage();
     const problems: string[] = [];
     tab.on('pageerror', (e) => problems.push(String(e)));
     await tab.goto(`file://${html}`);
     await tab.waitForFunction(() => window.memscopeDrop?.state === 'error');
-    expect(await tab.locator('#drop-error').innerText()).toMatch(/^memscope: the embedded report data is damaged: \$packed (does not inflate|holds \d+ bytes, not \d+)$/);
+    expect(await tab.locator('#drop-error').innerText()).toMatch(/^memscope: the embedded report data is damaged: \$packed\.rest (does not inflate|holds \d+ bytes, not \d+)$/);
     expect(await tab.evaluate(() => window.memscopeViewer?.frames ?? 0)).toBeGreaterThan(0);
     expect(await tab.evaluate(() => window.memscopeViewer!.sectionsReady)).toBe(false);
     expect(await tab.locator('#allocations-body').innerText()).toBe('');

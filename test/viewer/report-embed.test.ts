@@ -76,14 +76,17 @@ describe('embedded report data', () => {
     expect(await readEmbeddedReport(text)).toEqual(data);
   });
 
-  it('puts the columns the chart\'s first frame reads first in the buffer, and gives them before the rest is in', async () => {
+  it('puts the columns the chart\'s first frame reads in the first buffer, and gives them before the rest is read', async () => {
     const data = { ...sample(20_000), strings: Array.from({ length: 40_000 }, (_, i) => `file_${i}.py:${i}:fn`) } as unknown as ReportData;
-    const { $packed: packed } = embedReportData(data, nodeEmbedCodec) as { $packed: { head: number; first: number; bytes: number; b64: string } };
-    const head = JSON.parse(inflateRawSync(Buffer.from(packed.b64, 'base64')).subarray(0, packed.head).toString('utf8'));
-    const firstEnd = packed.first - packed.head;
+    const { $packed: packed } = embedReportData(data, nodeEmbedCodec) as { $packed: { head: number; bytes: number; b64: string; rest: { bytes: number; b64?: string } } };
+    const first = inflateRawSync(Buffer.from(packed.b64, 'base64'));
+    expect(first.length).toBe(packed.bytes);
+    const head = JSON.parse(first.subarray(0, packed.head).toString('utf8'));
+    const firstEnd = packed.bytes - packed.head;
     expect(firstEnd).toBeGreaterThan(0);
-    expect(packed.first).toBeLessThan(packed.bytes);
-    // Each column and part, with where it lies: inside the first stretch exactly when the first frame reads it.
+    expect(inflateRawSync(Buffer.from(packed.rest.b64!, 'base64')).length).toBe(packed.rest.bytes);
+    expect(packed.rest.bytes).toBeGreaterThan(firstEnd);
+    // Each column and part, with where it lies: in the first buffer exactly when the first frame reads it.
     const places: [string, { at: number; len: number }][] = [];
     const walk = (v: unknown, path: string): void => {
       if (!v || typeof v !== 'object') return;
@@ -98,11 +101,21 @@ describe('embedded report data', () => {
       if (drawn.test(path)) expect(at + len, path).toBeLessThanOrEqual(firstEnd);
       else expect(at, path).toBeGreaterThanOrEqual(firstEnd);
     }
-    // In stages: the data comes with the first stretch; every part can be read once it is complete.
-    const staged = await readEmbeddedReportInStages(JSON.stringify({ $packed: packed }));
+    // In stages, the rest given apart as the page gives it: the first frame's columns read before it is asked for.
+    const { b64: restB64, ...restRef } = packed.rest;
+    let asked = 0;
+    const staged = await readEmbeddedReportInStages(JSON.stringify({ $packed: { ...packed, rest: restRef } }), undefined, async () => {
+      asked++;
+      return restB64!;
+    });
     expect(staged.data.memory!.devices[0]!.site).toEqual(data.memory!.devices[0]!.site);
     await staged.complete;
+    expect(asked).toBe(1);
     expect(staged.data).toEqual(data);
+    // Without the rest, the page says so when its parts are read.
+    const missing = await readEmbeddedReportInStages(JSON.stringify({ $packed: { ...packed, rest: restRef } }));
+    await expect(missing.complete).rejects.toThrow(/\$packed\.rest is not in the page/);
+    expect(() => missing.data.strings).toThrow(/was read before the page finished reading it/);
   });
 
   it('keeps a report without long columns as plain JSON', async () => {

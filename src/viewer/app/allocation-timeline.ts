@@ -72,7 +72,13 @@ export interface FrameColumns {
 /** One device's allocations as typed arrays, with the sums a frame reads instead of replaying the trace. */
 export class DeviceTimeline {
   readonly n: number;
-  readonly time: Float64Array;
+  /** Per event, microseconds since the one before (the data's column; times are its running sums). */
+  private readonly eventDt: ArrayLike<number>;
+  /**
+   * Per block b: microseconds from the start to event b·BLOCK. An event's time is its block's and
+   * at most BLOCK - 1 steps of `eventDt` (`timeAt`), not a value per event.
+   */
+  private readonly blockUs: Float64Array;
   readonly count: number;
   readonly start: Int32Array;
   /** Event that frees each allocation; `n` when it is live at the end. */
@@ -89,15 +95,19 @@ export class DeviceTimeline {
   private readonly reservedEvent: Int32Array;
   private readonly reservedAfter: Float64Array;
   readonly reservedBase: number;
-  /** Live bytes after the first m events, m = 0 … n. */
-  readonly totalAfter: Float64Array;
+  /**
+   * Live bytes after the first b·BLOCK events, per block b: a moment's total is its block's base
+   * and at most BLOCK - 1 events replayed (`totalAt`), not a value per event.
+   */
+  private readonly blockBase: Float64Array;
   /** Per block of BLOCK moments (m = b·BLOCK+1 … (b+1)·BLOCK): the highest total and its first moment. */
   private readonly blockMax: Float64Array;
   private readonly blockMaxAt: Int32Array;
   /** Per block of BLOCK entries of the reserved line: its highest value. */
   private readonly blockReserved: Float64Array;
-  /** Allocation ids by size class (`sizeClass`), each class in allocation order, and where each class starts. */
+  /** Per allocation: its size class (`sizeClass`); per class: how many allocations it holds. */
   private readonly classOf: Uint8Array;
+  private readonly classCount = new Int32Array(SIZE_CLASSES);
   /** Per allocation: its site group; per group: the site (-1: the sites beyond the first MAX_GROUPS - 1). */
   readonly groupOf: Uint8Array;
   readonly groupSite: number[];
@@ -127,17 +137,18 @@ export class DeviceTimeline {
     // The columns as locals: `data`'s properties may be accessors (the page decodes a column on
     // first read), and a property read per element would cost more than the loops' own work.
     const eventDt = data.eventDt;
-    const dataStart = data.start;
-    const dataEnd = data.end;
-    const dataBytes = data.bytes;
     const n = eventDt.length;
     this.n = n;
-    const time = (this.time = new Float64Array(n));
+    this.eventDt = eventDt;
+    const blockUs = (this.blockUs = new Float64Array(Math.ceil(n / BLOCK)));
     let us = 0;
     for (let i = 0; i < n; i++) {
       us += eventDt[i]!;
-      time[i] = us / 1000;
+      if (i % BLOCK === 0) blockUs[i / BLOCK] = us;
     }
+    const dataStart = data.start;
+    const dataEnd = data.end;
+    const dataBytes = data.bytes;
     const count = dataBytes.length;
     this.count = count;
     const start = (this.start = new Int32Array(count));
@@ -183,25 +194,25 @@ export class DeviceTimeline {
       if (reservedAfter[k]! > blockReserved[b]!) blockReserved[b] = reservedAfter[k]!;
     }
 
-    // Running total and its block maxima.
-    const totalAfter = (this.totalAfter = new Float64Array(n + 1));
-    totalAfter[0] = before;
+    // Running total: its value at each block's start and its block maxima.
     const nBlocks = Math.ceil(n / BLOCK);
+    const blockBase = (this.blockBase = new Float64Array(nBlocks + 1));
     const blockMax = (this.blockMax = new Float64Array(nBlocks).fill(-Infinity));
     const blockMaxAt = (this.blockMaxAt = new Int32Array(nBlocks));
     let total = before;
     for (let i = 0; i < n; i++) {
+      if (i % BLOCK === 0) blockBase[i / BLOCK] = total;
       const a = allocAt[i]!;
       if (a >= 0) total += bytes[a]!;
       const d = freeAt[i]!;
       if (d >= 0) total -= bytes[d]!;
-      totalAfter[i + 1] = total;
       const b = (i / BLOCK) | 0;
       if (total > blockMax[b]!) {
         blockMax[b] = total;
         blockMaxAt[b] = i + 1;
       }
     }
+    blockBase[nBlocks] = total;
 
     // Site groups: the sites holding the most bytes over the device's allocations first.
     // Sites are small non-negative integers (string indexes): bytes per site in an array.
@@ -238,7 +249,7 @@ export class DeviceTimeline {
 
     // Size classes: a frame skips, with one byte read, the allocations that cannot reach a pixel.
     const classOf = (this.classOf = new Uint8Array(count));
-    for (let a = 0; a < count; a++) classOf[a] = sizeClass(bytes[a]!);
+    for (let a = 0; a < count; a++) this.classCount[(classOf[a] = sizeClass(bytes[a]!))]++;
 
     this.colorOf = new Uint16Array(count);
     this.recolor(sitesOf, siteColor);
@@ -250,7 +261,7 @@ export class DeviceTimeline {
       this.groupFaded[g] = rgba(towardWhite(rgb, 0.7));
     }
     this.tMin = 0;
-    this.tMax = Math.max(n ? this.time[n - 1] * 1.0001 : 1, 1e-3);
+    this.tMax = Math.max(n ? (us / 1000) * 1.0001 : 1, 1e-3);
   }
 
   /** Colours each allocation by its key (a site, or an inferred category for the query box): `colorOf` gives "#rrggbb". */
@@ -269,27 +280,94 @@ export class DeviceTimeline {
     }
   }
 
-  /** Index of the first event at or after `t`. */
-  lowerBound(t: number): number {
-    return lowerBound(this.time, this.n, t);
+  /** Time of event `i` (0 ≤ i < n), in the data's unit: the running sum of `eventDt` over 1000. */
+  timeAt(i: number): number {
+    const b = Math.floor(i / BLOCK);
+    let us = this.blockUs[b]!;
+    for (let j = b * BLOCK + 1; j <= i; j++) us += this.eventDt[j]!;
+    return us / 1000;
   }
 
-  /** The first moment in [lo, hi] (events applied) with the highest total. */
+  /** Index of the first event at or after `t`. */
+  lowerBound(t: number): number {
+    // The first block whose first event is at or after t; the answer is in the block before it, or is that first event.
+    const blocks = this.blockUs.length;
+    let lo = 0;
+    let hi = blocks;
+    while (lo < hi) {
+      const mid = (lo + hi) >>> 1;
+      if (this.blockUs[mid]! / 1000 < t) lo = mid + 1;
+      else hi = mid;
+    }
+    if (lo === 0) return 0;
+    const dt = this.eventDt;
+    const end = Math.min(this.n, lo * BLOCK);
+    let us = this.blockUs[lo - 1]!;
+    for (let i = (lo - 1) * BLOCK + 1; i < end; i++) {
+      us += dt[i]!;
+      if (us / 1000 >= t) return i;
+    }
+    return end;
+  }
+
+  /** Live bytes after the first `m` events. */
+  totalAt(m: number): number {
+    const b = Math.floor(m / BLOCK);
+    return this.replayTotal(b * BLOCK, m, this.blockBase[b]!);
+  }
+
+  /** `total` with events [from, to) applied. */
+  private replayTotal(from: number, to: number, total: number): number {
+    const { allocAt, freeAt, bytes } = this;
+    for (let i = from; i < to; i++) {
+      const a = allocAt[i]!;
+      if (a >= 0) total += bytes[a]!;
+      const d = freeAt[i]!;
+      if (d >= 0) total -= bytes[d]!;
+    }
+    return total;
+  }
+
+  /** The total of the moment the last `argmaxTotal` returned. */
+  private bestTotal = 0;
+
+  /** The first moment in [lo, hi] (events applied) with the highest total; its total is then `bestTotal`. */
   argmaxTotal(lo: number, hi: number): number {
-    const tot = this.totalAfter;
+    const { allocAt, freeAt, bytes } = this;
     let best = lo;
+    let bestTotal = this.totalAt(lo);
+    let total = bestTotal;
     let m = lo + 1;
     // Moments one by one up to a block boundary, whole blocks, then the rest one by one.
-    while (m <= hi && (m - 1) % BLOCK !== 0) {
-      if (tot[m] > tot[best]) best = m;
-      m++;
+    for (; m <= hi && (m - 1) % BLOCK !== 0; m++) {
+      const a = allocAt[m - 1]!;
+      if (a >= 0) total += bytes[a]!;
+      const d = freeAt[m - 1]!;
+      if (d >= 0) total -= bytes[d]!;
+      if (total > bestTotal) {
+        best = m;
+        bestTotal = total;
+      }
     }
-    while (m + BLOCK - 1 <= hi) {
+    for (; m + BLOCK - 1 <= hi; m += BLOCK) {
       const b = (m - 1) / BLOCK;
-      if (this.blockMax[b] > tot[best]) best = this.blockMaxAt[b];
-      m += BLOCK;
+      if (this.blockMax[b]! > bestTotal) {
+        best = this.blockMaxAt[b]!;
+        bestTotal = this.blockMax[b]!;
+      }
     }
-    for (; m <= hi; m++) if (tot[m] > tot[best]) best = m;
+    if (m <= hi) total = this.blockBase[(m - 1) / BLOCK]!;
+    for (; m <= hi; m++) {
+      const a = allocAt[m - 1]!;
+      if (a >= 0) total += bytes[a]!;
+      const d = freeAt[m - 1]!;
+      if (d >= 0) total -= bytes[d]!;
+      if (total > bestTotal) {
+        best = m;
+        bestTotal = total;
+      }
+    }
+    this.bestTotal = bestTotal;
     return best;
   }
 
@@ -340,30 +418,28 @@ export class DeviceTimeline {
     return (this.liveIndex ??= new LiveIndex(this.n, this.start, this.end, this.allocAt, this.freeAt));
   }
 
-  /** Per pixel column of [t0, t1]: the moment shown (the first with the column's highest total) and the event range it covers. */
-  columnMoments(t0: number, t1: number, cols: number): { moment: Int32Array; first: Int32Array } {
+  /** Per pixel column of [t0, t1]: the moment shown (the first with the column's highest total), its total, and the event range it covers. */
+  columnMoments(t0: number, t1: number, cols: number): { moment: Int32Array; total: Float64Array; first: Int32Array } {
     const moment = new Int32Array(cols);
+    const total = new Float64Array(cols);
     const first = new Int32Array(cols + 1);
     const span = t1 - t0;
     first[0] = this.lowerBound(t0);
     for (let c = 0; c < cols; c++) {
       // The last column takes the events at exactly t1 too.
-      first[c + 1] = c === cols - 1 ? lowerBound(this.time, this.n, t1 + Math.max(1e-9, span * 1e-12)) : this.lowerBound(t0 + ((c + 1) / cols) * span);
+      first[c + 1] = c === cols - 1 ? this.lowerBound(t1 + Math.max(1e-9, span * 1e-12)) : this.lowerBound(t0 + ((c + 1) / cols) * span);
       if (first[c + 1] < first[c]) first[c + 1] = first[c];
       moment[c] = this.argmaxTotal(first[c], first[c + 1]);
+      total[c] = this.bestTotal;
     }
-    return { moment, first };
+    return { moment, total, first };
   }
 
   /** Per pixel column of the whole trace: the highest live bytes and reserved bytes (the overview strip). */
   profile(cols: number): { total: Float64Array; reserved: Float64Array } {
-    const { moment, first } = this.columnMoments(this.tMin, this.tMax, cols);
-    const total = new Float64Array(cols);
+    const { total, first } = this.columnMoments(this.tMin, this.tMax, cols);
     const reserved = new Float64Array(cols);
-    for (let c = 0; c < cols; c++) {
-      total[c] = this.totalAfter[moment[c]];
-      reserved[c] = this.maxReserved(first[c], first[c + 1]);
-    }
+    for (let c = 0; c < cols; c++) reserved[c] = this.maxReserved(first[c], first[c + 1]);
     return { total, reserved };
   }
 
@@ -378,7 +454,7 @@ export class DeviceTimeline {
     const { cols, rows } = f;
     const scale = rows / (f.yMax - f.y0);
     const thr = (f.yMax - f.y0) / rows;
-    const { moment, first } = this.columnMoments(f.t0, f.t1, cols);
+    const { moment, total: totals, first } = this.columnMoments(f.t0, f.t1, cols);
     this.lastFrame = { moment, threshold: thr };
     const G = this.groupSite.length;
     const matches = f.matches;
@@ -396,9 +472,12 @@ export class DeviceTimeline {
     // a search visits every allocation for its marks.
     const minClass = sizeClass(thr);
     const classOf = this.classOf;
-    const bigList = scratch.int32('bigList', this.count);
-    const bigFrom = scratch.int32('bigFrom', this.count);
-    const bigTo = scratch.int32('bigTo', this.count);
+    // Every allocation at least a pixel tall is of a class from minClass up: that bounds the lists.
+    let bigBound = 0;
+    for (let c = minClass; c < SIZE_CLASSES; c++) bigBound += this.classCount[c]!;
+    const bigList = scratch.int32('bigList', bigBound);
+    const bigFrom = scratch.int32('bigFrom', bigBound);
+    const bigTo = scratch.int32('bigTo', bigBound);
     let bigCount = 0;
     /** Columns the big allocations span: with the rows, a bound on the bands a frame places. */
     let spans = 0;
@@ -439,7 +518,6 @@ export class DeviceTimeline {
     const reservedColor = rgba(RESERVED_RGB);
     const pinnedColor = rgba(PINNED_RGB);
     const markColor = rgba(MATCH_MARK_RGB);
-    const totals = new Float64Array(cols);
     const y0 = f.y0;
 
     // The summed bands at the bottom of each column: "smaller allocations", then per site.
@@ -454,7 +532,6 @@ export class DeviceTimeline {
     let groupsAt = -1;
     for (let col = 0; col < cols; col++) {
       const m = moment[col];
-      totals[col] = this.totalAfter[m];
       // Per-group sums at m: replayed from the last column's moment when near, else from a checkpoint.
       if (groupsAt >= 0 && m >= groupsAt && m - groupsAt <= CHECKPOINT) this.replayGroups(groupsAt, m, groups);
       else this.groupsAfter(m, groups);

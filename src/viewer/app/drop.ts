@@ -70,13 +70,28 @@ function pageState(): PageState {
  */
 function embeddedData(state: PageState): Promise<StagedReport> | null {
   // The JSON comes in parts, in document order (html.ts).
-  const text = Array.from(document.querySelectorAll('script.memscope-data'), (s) => s.textContent ?? '').join('');
-  return text ? readEmbeddedReportInStages(text, (err) => showError(state, errorLine(err))) : null;
+  const text = joinedText('script.memscope-data');
+  return text ? readEmbeddedReportInStages(text, (err) => showError(state, errorLine(err)), restBase64) : null;
+}
+
+/** The text of the elements `selector` finds, joined in document order. */
+function joinedText(selector: string): string {
+  return Array.from(document.querySelectorAll(selector), (s) => s.textContent ?? '').join('');
+}
+
+/**
+ * A packed report's second buffer, which html.ts places after the app's script: read once the
+ * document is parsed, and after the task that draws the chart's first frame.
+ */
+async function restBase64(): Promise<string> {
+  if (document.readyState === 'loading') await new Promise((resolve) => document.addEventListener('DOMContentLoaded', resolve, { once: true }));
+  await new Promise((resolve) => setTimeout(resolve, 0));
+  return joinedText('script.memscope-rest');
 }
 
 /**
  * Settles once every part of the data this run shows can be read: at once for a dropped file; for
- * an embedded report, once its buffer is inflated past the first frame's columns to the end. False
+ * an embedded report, once the buffer after the first frame's columns is read too. False
  * when the rest turned out damaged (the page shows its line) or a newer run started.
  */
 export function dataComplete(): Promise<boolean> {

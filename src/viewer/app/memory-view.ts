@@ -11,7 +11,7 @@ import { el } from './dom.js';
 import { allocationPhase } from '../query.js';
 import { axisBytes, formatTick, formatTime, humanBytes, niceBytesStep, timeStep, wholeNumber, type ViewRange } from './timeline.js';
 import { FrameScheduler, fitCanvas, plotArea, type PlotArea } from './canvas.js';
-import { bindPanZoom, clampRange, timeAtPointer, zoomedRange } from './pan-zoom.js';
+import { bindPanZoom, clampRange, zoomedRange } from './pan-zoom.js';
 import { OverviewStrip } from './overview.js';
 import { drawOomMarks, oomAt, oomMarks, oomText, type OomMark } from './state-history-oom.js';
 
@@ -102,7 +102,7 @@ export class MemoryView {
     legend: HTMLElement,
   ) {
     this.devices = deviceTimelines(data);
-    this.ooms = this.devices.map((d, i) => oomMarks(data, i, d.time));
+    this.ooms = this.devices.map((d, i) => oomMarks(data, i, (e) => d.timeAt(e)));
     // The bands are pixels the app writes (putImageData): a CPU-backed canvas takes them without a GPU round trip.
     this.ctx = canvas.getContext('2d', { willReadFrequently: true })!;
     const d = this.dev();
@@ -191,10 +191,6 @@ export class MemoryView {
     return plotArea(this.canvas);
   }
 
-  private timeAt(clientX: number): number {
-    return timeAtPointer(this.canvas, this.view, clientX);
-  }
-
   private bind(): void {
     bindPanZoom(this.canvas, {
       view: () => this.view,
@@ -280,7 +276,7 @@ export class MemoryView {
   private when(event: number, none: string): string {
     const d = this.dev();
     if (event < 0 || event >= d.n) return none;
-    return `${formatTime(d.time[event], this.data.timeUnit)} (event ${wholeNumber(event)})`;
+    return `${formatTime(d.timeAt(event), this.data.timeUnit)} (event ${wholeNumber(event)})`;
   }
 
   /** Size, address, times, site and the stack: the user's frames first, the internals folded. */
@@ -340,7 +336,7 @@ export class MemoryView {
       const d = this.dev();
       const col = this.columnAt(clientX);
       const m = d.lastFrame.moment[col] ?? 0;
-      const t = m > 0 ? d.time[m - 1] : this.columnTime(clientX);
+      const t = m > 0 ? d.timeAt(m - 1) : this.columnTime(clientX);
       const { count, bytes, largest } = d.smallLiveAt(m, d.lastFrame.threshold, group, 5);
       const what = group >= 0 ? `from ${d.groupSite[group] < 0 ? 'other sites' : this.str(d.groupSite[group]) || NO_SITE}` : 'summed in "smaller allocations"';
       const sw = el('span', { class: 'swatch' });
@@ -369,8 +365,8 @@ export class MemoryView {
   reveal(device: number, a: number): void {
     if (device !== this.device) this.selectDevice(device);
     const d = this.dev();
-    const t0 = d.start[a] >= 0 ? d.time[d.start[a]] : d.tMin;
-    const t1 = d.end[a] < d.n ? d.time[d.end[a]] : d.tMax;
+    const t0 = d.start[a] >= 0 ? d.timeAt(d.start[a]) : d.tMin;
+    const t1 = d.end[a] < d.n ? d.timeAt(d.end[a]) : d.tMax;
     const margin = Math.max((t1 - t0) * 0.1, this.data.timeUnit === 'event' ? 2 : 0.002);
     this.setRange(t0 - margin, t1 + margin);
     this.pin(a);
@@ -474,7 +470,7 @@ export class MemoryView {
       const span0 = this.view.t1 - this.view.t0;
       for (const ev of [d.start[this.pinned], d.end[this.pinned]]) {
         if (ev < 0 || ev >= d.n) continue;
-        const x = p.x + Math.round(((d.time[ev] - this.view.t0) / span0) * p.w);
+        const x = p.x + Math.round(((d.timeAt(ev) - this.view.t0) / span0) * p.w);
         if (x < p.x || x > p.x + p.w) continue;
         for (let y = p.y; y < p.y + p.h; y += 6 * dpr) ctx.fillRect(x, y, Math.max(1, dpr), 3 * dpr);
       }

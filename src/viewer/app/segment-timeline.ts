@@ -14,7 +14,7 @@ import { el } from './dom.js';
 import { axisBytes, formatTick, formatTime, humanBytes, niceBytesStep, timeStep, wholeNumber, type ViewRange } from './timeline.js';
 import type { AllocatorHistory } from './state-history-model.js';
 import { segmentBands, type SegmentBands } from './segment-timeline-model.js';
-import { drawOomMarks, eventTimes, oomAt, oomMarks, oomText, type OomMark } from './state-history-oom.js';
+import { drawOomMarks, oomAt, oomMarks, oomText, type OomMark } from './state-history-oom.js';
 import { hexAddress, segmentText, streamName } from './state-history-text.js';
 
 declare global {
@@ -59,7 +59,8 @@ export class SegmentTimelineView {
     this.devices = models.map((m) => {
       const mem = data.memory!.devices[m.device.memory];
       const bands = segmentBands(m, mem.eventDt, m.device.device);
-      return { bands, timeline: new DeviceTimeline(bands.memory, bands.group), ooms: oomMarks(data, m.device.memory, eventTimes(data, m.device.memory)) };
+      const timeline = new DeviceTimeline(bands.memory, bands.group);
+      return { bands, timeline, ooms: oomMarks(data, m.device.memory, (e) => timeline.timeAt(e)) };
     });
     const toolbar = el('div', { class: 'toolbar' });
     if (this.devices.length > 1) {
@@ -136,7 +137,7 @@ export class SegmentTimelineView {
     if (band >= 0) {
       const seg = d.bands.segment[band];
       const tl = d.timeline;
-      const when = (ev: number, none: string): string => (ev < 0 || ev >= tl.n ? none : `${formatTime(tl.time[ev], this.data.timeUnit)} (event ${wholeNumber(ev)})`);
+      const when = (ev: number, none: string): string => (ev < 0 || ev >= tl.n ? none : `${formatTime(tl.timeAt(ev), this.data.timeUnit)} (event ${wholeNumber(ev)})`);
       lines.push(el('div', { class: 'tip-head' }, `${humanBytes(tl.bytes[band])} reserved at ${hexAddress(d.bands.memory.address[band])}`));
       lines.push(el('div', {}, segmentText(seg, streamName(seg.stream))));
       lines.push(el('div', {}, `reserved ${when(d.bands.memory.start[band], 'before the trace began')} · released ${when(d.bands.memory.end[band], 'never (reserved at the end)')}`));

@@ -30,12 +30,13 @@ export function eventTimes(data: ReportData, memoryDevice: number): Float64Array
 }
 
 /** The OOMs of the device shown as `data.memory.devices[memoryDevice]`. */
-export function oomMarks(data: ReportData, memoryDevice: number, times: ArrayLike<number> = eventTimes(data, memoryDevice)): OomMark[] {
+export function oomMarks(data: ReportData, memoryDevice: number, timeAt: (event: number) => number): OomMark[] {
   const dev = data.history?.devices.find((d) => d.memory === memoryDevice);
   if (!dev) return [];
+  const n = data.memory?.devices[memoryDevice]?.eventDt.length ?? 0;
   return dev.ooms.event.map((e, k) => ({
     event: e,
-    time: times[e] ?? 0,
+    time: e >= 0 && e < n ? timeAt(e) : 0,
     requested: dev.ooms.requested[k] ?? 0,
     deviceFree: dev.ooms.deviceFree[k] >= 0 ? dev.ooms.deviceFree[k] : null,
   }));

@@ -82,7 +82,7 @@ class DeviceHistoryView {
   ) {
     this.model = model;
     this.times = eventTimes(data, dev.memory);
-    this.ooms = oomMarks(data, dev.memory, this.times);
+    this.ooms = oomMarks(data, dev.memory, (e) => this.times[e]!);
   }
 
   /** The layout of the current segments, their blocks assigned (by address). */
