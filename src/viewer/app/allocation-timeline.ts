@@ -16,10 +16,10 @@
  * allocations at least a pixel tall, and the pixels drawn; never a replay of the whole trace.
  */
 import type { ReportData, ReportDeviceMemory } from '../report-data.js';
-import { lowerBound } from './canvas.js';
 import { LiveIndex, smallLiveAt, type SmallLive } from './live-index.js';
 import type { ColumnHits } from './column-hits.js';
 import { FrameScratch } from './frame-scratch.js';
+import { ReservedLine } from './reserved-line.js';
 import { columnAfter, fillBand, nextOpen, rowOf } from './frame-geometry.js';
 import { MATCH_MARK_RGB, PINNED_RGB, RESERVED_RGB, SMALLER_HATCH_RGB, SMALLER_RGB, bandPalette, rgba, siteColor, summedColor, towardWhite, type BandPalette } from './band-colors.js';
 
@@ -37,7 +37,7 @@ export function summedGroup(id: number): number {
 const MAX_GROUPS = 64;
 /** Events per checkpoint of the per-group live bytes. */
 const CHECKPOINT = 256;
-/** Events per block of the running total's and the reserved line's maxima. */
+/** Events per block of the running total's maxima, the event times and the running total kept. */
 const BLOCK = 64;
 /** Size classes: class c holds sizes in [2^(c-1), 2^c) (class 0: under one byte). */
 const SIZE_CLASSES = 64;
@@ -87,14 +87,8 @@ export class DeviceTimeline {
   /** Per event: the allocation it makes or frees (-1: neither). */
   private readonly allocAt: Int32Array;
   private readonly freeAt: Int32Array;
-  /**
-   * The reserved line, where it changes: after event `reservedEvent[k]` it is `reservedAfter[k]`
-   * bytes (events ascending, one entry per event), `reservedBase` before the first. Segment events
-   * are a small share of all events, so this is far smaller than a value per event.
-   */
-  private readonly reservedEvent: Int32Array;
-  private readonly reservedAfter: Float64Array;
-  readonly reservedBase: number;
+  /** The reserved line, where it changes. */
+  private readonly reserved: ReservedLine;
   /**
    * Live bytes after the first b·BLOCK events, per block b: a moment's total is its block's base
    * and at most BLOCK - 1 events replayed (`totalAt`), not a value per event.
@@ -103,8 +97,6 @@ export class DeviceTimeline {
   /** Per block of BLOCK moments (m = b·BLOCK+1 … (b+1)·BLOCK): the highest total and its first moment. */
   private readonly blockMax: Float64Array;
   private readonly blockMaxAt: Int32Array;
-  /** Per block of BLOCK entries of the reserved line: its highest value. */
-  private readonly blockReserved: Float64Array;
   /** Per allocation: its size class (`sizeClass`); per class: how many allocations it holds. */
   private readonly classOf: Uint8Array;
   private readonly classCount = new Int32Array(SIZE_CLASSES);
@@ -168,31 +160,7 @@ export class DeviceTimeline {
       else if (s < 0 && end[a] >= 0) before += b;
       if (e >= 0 && e < n) freeAt[e] = a;
     }
-    this.reservedBase = data.reservedBase;
-    const reservedAt = data.reservedAt;
-    const reservedDelta = data.reservedDelta;
-    const changes = reservedAt.length;
-    const reservedEvent = new Int32Array(changes);
-    const reservedAfter = new Float64Array(changes);
-    let r = data.reservedBase;
-    let kept = 0;
-    for (let k = 0; k < changes; k++) {
-      r += reservedDelta[k]!;
-      const at = reservedAt[k]!;
-      // Changes at one event are one entry: the line's value after all of them.
-      if (kept > 0 && reservedEvent[kept - 1] === at) reservedAfter[kept - 1] = r;
-      else {
-        reservedEvent[kept] = at;
-        reservedAfter[kept++] = r;
-      }
-    }
-    this.reservedEvent = reservedEvent.subarray(0, kept);
-    this.reservedAfter = reservedAfter.subarray(0, kept);
-    const blockReserved = (this.blockReserved = new Float64Array(Math.ceil(kept / BLOCK)).fill(-Infinity));
-    for (let k = 0; k < kept; k++) {
-      const b = (k / BLOCK) | 0;
-      if (reservedAfter[k]! > blockReserved[b]!) blockReserved[b] = reservedAfter[k]!;
-    }
+    this.reserved = new ReservedLine(data.reservedBase, data.reservedAt, data.reservedDelta);
 
     // Running total: its value at each block's start and its block maxima.
     const nBlocks = Math.ceil(n / BLOCK);
@@ -371,29 +339,9 @@ export class DeviceTimeline {
     return best;
   }
 
-  /** Reserved bytes after event `i` (before the first event when `i` < 0). */
-  private reservedAfterEvent(i: number): number {
-    // The last change at or before event i.
-    const k = lowerBound(this.reservedEvent, this.reservedEvent.length, i + 1) - 1;
-    return k >= 0 ? this.reservedAfter[k]! : this.reservedBase;
-  }
-
   /** The highest reserved bytes after any of events [lo, hi), or before them when the range is empty. */
   maxReserved(lo: number, hi: number): number {
-    if (lo >= hi) return this.reservedAfterEvent(lo - 1);
-    let best = this.reservedAfterEvent(lo);
-    // The changes at events lo+1 … hi-1: one by one up to a block boundary, whole blocks, then the rest.
-    const events = this.reservedEvent;
-    const values = this.reservedAfter;
-    let k = lowerBound(events, events.length, lo + 1);
-    const end = lowerBound(events, events.length, hi);
-    while (k < end && k % BLOCK !== 0) best = Math.max(best, values[k++]!);
-    while (k + BLOCK <= end) {
-      best = Math.max(best, this.blockReserved[k / BLOCK]!);
-      k += BLOCK;
-    }
-    for (; k < end; k++) best = Math.max(best, values[k]!);
-    return best;
+    return this.reserved.max(lo, hi);
   }
 
   /** Per group, live bytes after the first `m` events, into `out`. */
