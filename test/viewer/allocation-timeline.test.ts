@@ -4,7 +4,6 @@
 // "smaller allocations" band at the bottom.
 import { describe, it, expect } from 'vitest';
 import { DeviceTimeline, SUMMARISED, summedGroup } from '../../src/viewer/app/allocation-timeline.js';
-import { ColumnHits } from '../../src/viewer/app/column-hits.js';
 import type { ReportDeviceMemory } from '../../src/viewer/report-data.js';
 
 /** Random allocations over `n` events: some live before the trace, some still live at the end, sizes spanning six orders. */
@@ -91,7 +90,6 @@ describe('Active Memory Timeline renderer', () => {
     const d = new DeviceTimeline(randomDevice(3000, 11), randomDevice(3000, 11).site);
     expect(d.groupSite.length).toBe(64);
     expect(d.groupSite[63]).toBe(-1);
-    const hits = new ColumnHits();
     const full = d.timeAt(d.n - 1);
     let summed = 0;
     let smaller = 0;
@@ -104,18 +102,35 @@ describe('Active Memory Timeline renderer', () => {
     ] as const) {
       const rows = 100;
       const pixels = new Uint32Array(cols * rows);
-      d.render({ t0, t1, cols, rows, y0: 0, yMax, pinned: -1, matches: null }, pixels, hits);
+      d.render({ t0, t1, cols, rows, y0: 0, yMax, pinned: -1, matches: null }, pixels);
       for (let c = 0; c < cols; c++) {
         const want = expected(d, t0, t1, cols, c, yMax / rows, yMax);
-        const got = hits.column(c);
+        const got = d.lastFrame.column(c);
         expect(got.map(([id]) => id)).toEqual(want.map(([id]) => id));
         got.forEach(([, top], k) => expect(top).toBeCloseTo(want[k][1], 0));
+        // Hover's lookup: the band whose span holds a height, as a scan of the column finds it.
+        for (const [k, [id, top]] of got.entries()) {
+          const bottom = k ? got[k - 1]![1] : 0;
+          expect(d.lastFrame.at(c, (bottom + top) / 2)).toBe(id);
+        }
+        expect(d.lastFrame.at(c, got.length ? got[got.length - 1]![1] : 0)).toBe(-1);
         for (const [id] of got) {
           if (id === SUMMARISED) smaller++;
           else if (summedGroup(id) >= 0) summed++;
           else bands++;
         }
       }
+      // Finding an allocation's band: the first column listing it, with its bottom and top there.
+      const firstSeen = new Map<number, { col: number; bottom: number; top: number }>();
+      for (let c = 0; c < cols; c++) {
+        d.lastFrame.column(c).forEach(([id, top], k, list) => {
+          if (id >= 0 && !firstSeen.has(id)) firstSeen.set(id, { col: c, bottom: k ? list[k - 1]![1] : 0, top });
+        });
+      }
+      for (const [id, where] of firstSeen) expect(d.lastFrame.find(id)).toEqual(where);
+      const drawn = new Set(firstSeen.keys());
+      const notDrawn = Array.from({ length: d.count }, (_, a) => a).find((a) => !drawn.has(a));
+      if (notDrawn !== undefined) expect(d.lastFrame.find(notDrawn)).toBeNull();
     }
     // The cases reach all three kinds of entry.
     expect(smaller).toBeGreaterThan(0);
@@ -126,14 +141,13 @@ describe('Active Memory Timeline renderer', () => {
   it('hover sums of a summed band equal the bytes the column stacked for it', () => {
     const dev = randomDevice(2000, 5);
     const d = new DeviceTimeline(dev, dev.site);
-    const hits = new ColumnHits();
     const cols = 50;
     const rows = 80;
-    d.render({ t0: 0, t1: d.tMax, cols, rows, y0: 0, yMax: 2e8, pinned: -1, matches: null }, new Uint32Array(cols * rows), hits);
+    d.render({ t0: 0, t1: d.tMax, cols, rows, y0: 0, yMax: 2e8, pinned: -1, matches: null }, new Uint32Array(cols * rows));
     let checked = 0;
     for (let c = 0; c < cols; c++) {
       let below = 0;
-      for (const [id, top] of hits.column(c)) {
+      for (const [id, top] of d.lastFrame.column(c)) {
         if (id === SUMMARISED || summedGroup(id) >= 0) {
           const s = d.smallLiveAt(d.lastFrame.moment[c], d.lastFrame.threshold, id === SUMMARISED ? -1 : summedGroup(id), 3);
           expect(s.bytes).toBeCloseTo(top - below, 0);

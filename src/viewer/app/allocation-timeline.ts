@@ -17,7 +17,7 @@
  */
 import type { ReportData, ReportDeviceMemory } from '../report-data.js';
 import { LiveIndex, smallLiveAt, type SmallLive } from './live-index.js';
-import type { ColumnHits } from './column-hits.js';
+import { FrameBands } from './frame-bands.js';
 import { FrameScratch } from './frame-scratch.js';
 import { ReservedLine } from './reserved-line.js';
 import { columnAfter, fillBand, nextOpen, rowOf } from './frame-geometry.js';
@@ -59,14 +59,6 @@ export interface PlotView {
   pinned: number;
   /** Search matches (null: no search): matching bands keep their colour, the others fade. */
   matches: Uint8Array | null;
-}
-
-/** What a frame drew in each pixel column, for hover: the moment shown (events applied). */
-export interface FrameColumns {
-  /** Per column: how many events are applied in the state it shows. */
-  readonly moment: Int32Array;
-  /** Bytes per pixel of the frame: allocations under this are summed. */
-  readonly threshold: number;
 }
 
 /** One device's allocations as typed arrays, with the sums a frame reads instead of replaying the trace. */
@@ -120,7 +112,7 @@ export class DeviceTimeline {
   /** The typed arrays frames work in, kept between frames (frame-scratch.ts). */
   private readonly scratch = new FrameScratch();
   /** What the last frame drew, for hover. */
-  lastFrame: FrameColumns = { moment: new Int32Array(0), threshold: Infinity };
+  lastFrame = new FrameBands(new Int32Array(0), Infinity);
 
   constructor(
     readonly data: ReportDeviceMemory,
@@ -392,18 +384,16 @@ export class DeviceTimeline {
   }
 
   /**
-   * Draws the bands into `pixels` (cols × rows, row 0 at the top) and fills `hit` with each
-   * column's bands, bottom first, for hover. Bands that would start above the view are neither
-   * drawn nor listed: a column stops taking bands once its stack passes the top, so a frame
-   * zoomed far into the byte axis costs the pixels it fills, not every live allocation in every
-   * column.
+   * Draws the bands into `pixels` (cols × rows, row 0 at the top) and leaves in `lastFrame` what
+   * it placed, for hover. Bands that would start above the view are not drawn: a column stops
+   * taking bands once its stack passes the top, so a frame zoomed far into the byte axis costs
+   * the pixels it fills, not every live allocation in every column.
    */
-  render(f: PlotView, pixels: Uint32Array, hit: ColumnHits): { totals: Float64Array } {
+  render(f: PlotView, pixels: Uint32Array): { totals: Float64Array } {
     const { cols, rows } = f;
     const scale = rows / (f.yMax - f.y0);
     const thr = (f.yMax - f.y0) / rows;
     const { moment, total: totals, first } = this.columnMoments(f.t0, f.t1, cols);
-    this.lastFrame = { moment, threshold: thr };
     const G = this.groupSite.length;
     const matches = f.matches;
     const lastMoment = cols ? moment[cols - 1] : 0;
@@ -427,8 +417,6 @@ export class DeviceTimeline {
     const bigFrom = scratch.int32('bigFrom', bigBound);
     const bigTo = scratch.int32('bigTo', bigBound);
     let bigCount = 0;
-    /** Columns the big allocations span: with the rows, a bound on the bands a frame places. */
-    let spans = 0;
     // Allocations come in allocation order, so their starts rise: the first column follows a pointer.
     let startCol = 0;
     let lastStart = -Infinity;
@@ -447,7 +435,6 @@ export class DeviceTimeline {
       const c1 = columnAfter(moment, cols, this.end[a]!);
       if (c0 >= c1) continue;
       if (big) {
-        spans += c1 - c0;
         bigList[bigCount] = a;
         bigFrom[bigCount] = c0;
         bigTo[bigCount++] = c1;
@@ -513,13 +500,9 @@ export class DeviceTimeline {
     const open = new Int32Array(W);
     for (let c = 0; c <= cols; c++) open[c] = c < cols && stackTop[c] >= f.yMax ? c + 1 : c;
     const palette = this.palette;
-    // Bands are a pixel tall or more and a column takes none past the top of the view, so this
-    // bound sizes the lists at once (growing them band by band costs fresh pages every doubling);
-    // a view starting above zero bytes can exceed it, and then the lists grow.
-    let hitCol = scratch.int32('hitCol', Math.max(1024, Math.min(spans, cols * (rows + 1))));
-    let hitId = scratch.int32('hitId', hitCol.length);
-    let hitTop = scratch.float64('hitTop', hitCol.length);
-    let hits = 0;
+    // Per column, the bands placed there are bigList[k] for k below closedAt (FrameBands).
+    const closedAt = scratch.int32('closedAt', cols);
+    for (let c = 0; c < cols; c++) closedAt[c] = open[c] === c ? bigCount : 0;
     for (let k = 0; k < bigCount; k++) {
       const a = bigList[k];
       const bytes = this.bytes[a];
@@ -534,31 +517,18 @@ export class DeviceTimeline {
         const bottomRow = rowOf(y, rows, y0, scale);
         fillBand(pixels, cols, rows, col, edgeRow, bottomRow, color);
         if (edged && bottomRow - edgeRow >= 3 && edgeRow >= 0 && edgeRow < rows) pixels[edgeRow * cols + col] = palette.edge[entry]!;
-        if (hits === hitCol.length) {
-          hitCol = scratch.grown('hitCol', hitCol, hits + 1, hits);
-          hitId = scratch.grown('hitId', hitId, hitCol.length, hits);
-          hitTop = scratch.grown('hitTop', hitTop, hitCol.length, hits);
-        }
-        hitCol[hits] = col;
-        hitId[hits] = a;
-        hitTop[hits++] = top;
         stackTop[col] = top;
-        if (top >= f.yMax) open[col] = col + 1;
+        if (top >= f.yMax) {
+          open[col] = col + 1;
+          closedAt[col] = k + 1;
+        }
       }
     }
+    this.lastFrame = new FrameBands(moment, thr, { cols, bytes: this.bytes, big: bigList, bigFrom, bigTo, bigCount, closedAt, sumStart, sumIds, sumTops });
 
-    // Hover's lists, column by column: the summed bands, then the bands in stacking order.
-    const hitStart = new Int32Array(W + 1);
-    for (let k = 0; k < hits; k++) hitStart[hitCol[k]! + 2]++;
-    for (let c = 2; c <= W; c++) hitStart[c] += hitStart[c - 1];
-    const byCol = scratch.int32('byCol', hits);
-    for (let k = 0; k < hits; k++) byCol[hitStart[hitCol[k]! + 1]++] = k;
-    hit.reset(cols, sums + hits);
+    // The reserved line and the marks of search matches under a pixel, column by column.
     let marked = 0;
     for (let col = 0; col < cols; col++) {
-      hit.begin(col);
-      for (let k = sumStart[col]; k < sumStart[col + 1]; k++) hit.push(sumIds[k], sumTops[k]);
-      for (let j = col ? hitStart[col] : 0; j < hitStart[col + 1]; j++) hit.push(hitId[byCol[j]], hitTop[byCol[j]]);
       const r = rowOf(this.maxReserved(first[col]!, first[col + 1]!), rows, y0, scale);
       if (r >= 0 && r < rows) pixels[r * cols + col] = reservedColor;
       if (marks) {

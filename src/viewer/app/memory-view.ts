@@ -6,7 +6,6 @@
 import type { ReportData } from '../report-data.js';
 import { DeviceTimeline, SUMMARISED, deviceTimelines, summedGroup } from './allocation-timeline.js';
 import { SMALLER_COLOR, siteColor, summedColor } from './band-colors.js';
-import { ColumnHits } from './column-hits.js';
 import { el } from './dom.js';
 import { allocationPhase } from '../query.js';
 import { axisBytes, formatTick, formatTime, humanBytes, niceBytesStep, timeStep, wholeNumber, type ViewRange } from './timeline.js';
@@ -75,7 +74,6 @@ export class MemoryView {
   private readonly ctx: CanvasRenderingContext2D;
   private view: ViewRange;
   private readonly redraw = new FrameScheduler(() => this.render());
-  private readonly hits = new ColumnHits();
   private image: ImageData | null = null;
   private pinned = -1;
   private matches: Uint8Array[] | null = null;
@@ -246,7 +244,7 @@ export class MemoryView {
     const row = (clientY - rect.top) * dpr - lp.y;
     if (col < 0 || col >= lp.w || row < 0 || row >= lp.h) return -1;
     const bytes = lp.y0 + ((lp.h - row) / lp.h) * (lp.yMax - lp.y0);
-    return this.hits.at(col, bytes);
+    return this.dev().lastFrame.at(col, bytes);
   }
 
   /** The plot's pixel column under `clientX`. */
@@ -387,7 +385,7 @@ export class MemoryView {
   /** Page coordinates of the middle of allocation `a`'s band where it is first drawn; null if it is not drawn. */
   locate(a: number): { x: number; y: number } | null {
     const lp = this.lastPlot;
-    const hit = this.hits.find(a, lp.w);
+    const hit = this.dev().lastFrame.find(a);
     if (!hit) return null;
     const rect = this.canvas.getBoundingClientRect();
     const dpr = window.devicePixelRatio || 1;
@@ -461,7 +459,7 @@ export class MemoryView {
     if (!this.image || this.image.width !== p.w || this.image.height !== p.h) this.image = ctx.createImageData(p.w, p.h);
     const pixels = new Uint32Array(this.image.data.buffer);
     pixels.fill(0xffffffff);
-    d.render({ t0: this.view.t0, t1: this.view.t1, cols: p.w, rows: p.h, y0, yMax, pinned: this.pinned, matches: this.matches ? this.matches[this.device] : null }, pixels, this.hits);
+    d.render({ t0: this.view.t0, t1: this.view.t1, cols: p.w, rows: p.h, y0, yMax, pinned: this.pinned, matches: this.matches ? this.matches[this.device] : null }, pixels);
     ctx.putImageData(this.image, p.x, p.y);
     drawOomMarks(ctx, this.ooms[this.device], this.view, p, dpr);
     // The pinned allocation's lifetime as two marks, visible even when its band is under a pixel.

@@ -7,7 +7,6 @@
 import type { ReportData } from '../report-data.js';
 import { DeviceTimeline, SUMMARISED } from './allocation-timeline.js';
 import { siteColor } from './band-colors.js';
-import { ColumnHits } from './column-hits.js';
 import { FrameScheduler, fitCanvas, plotArea } from './canvas.js';
 import { bindPanZoom, clampRange } from './pan-zoom.js';
 import { el } from './dom.js';
@@ -45,7 +44,6 @@ export class SegmentTimelineView {
   private readonly canvas: HTMLCanvasElement;
   private readonly tooltip: HTMLElement;
   private readonly label: HTMLElement;
-  private readonly hits = new ColumnHits();
   private readonly redraw = new FrameScheduler(() => this.render());
   private image: ImageData | null = null;
   private last = { x: 0, y: 0, w: 1, h: 1, yMax: 1 };
@@ -132,7 +130,7 @@ export class SegmentTimelineView {
     const oom = oomAt(d.ooms, this.view, lp, px, dpr);
     const col = Math.floor(px - lp.x);
     const row = py - lp.y;
-    const band = col >= 0 && col < lp.w && row >= 0 && row < lp.h ? this.hits.at(col, ((lp.h - row) / lp.h) * lp.yMax) : -1;
+    const band = col >= 0 && col < lp.w && row >= 0 && row < lp.h ? d.timeline.lastFrame.at(col, ((lp.h - row) / lp.h) * lp.yMax) : -1;
     if (oom) lines.push(el('div', { class: 'tip-head oom-tip' }, oomText(oom, this.data.timeUnit)));
     if (band >= 0) {
       const seg = d.bands.segment[band];
@@ -158,7 +156,7 @@ export class SegmentTimelineView {
     const d = this.dev();
     const band = d.bands.memory.address.indexOf(address);
     if (band < 0) return null;
-    const hit = this.hits.find(band, this.last.w);
+    const hit = d.timeline.lastFrame.find(band);
     if (!hit) return null;
     const rect = this.canvas.getBoundingClientRect();
     const dpr = window.devicePixelRatio || 1;
@@ -193,7 +191,7 @@ export class SegmentTimelineView {
     if (!this.image || this.image.width !== p.w || this.image.height !== p.h) this.image = ctx.createImageData(p.w, p.h);
     const pixels = new Uint32Array(this.image.data.buffer);
     pixels.fill(0xffffffff);
-    d.timeline.render({ t0: this.view.t0, t1: this.view.t1, cols: p.w, rows: p.h, y0: 0, yMax, pinned: -1, matches: null }, pixels, this.hits);
+    d.timeline.render({ t0: this.view.t0, t1: this.view.t1, cols: p.w, rows: p.h, y0: 0, yMax, pinned: -1, matches: null }, pixels);
     ctx.putImageData(this.image, p.x, p.y);
     this.last = { x: p.x, y: p.y, w: p.w, h: p.h, yMax };
     ctx.font = `${11 * dpr}px system-ui, sans-serif`;
