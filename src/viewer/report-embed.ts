@@ -33,6 +33,7 @@
  */
 import { MemscopeError } from '../core/errors.js';
 import type { ReportData } from './report-data.js';
+import { InflateError, inflateRaw } from './inflate.js';
 
 /** Columns shorter than this stay JSON: the reference would be as long. */
 const MIN_COLUMN = 64;
@@ -309,13 +310,25 @@ function unbase64(s: string, what: string): Uint8Array<ArrayBuffer> {
   return out;
 }
 
-/** The buffer the JSON carries, inflated where it was deflated. */
-async function readBytes(e: EmbeddedBytes, what: string): Promise<Uint8Array> {
+/**
+ * The buffer the JSON carries, inflated where it was deflated: at once in plain code (inflate.ts)
+ * when the page waits on it, else by the platform's DecompressionStream, which keeps the page
+ * responsive while a large buffer inflates.
+ */
+function readBytes(e: EmbeddedBytes, what: string, now: true): Uint8Array;
+function readBytes(e: EmbeddedBytes, what: string, now: false): Promise<Uint8Array>;
+function readBytes(e: EmbeddedBytes, what: string, now: boolean): Uint8Array | Promise<Uint8Array> {
   if (!e || typeof e.b64 !== 'string' || (e.encoding !== 'deflate-raw' && e.encoding !== 'none')) throw damaged(`${what} is not an embedded buffer`);
   const raw = unbase64(e.b64, what);
   if (e.encoding === 'deflate-raw') {
     if (!(e.bytes >= 0)) throw damaged(`${what} does not say its length`);
-    return inflate(raw, e.bytes, what);
+    if (!now) return inflate(raw, e.bytes, what);
+    try {
+      return inflateRaw(raw, e.bytes);
+    } catch (err) {
+      if (!(err instanceof InflateError)) throw err;
+      throw damaged(err.message.startsWith('it holds') ? `${what} ${err.message.slice(3)}` : `${what} does not inflate (${err.message})`);
+    }
   }
   if (raw.length !== e.bytes) throw damaged(`${what} holds ${raw.length} bytes, not ${e.bytes}`);
   return raw;
@@ -532,7 +545,7 @@ export async function readEmbeddedReportInStages(text: string, onDamage: (err: u
   }
   if (raw.$packed) {
     const packed = raw.$packed as PackedBytes;
-    const bytes = await readBytes(packed, '$packed');
+    const bytes = readBytes(packed, '$packed', true);
     if (!(packed.head >= 0 && packed.head <= bytes.length)) throw damaged('$packed.head is outside the buffer');
     let head: Record<string, unknown>;
     try {
@@ -547,7 +560,7 @@ export async function readEmbeddedReportInStages(text: string, onDamage: (err: u
       ? (async () => {
           const b64 = typeof rest.b64 === 'string' ? rest.b64 : restBase64 ? await restBase64() : undefined;
           if (b64 === undefined) throw damaged('$packed.rest is not in the page');
-          restBytes = await readBytes({ ...rest, b64 }, '$packed.rest');
+          restBytes = await readBytes({ ...rest, b64 }, '$packed.rest', false);
         })()
       : Promise.resolve();
     complete.catch(() => {});
@@ -556,7 +569,7 @@ export async function readEmbeddedReportInStages(text: string, onDamage: (err: u
   }
   if (!raw.$columns) return { data: raw as unknown as ReportData, complete: Promise.resolve() };
   const { $columns, ...head } = raw;
-  const bytes = await readBytes($columns as EmbeddedBytes, '$columns');
+  const bytes = readBytes($columns as EmbeddedBytes, '$columns', true);
   return { data: new LazyParts(new Places(bytes, () => null, 0), onDamage).columns(head, '') as ReportData, complete: Promise.resolve() };
 }
 
