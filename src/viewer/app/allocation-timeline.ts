@@ -20,7 +20,7 @@ import { LiveIndex, smallLiveAt, type SmallLive } from './live-index.js';
 import { FrameBands } from './frame-bands.js';
 import { FrameScratch } from './frame-scratch.js';
 import { ReservedLine } from './reserved-line.js';
-import { columnAfter, fillBand, nextOpen, rowOf } from './frame-geometry.js';
+import { fillBand, placeBands, rowOf, visitAllocations } from './frame-geometry.js';
 import { MATCH_MARK_RGB, PINNED_RGB, RESERVED_RGB, SMALLER_HATCH_RGB, SMALLER_RGB, bandPalette, rgba, siteColor, summedColor, towardWhite, type BandPalette } from './band-colors.js';
 
 /** Entry id of the "smaller allocations" band in a column's hover list. */
@@ -396,8 +396,6 @@ export class DeviceTimeline {
     const { moment, total: totals, first } = this.columnMoments(f.t0, f.t1, cols);
     const G = this.groupSite.length;
     const matches = f.matches;
-    const lastMoment = cols ? moment[cols - 1] : 0;
-    const firstMoment = cols ? moment[0] : 0;
 
     // Allocations at least a pixel tall, in stacking order (allocation order), with their column
     // spans; per group, their bytes per column (as differences), which the summed bands leave
@@ -416,36 +414,7 @@ export class DeviceTimeline {
     const bigList = scratch.int32('bigList', bigBound);
     const bigFrom = scratch.int32('bigFrom', bigBound);
     const bigTo = scratch.int32('bigTo', bigBound);
-    let bigCount = 0;
-    // Allocations come in allocation order, so their starts rise: the first column follows a pointer.
-    let startCol = 0;
-    let lastStart = -Infinity;
-    for (let a = 0; a < this.count; a++) {
-      if (!matches && classOf[a]! < minClass) continue;
-      const s = this.start[a];
-      if (s >= lastMoment || this.end[a] < firstMoment) continue;
-      const big = this.bytes[a] >= thr;
-      if (!big && !(marks && matches![a])) continue;
-      let c0: number;
-      if (s >= lastStart) {
-        while (startCol < cols && moment[startCol] <= s) startCol++;
-        c0 = startCol;
-        lastStart = s;
-      } else c0 = columnAfter(moment, cols, s);
-      const c1 = columnAfter(moment, cols, this.end[a]!);
-      if (c0 >= c1) continue;
-      if (big) {
-        bigList[bigCount] = a;
-        bigFrom[bigCount] = c0;
-        bigTo[bigCount++] = c1;
-        const g = this.groupOf[a] * W;
-        bigGroup[g + c0] += this.bytes[a];
-        bigGroup[g + c1] -= this.bytes[a];
-      } else {
-        marks![c0]++;
-        marks![c1]--;
-      }
-    }
+    const bigCount = visitAllocations({ count: this.count, start: this.start, end: this.end, bytes: this.bytes, groupOf: this.groupOf, classOf, minClass, threshold: thr, matches, moment, cols, bigList, bigFrom, bigTo, bigGroup, marks });
     for (let g = 0; g < G; g++) for (let c = 1; c < cols; c++) bigGroup[g * W + c] += bigGroup[g * W + c - 1];
 
     const hatch = rgba(matches ? towardWhite(SMALLER_HATCH_RGB, 0.6) : SMALLER_HATCH_RGB);
@@ -499,31 +468,10 @@ export class DeviceTimeline {
     // `open[c]` leads to the first such column at or after c (path-compressed skips).
     const open = new Int32Array(W);
     for (let c = 0; c <= cols; c++) open[c] = c < cols && stackTop[c] >= f.yMax ? c + 1 : c;
-    const palette = this.palette;
     // Per column, the bands placed there are bigList[k] for k below closedAt (FrameBands).
     const closedAt = scratch.int32('closedAt', cols);
     for (let c = 0; c < cols; c++) closedAt[c] = open[c] === c ? bigCount : 0;
-    for (let k = 0; k < bigCount; k++) {
-      const a = bigList[k];
-      const bytes = this.bytes[a];
-      const faded = matches !== null && !matches[a];
-      const entry = this.colorOf[a]!;
-      const color = a === f.pinned ? pinnedColor : faded ? palette.faded[entry]! : palette.color[entry]!;
-      const edged = !faded && a !== f.pinned;
-      for (let col = nextOpen(open, bigFrom[k]!); col < bigTo[k]!; col = nextOpen(open, col + 1)) {
-        const y = stackTop[col];
-        const top = y + bytes;
-        const edgeRow = rowOf(top, rows, y0, scale);
-        const bottomRow = rowOf(y, rows, y0, scale);
-        fillBand(pixels, cols, rows, col, edgeRow, bottomRow, color);
-        if (edged && bottomRow - edgeRow >= 3 && edgeRow >= 0 && edgeRow < rows) pixels[edgeRow * cols + col] = palette.edge[entry]!;
-        stackTop[col] = top;
-        if (top >= f.yMax) {
-          open[col] = col + 1;
-          closedAt[col] = k + 1;
-        }
-      }
-    }
+    placeBands({ pixels, cols, rows, y0, scale, yMax: f.yMax, pinned: f.pinned, pinnedColor, matches, palette: this.palette, colorOf: this.colorOf, bytes: this.bytes, bigList, bigFrom, bigTo, bigCount, stackTop, open, closedAt });
     this.lastFrame = new FrameBands(moment, thr, { cols, bytes: this.bytes, big: bigList, bigFrom, bigTo, bigCount, closedAt, sumStart, sumIds, sumTops });
 
     // The reserved line and the marks of search matches under a pixel, column by column.

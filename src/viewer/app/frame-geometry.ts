@@ -1,7 +1,7 @@
 /**
  * Where things fall in a frame of the Active Memory Timeline: an event's pixel column, a byte
- * count's pixel row, a band's pixels, the next column with room for a band
- * (allocation-timeline.ts draws with them).
+ * count's pixel row, a band's pixels, the next column with room for a band, and the bands
+ * themselves (allocation-timeline.ts draws with them).
  */
 // A frame's helpers are module functions, not closures made per frame: the engine's optimised
 // frame code keeps its call targets, where a new closure each frame would throw that code away.
@@ -39,4 +39,130 @@ export function nextOpen(open: Int32Array, c: number): number {
     c = n;
   }
   return r;
+}
+
+/** What `placeBands` stacks and where. */
+export interface BandPlacement {
+  readonly pixels: Uint32Array;
+  readonly cols: number;
+  readonly rows: number;
+  readonly y0: number;
+  readonly scale: number;
+  readonly yMax: number;
+  readonly pinned: number;
+  readonly pinnedColor: number;
+  readonly matches: Uint8Array | null;
+  readonly palette: { readonly color: Uint32Array; readonly faded: Uint32Array; readonly edge: Uint32Array };
+  readonly colorOf: Uint16Array;
+  readonly bytes: Float64Array;
+  /** The allocations at least a pixel tall in stacking order, and the columns [from, to) each spans. */
+  readonly bigList: Int32Array;
+  readonly bigFrom: Int32Array;
+  readonly bigTo: Int32Array;
+  readonly bigCount: number;
+  /** Per column: the bytes its stack reaches so far, raised as bands are placed. */
+  readonly stackTop: Float64Array;
+  /** `nextOpen`'s skips over the columns whose stack has passed the top of the view. */
+  readonly open: Int32Array;
+  /** Per column: set to one past the band that takes its stack past the top. */
+  readonly closedAt: Int32Array;
+}
+
+/**
+ * Stacks the allocations at least a pixel tall, in order, into the columns whose stack is still
+ * inside the view, painting each. A function of its own: on the first frames that place many
+ * bands (zooming into the byte axis), the engine optimises this loop alone, sooner and faster
+ * than the whole frame.
+ */
+export function placeBands(p: BandPlacement): void {
+  const { pixels, cols, rows, y0, scale, yMax, pinned, pinnedColor, matches, palette, colorOf, bytes: sizes, bigList, bigFrom, bigTo, bigCount, stackTop, open, closedAt } = p;
+  for (let k = 0; k < bigCount; k++) {
+    const a = bigList[k]!;
+    const bytes = sizes[a]!;
+    const faded = matches !== null && !matches[a];
+    const entry = colorOf[a]!;
+    const color = a === pinned ? pinnedColor : faded ? palette.faded[entry]! : palette.color[entry]!;
+    const edged = !faded && a !== pinned;
+    for (let col = nextOpen(open, bigFrom[k]!); col < bigTo[k]!; col = nextOpen(open, col + 1)) {
+      const y = stackTop[col]!;
+      const top = y + bytes;
+      const edgeRow = rowOf(top, rows, y0, scale);
+      const bottomRow = rowOf(y, rows, y0, scale);
+      fillBand(pixels, cols, rows, col, edgeRow, bottomRow, color);
+      if (edged && bottomRow - edgeRow >= 3 && edgeRow >= 0 && edgeRow < rows) pixels[edgeRow * cols + col] = palette.edge[entry]!;
+      stackTop[col] = top;
+      if (top >= yMax) {
+        open[col] = col + 1;
+        closedAt[col] = k + 1;
+      }
+    }
+  }
+}
+
+/** What `visitAllocations` reads and fills. */
+export interface AllocationVisit {
+  readonly count: number;
+  readonly start: Int32Array;
+  readonly end: Int32Array;
+  readonly bytes: Float64Array;
+  readonly groupOf: Uint8Array;
+  /** Per allocation its size class; without a search, classes under `minClass` cannot reach a pixel and are skipped. */
+  readonly classOf: Uint8Array;
+  readonly minClass: number;
+  /** Bytes per pixel: allocations of at least this many are drawn as their own bands. */
+  readonly threshold: number;
+  readonly matches: Uint8Array | null;
+  /** Per column, the moment it shows. */
+  readonly moment: Int32Array;
+  readonly cols: number;
+  readonly bigList: Int32Array;
+  readonly bigFrom: Int32Array;
+  readonly bigTo: Int32Array;
+  /** Per group, row of cols + 1: each big allocation's bytes added at its first column, taken off after its last. */
+  readonly bigGroup: Float64Array;
+  /** Per column + 1, search matches under a pixel starting (+1) and ending (-1); null without a search. */
+  readonly marks: Int32Array | null;
+}
+
+/**
+ * Lists the allocations at least a pixel tall that a frame shows, in stacking (allocation) order,
+ * with the columns they span, and notes the matches under a pixel; returns how many it listed.
+ * A function of its own for the reason `placeBands` is.
+ */
+export function visitAllocations(v: AllocationVisit): number {
+  const { count, start, end, bytes, groupOf, classOf, minClass, threshold, matches, moment, cols, bigList, bigFrom, bigTo, bigGroup, marks } = v;
+  const W = cols + 1;
+  const lastMoment = cols ? moment[cols - 1]! : 0;
+  const firstMoment = cols ? moment[0]! : 0;
+  let bigCount = 0;
+  // Allocations come in allocation order, so their starts rise: the first column follows a pointer.
+  let startCol = 0;
+  let lastStart = -Infinity;
+  for (let a = 0; a < count; a++) {
+    if (!matches && classOf[a]! < minClass) continue;
+    const s = start[a]!;
+    if (s >= lastMoment || end[a]! < firstMoment) continue;
+    const big = bytes[a]! >= threshold;
+    if (!big && !(marks && matches![a])) continue;
+    let c0: number;
+    if (s >= lastStart) {
+      while (startCol < cols && moment[startCol]! <= s) startCol++;
+      c0 = startCol;
+      lastStart = s;
+    } else c0 = columnAfter(moment, cols, s);
+    const c1 = columnAfter(moment, cols, end[a]!);
+    if (c0 >= c1) continue;
+    if (big) {
+      bigList[bigCount] = a;
+      bigFrom[bigCount] = c0;
+      bigTo[bigCount++] = c1;
+      const g = groupOf[a]! * W;
+      bigGroup[g + c0] += bytes[a]!;
+      bigGroup[g + c1] -= bytes[a]!;
+    } else {
+      marks![c0]++;
+      marks![c1]--;
+    }
+  }
+  return bigCount;
 }
