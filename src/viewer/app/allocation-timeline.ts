@@ -288,47 +288,42 @@ export class DeviceTimeline {
     return total;
   }
 
-  /** The total of the moment the last `argmaxTotal` returned. */
+  /** The first moment with the highest total found by the last `argmaxTotal`, and that total. */
+  private best = 0;
   private bestTotal = 0;
+
+  /** Moments `from` … `to` one by one, `total` being the total at `from - 1`: the first higher than `bestTotal` goes into `best`. */
+  private scanMoments(from: number, to: number, total: number): void {
+    const { allocAt, freeAt, bytes } = this;
+    for (let m = from; m <= to; m++) {
+      const a = allocAt[m - 1]!;
+      if (a >= 0) total += bytes[a]!;
+      const d = freeAt[m - 1]!;
+      if (d >= 0) total -= bytes[d]!;
+      if (total > this.bestTotal) {
+        this.best = m;
+        this.bestTotal = total;
+      }
+    }
+  }
 
   /** The first moment in [lo, hi] (events applied) with the highest total; its total is then `bestTotal`. */
   argmaxTotal(lo: number, hi: number): number {
-    const { allocAt, freeAt, bytes } = this;
-    let best = lo;
-    let bestTotal = this.totalAt(lo);
-    let total = bestTotal;
-    let m = lo + 1;
+    this.best = lo;
+    this.bestTotal = this.totalAt(lo);
     // Moments one by one up to a block boundary, whole blocks, then the rest one by one.
-    for (; m <= hi && (m - 1) % BLOCK !== 0; m++) {
-      const a = allocAt[m - 1]!;
-      if (a >= 0) total += bytes[a]!;
-      const d = freeAt[m - 1]!;
-      if (d >= 0) total -= bytes[d]!;
-      if (total > bestTotal) {
-        best = m;
-        bestTotal = total;
-      }
-    }
+    const head = Math.min(hi, Math.ceil(lo / BLOCK) * BLOCK);
+    this.scanMoments(lo + 1, head, this.bestTotal);
+    let m = head + 1;
     for (; m + BLOCK - 1 <= hi; m += BLOCK) {
       const b = (m - 1) / BLOCK;
-      if (this.blockMax[b]! > bestTotal) {
-        best = this.blockMaxAt[b]!;
-        bestTotal = this.blockMax[b]!;
+      if (this.blockMax[b]! > this.bestTotal) {
+        this.best = this.blockMaxAt[b]!;
+        this.bestTotal = this.blockMax[b]!;
       }
     }
-    if (m <= hi) total = this.blockBase[(m - 1) / BLOCK]!;
-    for (; m <= hi; m++) {
-      const a = allocAt[m - 1]!;
-      if (a >= 0) total += bytes[a]!;
-      const d = freeAt[m - 1]!;
-      if (d >= 0) total -= bytes[d]!;
-      if (total > bestTotal) {
-        best = m;
-        bestTotal = total;
-      }
-    }
-    this.bestTotal = bestTotal;
-    return best;
+    if (m <= hi) this.scanMoments(m, hi, this.blockBase[(m - 1) / BLOCK]!);
+    return this.best;
   }
 
   /** The highest reserved bytes after any of events [lo, hi), or before them when the range is empty. */
