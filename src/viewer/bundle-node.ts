@@ -34,9 +34,9 @@ export async function buildViewerBundle(entry: string): Promise<string> {
 /**
  * The bundle with its wrapper written `(function(){…})()`, not esbuild's `(()=>{…})()`: V8
  * compiles a parenthesised `function` at once with the script, but parses an arrow function's
- * body a second time when it is called, and here that body is the whole app (about 100 ms of a
- * report's first frame, measured by the report bench). The wrapper has neither `this` nor
- * `arguments` to change meaning.
+ * body a second time when it is called, and here that body is the whole app, parsed before a
+ * report's first frame (docs/ARCHITECTURE.md, "Performance devices"). The wrapper has neither
+ * `this` nor `arguments` to change meaning.
  */
 function eagerWrapper(js: string): string {
   const arrow = /^("use strict";)?\(\(\)=>\{/.exec(js);
