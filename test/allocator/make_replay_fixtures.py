@@ -95,6 +95,37 @@ write('replay_expandable_ring.pickle', {
     'allocator_settings': EXPANDABLE, 'external_annotations': [],
 })
 
+# ---- an unmap across two mapped ranges (expandable_segments:True): one event ends both.
+# a = malloc(15 MiB): a fresh segment at C maps one page (20 MiB); a at C, 5 MiB free after it.
+# b = malloc(30 MiB): the 5 MiB tail is short by 25 MiB: two more pages are mapped in one call
+#     (40 MiB at C + 20 MiB), merged with the tail; b at C + 15 MiB, 15 MiB free after it.
+# c = malloc(10 MiB): the 15 MiB free block; 5 MiB left free at the end.
+# free(a); free(b): one free block C .. C + 45 MiB. torch.cuda.empty_cache(): its whole pages,
+#     C .. C + 40 MiB, are unmapped in one segment_unmap: all of the first mapping and the first
+#     page of the second; c's page stays mapped.
+C = 0x7F4000000000
+cut_trace = numbered([
+    lambda t: event('segment_map', C, 20 * MiB, t),
+    lambda t: event('alloc', C, 15 * MiB, t),
+    lambda t: event('segment_map', C + 20 * MiB, 40 * MiB, t),
+    lambda t: event('alloc', C + 15 * MiB, 30 * MiB, t),
+    lambda t: event('alloc', C + 45 * MiB, 10 * MiB, t),
+    lambda t: event('free_requested', C, 15 * MiB, t),
+    lambda t: event('free_completed', C, 15 * MiB, t),
+    lambda t: event('free_requested', C + 15 * MiB, 30 * MiB, t),
+    lambda t: event('free_completed', C + 15 * MiB, 30 * MiB, t),
+    lambda t: event('segment_unmap', C, 40 * MiB, t),
+])
+write('replay_expandable_cut.pickle', {
+    'segments': [segment(0, C + 40 * MiB, [
+        block(C + 40 * MiB, 5 * MiB, 'inactive', 0),
+        block(C + 45 * MiB, 10 * MiB, 'active_allocated', 10 * MiB),
+        block(C + 55 * MiB, 5 * MiB, 'inactive', 0),
+    ], expandable=True)],
+    'device_traces': [cut_trace],
+    'allocator_settings': EXPANDABLE, 'external_annotations': [],
+})
+
 # ---- three devices: 0 runs out of memory, 1 has memory but no trace, 2 has a small-pool trace.
 # Device 0: a = malloc(100 MiB); b = malloc(50 MiB); free(b); malloc(200 MiB): cudaMalloc fails,
 # max_split_size is unset so no single block is released first; release_cached_blocks frees b's

@@ -36,6 +36,14 @@ describe('expandable segments', () => {
     expect(d.verdict).toBe('complete');
   });
 
+  it('one segment_unmap across two mapped ranges (all of one, a page of the other) replays at 100%', () => {
+    const d = replaySnapshot(load('replay_expandable_cut.pickle')).devices[0];
+    expect(d.mismatches).toEqual([]);
+    expect(d.segmentEvents).toEqual({ matched: 3, total: 3, rate: 1, model: 3 });
+    expect(d.finalBlocks).toEqual({ matched: 3, total: 3, rate: 1 });
+    expect(d.verdict).toBe('complete');
+  });
+
   it('the comparison can fail: the same trace without expandable_segments does not match', () => {
     const raw = load('replay_expandable.pickle');
     raw.allocator_settings.expandable_segments = false;

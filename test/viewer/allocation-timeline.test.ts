@@ -6,8 +6,12 @@ import { describe, it, expect } from 'vitest';
 import { DeviceTimeline, SUMMARISED, summedGroup } from '../../src/viewer/app/allocation-timeline.js';
 import type { ReportDeviceMemory } from '../../src/viewer/report-data.js';
 
-/** Random allocations over `n` events: some live before the trace, some still live at the end, sizes spanning six orders. */
-function randomDevice(n: number, seed: number): ReportDeviceMemory {
+/**
+ * Random allocations over `n` events: some live before the trace, some still live at the end,
+ * sizes spanning six orders. `crowded`: a tenth of the events free several allocations and make
+ * several, as an unmap cutting across mapped ranges does on the Active Cached Segment Timeline.
+ */
+function randomDevice(n: number, seed: number, crowded = false): ReportDeviceMemory {
   let x = seed;
   const rand = () => ((x = (x * 1103515245 + 12345) >>> 0) / 2 ** 32);
   const start: number[] = [];
@@ -26,7 +30,16 @@ function randomDevice(n: number, seed: number): ReportDeviceMemory {
   const eventDt: number[] = [];
   for (let i = 0; i < n; i++) {
     eventDt.push(rand() < 0.2 ? 0 : 1 + Math.floor(rand() * 40));
-    if (open.length && rand() < 0.45) {
+    if (crowded && open.length > 4 && rand() < 0.1) {
+      for (let k = 1 + Math.floor(rand() * 3); k > 0; k--) end[open.splice(Math.floor(rand() * open.length), 1)[0]!] = i;
+      for (let k = 1 + Math.floor(rand() * 3); k > 0; k--) {
+        open.push(start.length);
+        start.push(i);
+        end.push(-2);
+        bytes.push(size());
+        site.push(1 + Math.floor(rand() * 90));
+      }
+    } else if (open.length && rand() < 0.45) {
       const a = open.splice(Math.floor(rand() * open.length), 1)[0];
       end[a] = i;
     } else {
@@ -85,9 +98,12 @@ function expected(d: DeviceTimeline, t0: number, t1: number, cols: number, c: nu
   return out;
 }
 
-describe('Active Memory Timeline renderer', () => {
+describe.each([
+  ['one allocation made or freed per event', false],
+  ['several allocations freed and made at one event', true],
+])('Active Memory Timeline renderer: %s', (_, crowded) => {
   it('each column holds the bands, site sums and smaller-allocations band of its highest moment', () => {
-    const d = new DeviceTimeline(randomDevice(3000, 11), randomDevice(3000, 11).site);
+    const d = new DeviceTimeline(randomDevice(3000, 11, crowded), randomDevice(3000, 11, crowded).site);
     expect(d.groupSite.length).toBe(64);
     expect(d.groupSite[63]).toBe(-1);
     const full = d.timeAt(d.n - 1);
@@ -139,7 +155,7 @@ describe('Active Memory Timeline renderer', () => {
   });
 
   it('hover sums of a summed band equal the bytes the column stacked for it', () => {
-    const dev = randomDevice(2000, 5);
+    const dev = randomDevice(2000, 5, crowded);
     const d = new DeviceTimeline(dev, dev.site);
     const cols = 50;
     const rows = 80;
@@ -162,7 +178,7 @@ describe('Active Memory Timeline renderer', () => {
 
   it('hover lists of a summed band are the allocations live at that moment, at any distance from a checkpoint', () => {
     // Over 4096 events: the live index's checkpoints, not only its replay, are used.
-    const dev = randomDevice(30_000, 11);
+    const dev = randomDevice(30_000, 11, crowded);
     const d = new DeviceTimeline(dev, dev.site);
     const threshold = 1e6;
     for (const m of [0, 1, 4095, 4096, 4097, 12_345, 29_999, 30_000]) {
@@ -182,7 +198,7 @@ describe('Active Memory Timeline renderer', () => {
   });
 
   it('the overview profile is each column\u2019s highest live bytes over the whole trace', () => {
-    const dev = randomDevice(1500, 9);
+    const dev = randomDevice(1500, 9, crowded);
     const d = new DeviceTimeline(dev, dev.site);
     const cols = 31;
     const { total } = d.profile(cols);
@@ -190,6 +206,14 @@ describe('Active Memory Timeline renderer', () => {
       const top = expected(d, d.tMin, d.tMax, cols, c, Infinity, Infinity);
       expect(total[c]).toBe(top.length ? top[top.length - 1][1] : 0);
     }
+  });
+
+  it('refuses allocations not listed in the order they were made, naming the first out of place', () => {
+    const dev = randomDevice(200, 3, crowded);
+    const a = dev.start.findIndex((s) => s > 10);
+    const start = [...dev.start];
+    start[a + 1] = 2;
+    expect(() => new DeviceTimeline({ ...dev, start }, dev.site)).toThrow(`allocation ${a + 1} is made at event 2, before allocation ${a} (event ${start[a]})`);
   });
 
   it('the reserved line: its highest value over any range of events, and before a range when it is empty', () => {
@@ -209,7 +233,7 @@ describe('Active Memory Timeline renderer', () => {
         reservedDelta.push(delta);
       }
     }
-    const dev = { ...randomDevice(n, 21), reservedBase: 3 * 2 ** 20, reservedAt, reservedDelta };
+    const dev = { ...randomDevice(n, 21, crowded), reservedBase: 3 * 2 ** 20, reservedAt, reservedDelta };
     const d = new DeviceTimeline(dev, dev.site);
     // Reserved bytes after each event, replayed.
     const after = new Float64Array(n);

@@ -8,6 +8,10 @@ import { DEFAULT_CAPS, type ReportData } from '../../src/viewer/report-data.js';
 import { AllocatorHistory, checkpointInterval, stateSummary } from '../../src/viewer/app/state-history-model.js';
 import { fixture } from '../support/fixtures.js';
 import { pythonStates } from './state-history-truth.js';
+import { segmentBands } from '../../src/viewer/app/segment-timeline-model.js';
+import { DeviceTimeline } from '../../src/viewer/app/allocation-timeline.js';
+
+const MiB = 2 ** 20;
 
 async function report(file: string): Promise<ReportData> {
   const f = await openMemoryFile(file);
@@ -45,6 +49,35 @@ describe('allocator state history model', () => {
     expect(data.history!.devices.map((d) => d.device)).toEqual(['cuda:0', 'cuda:1', 'cuda:2']);
     await agrees(fixture('torch/replay_devices_oom.pickle'), 0, [7, 6, 5, 0, -1, 3]);
     await agrees(fixture('torch/replay_devices_oom.pickle'), 2, [-1, 0, 1, 2, 3, 4]);
+  });
+
+  it('the Active Cached Segment Timeline stacks to the reserved bytes after every event, also where one unmap ends two mapped ranges and keeps part of one', async () => {
+    for (const name of ['replay_expandable_cut.pickle', 'replay_expandable.pickle', 'history_pools.pickle']) {
+      const file = fixture(`torch/${name}`);
+      const data = await report(file);
+      const h = new AllocatorHistory(data.history!.devices[0], data.history!.actions);
+      const all = Array.from({ length: h.n + 1 }, (_, i) => i - 1);
+      const want = pythonStates(file, 0, all);
+      const bands = segmentBands(h, data.memory!.devices[0].eventDt, 'cuda:0');
+      const timeline = new DeviceTimeline(bands.memory, bands.group);
+      // After the first m events: the sum of CPython's segments after event m - 1.
+      const reserved = all.map((i) => want[String(i)].segments.reduce((sum, [, size]) => sum + size, 0));
+      expect(all.map((i) => timeline.totalAt(i + 1)), name).toEqual(reserved);
+      expect(bands.memory.peakReserved).toBe(Math.max(...reserved));
+      // Each pixel column's total is the highest of its events'.
+      const { total, first } = timeline.columnMoments(timeline.tMin, timeline.tMax, 7);
+      for (let c = 0; c < 7; c++) expect(total[c]).toBe(Math.max(...reserved.slice(first[c]!, first[c + 1]! + 1)));
+    }
+    // The cut: at the unmap, the first mapping ends whole and the second ends, its last page kept as a band of its own.
+    const data = await report(fixture('torch/replay_expandable_cut.pickle'));
+    const h = new AllocatorHistory(data.history!.devices[0], data.history!.actions);
+    const { memory } = segmentBands(h, data.memory!.devices[0].eventDt, 'cuda:0');
+    const unmap = h.n - 1;
+    expect(memory.start.map((s, b) => [s, memory.end[b], memory.bytes[b]])).toEqual([
+      [0, unmap, 20 * MiB],
+      [2, unmap, 40 * MiB],
+      [unmap, -1, 20 * MiB],
+    ]);
   });
 
   it('a 19,770-event training step: random events through checkpoints equal CPython', async () => {

@@ -17,6 +17,7 @@
  */
 import type { ReportData, ReportDeviceMemory } from '../report-data.js';
 import { LiveIndex, smallLiveAt, type SmallLive } from './live-index.js';
+import { EventLists } from './event-lists.js';
 import { FrameBands } from './frame-bands.js';
 import { FrameScratch } from './frame-scratch.js';
 import { ReservedLine } from './reserved-line.js';
@@ -72,13 +73,13 @@ export class DeviceTimeline {
    */
   private readonly blockUs: Float64Array;
   readonly count: number;
+  /** Per allocation, the event that made it (-1: live before the trace), in allocation order. */
   readonly start: Int32Array;
   /** Event that frees each allocation; `n` when it is live at the end. */
   readonly end: Int32Array;
   readonly bytes: Float64Array;
-  /** Per event: the allocation it makes or frees (-1: neither). */
-  private readonly allocAt: Int32Array;
-  private readonly freeAt: Int32Array;
+  /** The allocations each event makes and frees (several at an event that cuts mapped ranges). */
+  private readonly events: EventLists;
   /** The reserved line, where it changes. */
   private readonly reserved: ReservedLine;
   /**
@@ -138,41 +139,19 @@ export class DeviceTimeline {
     const start = (this.start = new Int32Array(count));
     const end = (this.end = new Int32Array(count));
     const bytes = (this.bytes = new Float64Array(count));
-    const allocAt = (this.allocAt = new Int32Array(n).fill(-1));
-    const freeAt = (this.freeAt = new Int32Array(n).fill(-1));
     let before = 0;
     for (let a = 0; a < count; a++) {
       const s = dataStart[a]!;
       const e = dataEnd[a]!;
       const b = dataBytes[a]!;
-      start[a] = s;
+      start[a] = s < 0 ? -1 : s;
       end[a] = e < 0 ? n : e;
       bytes[a] = b;
-      if (s >= 0 && s < n) allocAt[s] = a;
-      else if (s < 0 && end[a] >= 0) before += b;
-      if (e >= 0 && e < n) freeAt[e] = a;
+      if (s < 0) before += b;
     }
+    const events = (this.events = new EventLists(start, end, n));
+    const { freed, freeFirst } = events;
     this.reserved = new ReservedLine(data.reservedBase, data.reservedAt, data.reservedDelta);
-
-    // Running total: its value at each block's start and its block maxima.
-    const nBlocks = Math.ceil(n / BLOCK);
-    const blockBase = (this.blockBase = new Float64Array(nBlocks + 1));
-    const blockMax = (this.blockMax = new Float64Array(nBlocks).fill(-Infinity));
-    const blockMaxAt = (this.blockMaxAt = new Int32Array(nBlocks));
-    let total = before;
-    for (let i = 0; i < n; i++) {
-      if (i % BLOCK === 0) blockBase[i / BLOCK] = total;
-      const a = allocAt[i]!;
-      if (a >= 0) total += bytes[a]!;
-      const d = freeAt[i]!;
-      if (d >= 0) total -= bytes[d]!;
-      const b = (i / BLOCK) | 0;
-      if (total > blockMax[b]!) {
-        blockMax[b] = total;
-        blockMaxAt[b] = i + 1;
-      }
-    }
-    blockBase[nBlocks] = total;
 
     // Site groups: the sites holding the most bytes over the device's allocations first.
     // Sites are small non-negative integers (string indexes): bytes per site in an array.
@@ -195,17 +174,38 @@ export class DeviceTimeline {
     own.forEach((site, g) => (groupOfSite[site] = g));
     const groupOf = (this.groupOf = new Uint8Array(count));
     for (let a = 0; a < count; a++) groupOf[a] = groupOfSite[sitesOf[a]!]!;
+
+    // One pass over the events: the running total at each block's start and its block maxima, and
+    // per group the live bytes at every checkpoint.
+    const nBlocks = Math.ceil(n / BLOCK);
+    const blockBase = (this.blockBase = new Float64Array(nBlocks + 1));
+    const blockMax = (this.blockMax = new Float64Array(nBlocks).fill(-Infinity));
+    const blockMaxAt = (this.blockMaxAt = new Int32Array(nBlocks));
     const checkpoints = (this.groupCheckpoints = new Float64Array((Math.floor(n / CHECKPOINT) + 1) * G));
     const live = new Float64Array(G);
-    for (let a = 0; a < count; a++) if (start[a]! < 0 && end[a]! >= 0) live[groupOf[a]!] += bytes[a]!;
-    for (let i = 0; i <= n; i++) {
+    let made = events.firstMadeAt(0);
+    for (let a = 0; a < made; a++) live[groupOf[a]!] += bytes[a]!;
+    let total = before;
+    for (let i = 0; i < n; i++) {
       if (i % CHECKPOINT === 0) checkpoints.set(live, (i / CHECKPOINT) * G);
-      if (i === n) break;
-      const a = allocAt[i]!;
-      if (a >= 0) live[groupOf[a]!] += bytes[a]!;
-      const d = freeAt[i]!;
-      if (d >= 0) live[groupOf[d]!] -= bytes[d]!;
+      if (i % BLOCK === 0) blockBase[i / BLOCK] = total;
+      for (; made < count && start[made] === i; made++) {
+        total += bytes[made]!;
+        live[groupOf[made]!] += bytes[made]!;
+      }
+      for (let k = freeFirst[i]!; k < freeFirst[i + 1]!; k++) {
+        const d = freed[k]!;
+        total -= bytes[d]!;
+        live[groupOf[d]!] -= bytes[d]!;
+      }
+      const b = (i / BLOCK) | 0;
+      if (total > blockMax[b]!) {
+        blockMax[b] = total;
+        blockMaxAt[b] = i + 1;
+      }
     }
+    blockBase[nBlocks] = total;
+    if (n % CHECKPOINT === 0) checkpoints.set(live, (n / CHECKPOINT) * G);
 
     // Size classes: a frame skips, with one byte read, the allocations that cannot reach a pixel.
     const classOf = (this.classOf = new Uint8Array(count));
@@ -231,13 +231,10 @@ export class DeviceTimeline {
 
   /** Applies events [from, to) to per-group live bytes `live`. One loop per call rather than a call per event: a frame replays up to CHECKPOINT events per pixel column, and its first frames run before the engine has optimised them. */
   private replayGroups(from: number, to: number, live: Float64Array): void {
-    const { allocAt, freeAt, groupOf, bytes } = this;
-    for (let i = from; i < to; i++) {
-      const a = allocAt[i]!;
-      if (a >= 0) live[groupOf[a]!] += bytes[a]!;
-      const d = freeAt[i]!;
-      if (d >= 0) live[groupOf[d]!] -= bytes[d]!;
-    }
+    const { start, groupOf, bytes, count } = this;
+    const { freed, freeFirst } = this.events;
+    for (let a = this.events.firstMadeAt(from); a < count && start[a]! < to; a++) live[groupOf[a]!] += bytes[a]!;
+    for (let k = freeFirst[from]!; k < freeFirst[to]!; k++) live[groupOf[freed[k]!]!] -= bytes[freed[k]!]!;
   }
 
   /** Time of event `i` (0 ≤ i < n), in the data's unit: the running sum of `eventDt` over 1000. */
@@ -278,13 +275,10 @@ export class DeviceTimeline {
 
   /** `total` with events [from, to) applied. */
   private replayTotal(from: number, to: number, total: number): number {
-    const { allocAt, freeAt, bytes } = this;
-    for (let i = from; i < to; i++) {
-      const a = allocAt[i]!;
-      if (a >= 0) total += bytes[a]!;
-      const d = freeAt[i]!;
-      if (d >= 0) total -= bytes[d]!;
-    }
+    const { start, bytes, count } = this;
+    const { freed, freeFirst } = this.events;
+    for (let a = this.events.firstMadeAt(from); a < count && start[a]! < to; a++) total += bytes[a]!;
+    for (let k = freeFirst[from]!; k < freeFirst[to]!; k++) total -= bytes[freed[k]!]!;
     return total;
   }
 
@@ -294,12 +288,12 @@ export class DeviceTimeline {
 
   /** Moments `from` … `to` one by one, `total` being the total at `from - 1`: the first higher than `bestTotal` goes into `best`. */
   private scanMoments(from: number, to: number, total: number): void {
-    const { allocAt, freeAt, bytes } = this;
+    const { start, bytes, count } = this;
+    const { freed, freeFirst } = this.events;
+    let made = this.events.firstMadeAt(from - 1);
     for (let m = from; m <= to; m++) {
-      const a = allocAt[m - 1]!;
-      if (a >= 0) total += bytes[a]!;
-      const d = freeAt[m - 1]!;
-      if (d >= 0) total -= bytes[d]!;
+      for (; made < count && start[made] === m - 1; made++) total += bytes[made]!;
+      for (let k = freeFirst[m - 1]!; k < freeFirst[m]!; k++) total -= bytes[freed[k]!]!;
       if (total > this.bestTotal) {
         this.best = m;
         this.bestTotal = total;
@@ -350,7 +344,7 @@ export class DeviceTimeline {
   }
 
   private live(): LiveIndex {
-    return (this.liveIndex ??= new LiveIndex(this.n, this.start, this.end, this.allocAt, this.freeAt));
+    return (this.liveIndex ??= new LiveIndex(this.n, this.start, this.end, this.events));
   }
 
   /** Per pixel column of [t0, t1]: the moment shown (the first with the column's highest total), its total, and the event range it covers. */

@@ -8,6 +8,7 @@
  * the allocations' ends and adds the allocations made since, so it costs the live set's size plus
  * at most `step` events.
  */
+import type { EventLists } from './event-lists.js';
 
 /** Most allocation ids the index stores over all its checkpoints (16 MiB). */
 const LIVE_BUDGET = 4 << 20;
@@ -22,29 +23,22 @@ export class LiveIndex {
 
   /**
    * @param n events
-   * @param start per allocation, the event that made it (negative: live before the trace)
+   * @param start per allocation, the event that made it (-1: live before the trace), in allocation order
    * @param end per allocation, the event that freed it (`n`: live at the end)
-   * @param allocAt per event, the allocation it makes (-1: none)
-   * @param freeAt per event, the allocation it frees (-1: none)
+   * @param events the allocations each event makes and frees
    */
   constructor(
     private readonly n: number,
     private readonly start: Int32Array,
     private readonly end: Int32Array,
-    private readonly allocAt: Int32Array,
-    freeAt: Int32Array,
+    private readonly events: EventLists,
   ) {
     const count = start.length;
+    const { freed, freeFirst } = events;
     // Live counts at every MIN_STEP-th moment pick the step that keeps the checkpoints in budget.
-    let live = 0;
-    for (let a = 0; a < count; a++) if (start[a] < 0) live++;
+    const before = events.firstMadeAt(0);
     const counts: number[] = [];
-    for (let i = 0; i <= n; i++) {
-      if (i % MIN_STEP === 0) counts.push(live);
-      if (i === n) break;
-      if (allocAt[i] >= 0) live++;
-      if (freeAt[i] >= 0) live--;
-    }
+    for (let i = 0; i <= n; i += MIN_STEP) counts.push(events.firstMadeAt(i) - freeFirst[i]!);
     let step = MIN_STEP;
     const stored = (s: number): number => counts.reduce((sum, c, k) => (k % (s / MIN_STEP) === 0 ? sum + c : sum), 0);
     while (step < n && stored(step) > LIVE_BUDGET) step *= 2;
@@ -56,11 +50,10 @@ export class LiveIndex {
     const set = new Int32Array(count);
     const place = new Int32Array(count).fill(-1);
     let size = 0;
-    for (let a = 0; a < count; a++) {
-      if (start[a] < 0) {
-        place[a] = size;
-        set[size++] = a;
-      }
+    let made = 0;
+    for (; made < before; made++) {
+      place[made] = size;
+      set[size++] = made;
     }
     let at = 0;
     for (let i = 0; i <= n; i++) {
@@ -72,13 +65,13 @@ export class LiveIndex {
         this.offsets[c + 1] = at;
       }
       if (i === n) break;
-      const a = allocAt[i];
-      if (a >= 0) {
-        place[a] = size;
-        set[size++] = a;
+      for (; made < count && start[made] === i; made++) {
+        place[made] = size;
+        set[size++] = made;
       }
-      const d = freeAt[i];
-      if (d >= 0 && place[d] >= 0) {
+      for (let k = freeFirst[i]!; k < freeFirst[i + 1]!; k++) {
+        const d = freed[k]!;
+        if (place[d]! < 0) continue;
         const last = set[--size]!;
         set[place[d]!] = last;
         place[last] = place[d]!;
@@ -91,15 +84,12 @@ export class LiveIndex {
   forEachLive(m: number, visit: (a: number) => void): void {
     const moment = Math.max(0, Math.min(this.n, m));
     const c = Math.floor(moment / this.step);
-    const { ids, end, start, allocAt } = this;
+    const { ids, end, start } = this;
     for (let k = this.offsets[c]!; k < this.offsets[c + 1]!; k++) {
       const a = ids[k]!;
       if (end[a]! >= moment) visit(a);
     }
-    for (let i = c * this.step; i < moment; i++) {
-      const a = allocAt[i]!;
-      if (a >= 0 && start[a]! < moment && end[a]! >= moment) visit(a);
-    }
+    for (let a = this.events.firstMadeAt(c * this.step); a < start.length && start[a]! < moment; a++) if (end[a]! >= moment) visit(a);
   }
 }
 
