@@ -9,6 +9,7 @@
 //
 // `npm run bench -- report` runs all of it; MEMSCOPE_REPORT_BENCH=snapshots (or 100mb, 1gb)
 // runs only those parts; MEMSCOPE_REPORT_BENCH=open only opens the 1 GB file in the empty viewer (open100: the 100 MB file).
+// MEMSCOPE_REPORT_BENCH_FRAMES=1 also prints each load's zoom and byte-axis frame times, in order.
 //
 // The capture is synthetic but goes through the real recorder and writer: 250
 // training steps over a 4-layer model, each step allocating and freeing 2,000
@@ -350,6 +351,7 @@ async function snapshotBench(label, targetMb, targets) {
   stat('zoom frame', runs.flatMap((x) => x.zoom));
   stat('pan frame', runs.flatMap((x) => x.pan));
   stat('byte-axis zoom frame', runs.flatMap((x) => x.bytes));
+  if (process.env.MEMSCOPE_REPORT_BENCH_FRAMES) for (const x of runs) console.log('  raw bytes', x.bytes.map((v) => v.toFixed(1)).join(' '), '| zoom', x.zoom.map((v) => v.toFixed(1)).join(' '));
   stat('hover', runs.flatMap((x) => x.hover));
   stat('hover on summed bands', runs.flatMap((x) => x.hoverSummed));
   const rss = Math.max(...runs.map((x) => x.rssMiB), ...runs.map((x) => x.hwmMiB));

@@ -21,18 +21,10 @@ import { EventLists } from './event-lists.js';
 import { FrameBands } from './frame-bands.js';
 import { FrameScratch } from './frame-scratch.js';
 import { ReservedLine } from './reserved-line.js';
-import { fillBand, placeBands, rowOf, visitAllocations } from './frame-geometry.js';
+import { placeBands, rowOf, stackSummed, visitAllocations } from './frame-geometry.js';
 import { MATCH_MARK_RGB, PINNED_RGB, RESERVED_RGB, SMALLER_HATCH_RGB, SMALLER_RGB, bandPalette, rgba, siteColor, summedColor, towardWhite, type BandPalette } from './band-colors.js';
 
-/** Entry id of the "smaller allocations" band in a column's hover list. */
-export const SUMMARISED = -2;
-/** Entry ids at or below this are a site's summed band: `SITE_SUM - id` is its group. */
-const SITE_SUM = -3;
-
-/** The group of a summed site band from its hover id, or -1 when the id is not one. */
-export function summedGroup(id: number): number {
-  return id <= SITE_SUM ? SITE_SUM - id : -1;
-}
+export { SUMMARISED, summedGroup } from './frame-geometry.js';
 
 /** Sites with their own summed band; the rest share the last group. */
 const MAX_GROUPS = 64;
@@ -400,11 +392,13 @@ export class DeviceTimeline {
     // Every allocation at least a pixel tall is of a class from minClass up: that bounds the lists.
     let bigBound = 0;
     for (let c = minClass; c < SIZE_CLASSES; c++) bigBound += this.classCount[c]!;
-    const bigList = scratch.int32('bigList', bigBound);
-    const bigFrom = scratch.int32('bigFrom', bigBound);
-    const bigTo = scratch.int32('bigTo', bigBound);
-    const bigCount = visitAllocations({ count: this.count, start: this.start, end: this.end, bytes: this.bytes, groupOf: this.groupOf, classOf, minClass, threshold: thr, matches, moment, cols, bigList, bigFrom, bigTo, bigGroup, marks });
-    for (let g = 0; g < G; g++) for (let c = 1; c < cols; c++) bigGroup[g * W + c] += bigGroup[g * W + c - 1];
+    const bigList = scratch.int32('bigList', bigBound, this.count);
+    const bigFrom = scratch.int32('bigFrom', bigBound, this.count);
+    const bigTo = scratch.int32('bigTo', bigBound, this.count);
+    // Nothing to visit when no allocation is a pixel tall and there is no search. Skipping the call
+    // matters beyond its pass over every allocation: the engine would optimise the loop for an
+    // empty body, then throw that code away on the first frame that lists allocations.
+    const bigCount = bigBound > 0 || matches ? visitAllocations({ count: this.count, start: this.start, end: this.end, bytes: this.bytes, groupOf: this.groupOf, classOf, minClass, threshold: thr, matches, moment, cols, bigList, bigFrom, bigTo, bigGroup, marks }) : 0;
 
     const hatch = rgba(matches ? towardWhite(SMALLER_HATCH_RGB, 0.6) : SMALLER_HATCH_RGB);
     const smallerColor = rgba(matches ? towardWhite(SMALLER_RGB, 0.6) : SMALLER_RGB);
@@ -413,45 +407,25 @@ export class DeviceTimeline {
     const markColor = rgba(MATCH_MARK_RGB);
     const y0 = f.y0;
 
+    // Per column, per group: the live bytes at its moment, replayed from the last column's moment
+    // when near, else from a checkpoint.
+    const live = scratch.float64('live', cols * G);
+    const groups = new Float64Array(G);
+    let groupsAt = -1;
+    for (let col = 0; col < cols; col++) {
+      const m = moment[col]!;
+      if (groupsAt >= 0 && m >= groupsAt && m - groupsAt <= CHECKPOINT) this.replayGroups(groupsAt, m, groups);
+      else this.groupsAfter(m, groups);
+      groupsAt = m;
+      live.set(groups, col * G);
+    }
     // The summed bands at the bottom of each column: "smaller allocations", then per site.
     const stackTop = new Float64Array(cols);
     const sumStart = new Int32Array(W);
     // At most one summed band per group and the "smaller allocations" band per column.
     const sumIds = scratch.int32('sumIds', cols * (G + 1));
     const sumTops = scratch.float64('sumTops', cols * (G + 1));
-    let sums = 0;
-    const groups = new Float64Array(G);
-    const small = new Float64Array(G);
-    let groupsAt = -1;
-    for (let col = 0; col < cols; col++) {
-      const m = moment[col];
-      // Per-group sums at m: replayed from the last column's moment when near, else from a checkpoint.
-      if (groupsAt >= 0 && m >= groupsAt && m - groupsAt <= CHECKPOINT) this.replayGroups(groupsAt, m, groups);
-      else this.groupsAfter(m, groups);
-      groupsAt = m;
-      for (let g = 0; g < G; g++) small[g] = groups[g] - bigGroup[g * W + col];
-      sumStart[col] = sums;
-      let rest = 0;
-      for (let g = 0; g < G; g++) if (small[g] > 0 && small[g] < thr) rest += small[g];
-      let y = 0;
-      if (rest > 0) {
-        const top = Math.max(0, rowOf(rest, rows, y0, scale));
-        const bottom = Math.min(rows, rowOf(0, rows, y0, scale));
-        for (let yy = top; yy < bottom; yy++) pixels[yy * cols + col] = (yy + col) % 4 === 0 ? hatch : smallerColor;
-        y = rest;
-        sumIds[sums] = SUMMARISED;
-        sumTops[sums++] = y;
-      }
-      for (let g = 0; g < G; g++) {
-        if (!(small[g] >= thr)) continue;
-        fillBand(pixels, cols, rows, col, rowOf(y + small[g], rows, y0, scale), rowOf(y, rows, y0, scale), matches ? this.groupFaded[g]! : this.groupColor[g]!);
-        y += small[g];
-        sumIds[sums] = SITE_SUM - g;
-        sumTops[sums++] = y;
-      }
-      stackTop[col] = y;
-    }
-    sumStart[cols] = sums;
+    stackSummed({ pixels, cols, rows, y0, scale, threshold: thr, groups: G, live, bigGroup, bigAt: scratch.float64('bigAt', G), hatch, smallerColor, groupColor: matches ? this.groupFaded : this.groupColor, sumStart, sumIds, sumTops, stackTop });
 
     // The bands, allocation by allocation, into the columns whose stack is still inside the view.
     // `open[c]` leads to the first such column at or after c (path-compressed skips).
@@ -460,7 +434,7 @@ export class DeviceTimeline {
     // Per column, the bands placed there are bigList[k] for k below closedAt (FrameBands).
     const closedAt = scratch.int32('closedAt', cols);
     for (let c = 0; c < cols; c++) closedAt[c] = open[c] === c ? bigCount : 0;
-    placeBands({ pixels, cols, rows, y0, scale, yMax: f.yMax, pinned: f.pinned, pinnedColor, matches, palette: this.palette, colorOf: this.colorOf, bytes: this.bytes, bigList, bigFrom, bigTo, bigCount, stackTop, open, closedAt });
+    if (bigCount > 0) placeBands({ pixels, cols, rows, y0, scale, yMax: f.yMax, pinned: f.pinned, pinnedColor, matches, palette: this.palette, colorOf: this.colorOf, bytes: this.bytes, bigList, bigFrom, bigTo, bigCount, stackTop, open, closedAt });
     this.lastFrame = new FrameBands(moment, thr, { cols, bytes: this.bytes, big: bigList, bigFrom, bigTo, bigCount, closedAt, sumStart, sumIds, sumTops });
 
     // The reserved line and the marks of search matches under a pixel, column by column.

@@ -6,6 +6,16 @@
 // A frame's helpers are module functions, not closures made per frame: the engine's optimised
 // frame code keeps its call targets, where a new closure each frame would throw that code away.
 
+/** Entry id of the "smaller allocations" band in a column's hover list. */
+export const SUMMARISED = -2;
+/** Entry ids at or below this are a site's summed band: `SITE_SUM - id` is its group. */
+const SITE_SUM = -3;
+
+/** The group of a summed site band from its hover id, or -1 when the id is not one. */
+export function summedGroup(id: number): number {
+  return id <= SITE_SUM ? SITE_SUM - id : -1;
+}
+
 /** The first of `cols` columns whose moment is above event `m` (`cols` when none). */
 export function columnAfter(moment: Int32Array, cols: number, m: number): number {
   let lo = 0;
@@ -118,7 +128,7 @@ export interface AllocationVisit {
   readonly bigList: Int32Array;
   readonly bigFrom: Int32Array;
   readonly bigTo: Int32Array;
-  /** Per group, row of cols + 1: each big allocation's bytes added at its first column, taken off after its last. */
+  /** Per group, row of cols + 1, zero on entry: each listed allocation's bytes added at its first column, taken off after its last. */
   readonly bigGroup: Float64Array;
   /** Per column + 1, search matches under a pixel starting (+1) and ending (-1); null without a search. */
   readonly marks: Int32Array | null;
@@ -126,7 +136,8 @@ export interface AllocationVisit {
 
 /**
  * Lists the allocations at least a pixel tall that a frame shows, in stacking (allocation) order,
- * with the columns they span, and notes the matches under a pixel; returns how many it listed.
+ * with the columns they span and their bytes per group (as differences between columns), and notes
+ * the matches under a pixel; returns how many it listed.
  * A function of its own for the reason `placeBands` is.
  */
 export function visitAllocations(v: AllocationVisit): number {
@@ -165,4 +176,77 @@ export function visitAllocations(v: AllocationVisit): number {
     }
   }
   return bigCount;
+}
+
+/** What `stackSummed` reads and fills. */
+export interface SummedStack {
+  readonly pixels: Uint32Array;
+  readonly cols: number;
+  readonly rows: number;
+  readonly y0: number;
+  readonly scale: number;
+  /** Bytes per pixel: a site's allocations under it are summed, and a sum under it goes into "smaller allocations". */
+  readonly threshold: number;
+  readonly groups: number;
+  /** Per column, per group (column-major, `groups` a column): live bytes at the column's moment. */
+  readonly live: Float64Array;
+  /** Per group, row of cols + 1: the bytes of its allocations drawn as their own bands, as differences between columns (`visitAllocations`). */
+  readonly bigGroup: Float64Array;
+  /** Per group: scratch for those bytes at the current column. */
+  readonly bigAt: Float64Array;
+  readonly hatch: number;
+  readonly smallerColor: number;
+  /** Per group, its summed band's colour. */
+  readonly groupColor: Uint32Array;
+  /** Per column + 1: where its entries begin in `sumIds` / `sumTops`. */
+  readonly sumStart: Int32Array;
+  /** The summed bands, column by column: hover id, and the bytes their top reaches. */
+  readonly sumIds: Int32Array;
+  readonly sumTops: Float64Array;
+  /** Per column: the bytes the summed bands reach, where the bands a pixel tall start. */
+  readonly stackTop: Float64Array;
+}
+
+/**
+ * Paints each column's summed bands at the bottom of its stack: the hatched "smaller allocations"
+ * (the sites whose allocations under a pixel sum under a pixel too), then each site whose sum
+ * reaches a pixel. A function of its own for the reason `placeBands` is: zooming into the byte
+ * axis first draws many of these bands.
+ */
+export function stackSummed(p: SummedStack): void {
+  const { pixels, cols, rows, y0, scale, threshold, groups: G, live, bigGroup, bigAt, hatch, smallerColor, groupColor, sumStart, sumIds, sumTops, stackTop } = p;
+  const W = cols + 1;
+  bigAt.fill(0);
+  let sums = 0;
+  sumStart[0] = 0;
+  for (let col = 0; col < cols; col++) {
+    const at = col * G;
+    let rest = 0;
+    for (let g = 0; g < G; g++) {
+      bigAt[g] += bigGroup[g * W + col]!;
+      const small = live[at + g]! - bigAt[g]!;
+      if (small > 0 && small < threshold) rest += small;
+    }
+    let y = 0;
+    if (rest > 0) {
+      const top = Math.max(0, rowOf(rest, rows, y0, scale));
+      const bottom = Math.min(rows, rowOf(0, rows, y0, scale));
+      for (let yy = top; yy < bottom; yy++) pixels[yy * cols + col] = (yy + col) % 4 === 0 ? hatch : smallerColor;
+      y = rest;
+      sumIds[sums] = SUMMARISED;
+      sumTops[sums++] = y;
+    }
+    for (let g = 0; g < G; g++) {
+      const small = live[at + g]! - bigAt[g]!;
+      if (!(small >= threshold)) continue;
+      fillBand(pixels, cols, rows, col, rowOf(y + small, rows, y0, scale), rowOf(y, rows, y0, scale), groupColor[g]!);
+      y += small;
+      sumIds[sums] = SITE_SUM - g;
+      sumTops[sums++] = y;
+    }
+    stackTop[col] = y;
+    // Written in the loop, not after it: code the engine compiles while the loop runs has not
+    // seen a statement after the loop, and would be thrown away there on every frame.
+    sumStart[col + 1] = sums;
+  }
 }

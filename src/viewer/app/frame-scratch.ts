@@ -10,27 +10,26 @@ type Kind = 'int32' | 'float64';
 export class FrameScratch {
   private readonly arrays = new Map<string, Int32Array | Float64Array>();
 
-  /** An Int32Array of `length` holding whatever the last frame left in it. */
-  int32(name: string, length: number): Int32Array {
-    return this.get(name, 'int32', length, 0) as Int32Array;
+  /**
+   * An Int32Array of `length` holding whatever the last frame left in it. `most`: the longest this
+   * use can ever ask for; when the array must grow it is made that long at once, so frames asking
+   * for more and more (a zoom into the byte axis) do not each make and touch a new one.
+   */
+  int32(name: string, length: number, most = length): Int32Array {
+    return this.get(name, 'int32', length, most) as Int32Array;
   }
 
   /** A Float64Array of `length` holding whatever the last frame left in it. */
   float64(name: string, length: number): Float64Array {
-    return this.get(name, 'float64', length, 0) as Float64Array;
+    return this.get(name, 'float64', length, length) as Float64Array;
   }
 
-  /** `current` (this scratch's array `name`) grown to at least `length`, its first `keep` values kept. */
-  grown<T extends Int32Array | Float64Array>(name: string, current: T, length: number, keep: number): T {
-    return this.get(name, current instanceof Int32Array ? 'int32' : 'float64', Math.max(length, current.length * 2), keep) as T;
-  }
-
-  private get(name: string, kind: Kind, length: number, keep: number): Int32Array | Float64Array {
+  private get(name: string, kind: Kind, length: number, most: number): Int32Array | Float64Array {
     const held = this.arrays.get(name);
     if (held && held.length >= length) return held.subarray(0, length);
-    const made = kind === 'int32' ? new Int32Array(length) : new Float64Array(length);
-    if (held && keep > 0) made.set(held.subarray(0, keep));
+    const size = Math.max(length, most);
+    const made = kind === 'int32' ? new Int32Array(size) : new Float64Array(size);
     this.arrays.set(name, made);
-    return made;
+    return made.length === length ? made : made.subarray(0, length);
   }
 }
