@@ -21,7 +21,7 @@ import { EventLists } from './event-lists.js';
 import { FrameBands } from './frame-bands.js';
 import { FrameScratch } from './frame-scratch.js';
 import { ReservedLine } from './reserved-line.js';
-import { placeBands, rowOf, stackSummed, visitAllocations } from './frame-geometry.js';
+import { blockColumnsLength, placeBands, rowOf, stackSummed, visitAllocations } from './frame-geometry.js';
 import { MATCH_MARK_RGB, PINNED_RGB, RESERVED_RGB, SMALLER_HATCH_RGB, SMALLER_RGB, bandPalette, rgba, siteColor, summedColor, towardWhite, type BandPalette } from './band-colors.js';
 
 export { SUMMARISED, summedGroup } from './frame-geometry.js';
@@ -398,7 +398,7 @@ export class DeviceTimeline {
     // Nothing to visit when no allocation is a pixel tall and there is no search. Skipping the call
     // matters beyond its pass over every allocation: the engine would optimise the loop for an
     // empty body, then throw that code away on the first frame that lists allocations.
-    const bigCount = bigBound > 0 || matches ? visitAllocations({ count: this.count, start: this.start, end: this.end, bytes: this.bytes, groupOf: this.groupOf, classOf, minClass, threshold: thr, matches, moment, cols, bigList, bigFrom, bigTo, bigGroup, marks }) : 0;
+    const bigCount = bigBound > 0 || matches ? visitAllocations({ count: this.count, start: this.start, end: this.end, bytes: this.bytes, groupOf: this.groupOf, classOf, minClass, threshold: thr, matches, moment, cols, bigList, bigFrom, bigTo, bigGroup, marks, blockCol: scratch.int32('blockCol', blockColumnsLength(moment, cols)) }) : 0;
 
     const hatch = rgba(matches ? towardWhite(SMALLER_HATCH_RGB, 0.6) : SMALLER_HATCH_RGB);
     const smallerColor = rgba(matches ? towardWhite(SMALLER_RGB, 0.6) : SMALLER_RGB);
@@ -433,8 +433,12 @@ export class DeviceTimeline {
     for (let c = 0; c <= cols; c++) open[c] = c < cols && stackTop[c] >= f.yMax ? c + 1 : c;
     // Per column, the bands placed there are bigList[k] for k below closedAt (FrameBands).
     const closedAt = scratch.int32('closedAt', cols);
-    for (let c = 0; c < cols; c++) closedAt[c] = open[c] === c ? bigCount : 0;
-    if (bigCount > 0) placeBands({ pixels, cols, rows, y0, scale, yMax: f.yMax, pinned: f.pinned, pinnedColor, matches, palette: this.palette, colorOf: this.colorOf, bytes: this.bytes, bigList, bigFrom, bigTo, bigCount, stackTop, open, closedAt });
+    let openCount = 0;
+    for (let c = 0; c < cols; c++) {
+      closedAt[c] = open[c] === c ? bigCount : 0;
+      if (open[c] === c) openCount++;
+    }
+    if (bigCount > 0 && openCount > 0) placeBands({ pixels, cols, rows, y0, scale, yMax: f.yMax, pinned: f.pinned, pinnedColor, matches, palette: this.palette, colorOf: this.colorOf, bytes: this.bytes, bigList, bigFrom, bigTo, bigCount, stackTop, open, openCount, closedAt });
     this.lastFrame = new FrameBands(moment, thr, { cols, bytes: this.bytes, big: bigList, bigFrom, bigTo, bigCount, closedAt, sumStart, sumIds, sumTops });
 
     // The reserved line and the marks of search matches under a pixel, column by column.

@@ -16,6 +16,14 @@ export function summedGroup(id: number): number {
   return id <= SITE_SUM ? SITE_SUM - id : -1;
 }
 
+/** Events per block of `visitAllocations`'s table of columns. */
+const EVENT_BLOCK = 64;
+
+/** How long `visitAllocations`'s table of columns is for a frame's moments. */
+export function blockColumnsLength(moment: Int32Array, cols: number): number {
+  return cols ? Math.floor((moment[cols - 1]! - moment[0]!) / EVENT_BLOCK) + 2 : 1;
+}
+
 /** The first of `cols` columns whose moment is above event `m` (`cols` when none). */
 export function columnAfter(moment: Int32Array, cols: number, m: number): number {
   let lo = 0;
@@ -74,6 +82,8 @@ export interface BandPlacement {
   readonly stackTop: Float64Array;
   /** `nextOpen`'s skips over the columns whose stack has passed the top of the view. */
   readonly open: Int32Array;
+  /** How many columns are open: when the last one closes, the rest of the bands are above the view everywhere. */
+  readonly openCount: number;
   /** Per column: set to one past the band that takes its stack past the top. */
   readonly closedAt: Int32Array;
 }
@@ -86,6 +96,7 @@ export interface BandPlacement {
  */
 export function placeBands(p: BandPlacement): void {
   const { pixels, cols, rows, y0, scale, yMax, pinned, pinnedColor, matches, palette, colorOf, bytes: sizes, bigList, bigFrom, bigTo, bigCount, stackTop, open, closedAt } = p;
+  let openCount = p.openCount;
   for (let k = 0; k < bigCount; k++) {
     const a = bigList[k]!;
     const bytes = sizes[a]!;
@@ -104,6 +115,7 @@ export function placeBands(p: BandPlacement): void {
       if (top >= yMax) {
         open[col] = col + 1;
         closedAt[col] = k + 1;
+        if (--openCount === 0) return;
       }
     }
   }
@@ -130,6 +142,8 @@ export interface AllocationVisit {
   readonly bigTo: Int32Array;
   /** Per group, row of cols + 1, zero on entry: each listed allocation's bytes added at its first column, taken off after its last. */
   readonly bigGroup: Float64Array;
+  /** Scratch of at least `blockColumnsLength(moment, cols)` values: where the columns fall in blocks of events. */
+  readonly blockCol: Int32Array;
   /** Per column + 1, search matches under a pixel starting (+1) and ending (-1); null without a search. */
   readonly marks: Int32Array | null;
 }
@@ -141,10 +155,19 @@ export interface AllocationVisit {
  * A function of its own for the reason `placeBands` is.
  */
 export function visitAllocations(v: AllocationVisit): number {
-  const { count, start, end, bytes, groupOf, classOf, minClass, threshold, matches, moment, cols, bigList, bigFrom, bigTo, bigGroup, marks } = v;
+  const { count, start, end, bytes, groupOf, classOf, minClass, threshold, matches, moment, cols, bigList, bigFrom, bigTo, bigGroup, marks, blockCol } = v;
   const W = cols + 1;
   const lastMoment = cols ? moment[cols - 1]! : 0;
   const firstMoment = cols ? moment[0]! : 0;
+  // The column after an allocation's end is found between the columns of its event's block: a
+  // table per block of events in the view instead of a binary search over every column (on a
+  // whole-trace view, most of the visit's time).
+  const blocks = blockColumnsLength(moment, cols) - 1;
+  for (let b = 0, c = 0; b <= blocks; b++) {
+    const e = firstMoment + b * EVENT_BLOCK;
+    while (c < cols && moment[c]! <= e) c++;
+    blockCol[b] = c;
+  }
   let bigCount = 0;
   // Allocations come in allocation order, so their starts rise: the first column follows a pointer.
   let startCol = 0;
@@ -161,7 +184,21 @@ export function visitAllocations(v: AllocationVisit): number {
       c0 = startCol;
       lastStart = s;
     } else c0 = columnAfter(moment, cols, s);
-    const c1 = columnAfter(moment, cols, end[a]!);
+    const e = end[a]!;
+    let c1: number;
+    if (e >= lastMoment) c1 = cols;
+    else {
+      // e is in block b: the first column after it is after that of the block's first event and at most that of the next block's first event.
+      const b = ((e - firstMoment) / EVENT_BLOCK) | 0;
+      let lo = blockCol[b]!;
+      let hi = blockCol[b + 1]!;
+      while (lo < hi) {
+        const mid = (lo + hi) >>> 1;
+        if (moment[mid]! > e) hi = mid;
+        else lo = mid + 1;
+      }
+      c1 = lo;
+    }
     if (c0 >= c1) continue;
     if (big) {
       bigList[bigCount] = a;
