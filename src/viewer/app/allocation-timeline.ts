@@ -142,7 +142,8 @@ export class DeviceTimeline {
       if (s < 0) before += b;
     }
     const events = (this.events = new EventLists(start, end, n));
-    const { freed, freeFirst } = events;
+    const freed = events.freed;
+    const freedCount = freed.length;
     this.reserved = new ReservedLine(data.reservedBase, data.reservedAt, data.reservedDelta);
 
     // Site groups: the sites holding the most bytes over the device's allocations first.
@@ -177,6 +178,7 @@ export class DeviceTimeline {
     const live = new Float64Array(G);
     let made = events.firstMadeAt(0);
     for (let a = 0; a < made; a++) live[groupOf[a]!] += bytes[a]!;
+    let freedAt = 0;
     let total = before;
     for (let i = 0; i < n; i++) {
       if (i % CHECKPOINT === 0) checkpoints.set(live, (i / CHECKPOINT) * G);
@@ -185,8 +187,8 @@ export class DeviceTimeline {
         total += bytes[made]!;
         live[groupOf[made]!] += bytes[made]!;
       }
-      for (let k = freeFirst[i]!; k < freeFirst[i + 1]!; k++) {
-        const d = freed[k]!;
+      for (; freedAt < freedCount && end[freed[freedAt]!] === i; freedAt++) {
+        const d = freed[freedAt]!;
         total -= bytes[d]!;
         live[groupOf[d]!] -= bytes[d]!;
       }
@@ -223,10 +225,10 @@ export class DeviceTimeline {
 
   /** Applies events [from, to) to per-group live bytes `live`. One loop per call rather than a call per event: a frame replays up to CHECKPOINT events per pixel column, and its first frames run before the engine has optimised them. */
   private replayGroups(from: number, to: number, live: Float64Array): void {
-    const { start, groupOf, bytes, count } = this;
-    const { freed, freeFirst } = this.events;
+    const { start, end, groupOf, bytes, count } = this;
+    const freed = this.events.freed;
     for (let a = this.events.firstMadeAt(from); a < count && start[a]! < to; a++) live[groupOf[a]!] += bytes[a]!;
-    for (let k = freeFirst[from]!; k < freeFirst[to]!; k++) live[groupOf[freed[k]!]!] -= bytes[freed[k]!]!;
+    for (let k = this.events.firstFreedAt(from); k < freed.length && end[freed[k]!]! < to; k++) live[groupOf[freed[k]!]!] -= bytes[freed[k]!]!;
   }
 
   /** Time of event `i` (0 ≤ i < n), in the data's unit: the running sum of `eventDt` over 1000. */
@@ -267,10 +269,10 @@ export class DeviceTimeline {
 
   /** `total` with events [from, to) applied. */
   private replayTotal(from: number, to: number, total: number): number {
-    const { start, bytes, count } = this;
-    const { freed, freeFirst } = this.events;
+    const { start, end, bytes, count } = this;
+    const freed = this.events.freed;
     for (let a = this.events.firstMadeAt(from); a < count && start[a]! < to; a++) total += bytes[a]!;
-    for (let k = freeFirst[from]!; k < freeFirst[to]!; k++) total -= bytes[freed[k]!]!;
+    for (let k = this.events.firstFreedAt(from); k < freed.length && end[freed[k]!]! < to; k++) total -= bytes[freed[k]!]!;
     return total;
   }
 
@@ -280,12 +282,13 @@ export class DeviceTimeline {
 
   /** Moments `from` … `to` one by one, `total` being the total at `from - 1`: the first higher than `bestTotal` goes into `best`. */
   private scanMoments(from: number, to: number, total: number): void {
-    const { start, bytes, count } = this;
-    const { freed, freeFirst } = this.events;
+    const { start, end, bytes, count } = this;
+    const freed = this.events.freed;
     let made = this.events.firstMadeAt(from - 1);
+    let k = this.events.firstFreedAt(from - 1);
     for (let m = from; m <= to; m++) {
       for (; made < count && start[made] === m - 1; made++) total += bytes[made]!;
-      for (let k = freeFirst[m - 1]!; k < freeFirst[m]!; k++) total -= bytes[freed[k]!]!;
+      for (; k < freed.length && end[freed[k]!] === m - 1; k++) total -= bytes[freed[k]!]!;
       if (total > this.bestTotal) {
         this.best = m;
         this.bestTotal = total;

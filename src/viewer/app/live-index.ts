@@ -34,11 +34,11 @@ export class LiveIndex {
     private readonly events: EventLists,
   ) {
     const count = start.length;
-    const { freed, freeFirst } = events;
+    const freed = events.freed;
     // Live counts at every MIN_STEP-th moment pick the step that keeps the checkpoints in budget.
     const before = events.firstMadeAt(0);
     const counts: number[] = [];
-    for (let i = 0; i <= n; i += MIN_STEP) counts.push(events.firstMadeAt(i) - freeFirst[i]!);
+    for (let i = 0; i <= n; i += MIN_STEP) counts.push(events.firstMadeAt(i) - events.firstFreedAt(i));
     let step = MIN_STEP;
     const stored = (s: number): number => counts.reduce((sum, c, k) => (k % (s / MIN_STEP) === 0 ? sum + c : sum), 0);
     while (step < n && stored(step) > LIVE_BUDGET) step *= 2;
@@ -56,6 +56,7 @@ export class LiveIndex {
       set[size++] = made;
     }
     let at = 0;
+    let freedAt = 0;
     for (let i = 0; i <= n; i++) {
       if (i % step === 0) {
         const c = i / step;
@@ -69,8 +70,8 @@ export class LiveIndex {
         place[made] = size;
         set[size++] = made;
       }
-      for (let k = freeFirst[i]!; k < freeFirst[i + 1]!; k++) {
-        const d = freed[k]!;
+      for (; freedAt < freed.length && end[freed[freedAt]!] === i; freedAt++) {
+        const d = freed[freedAt]!;
         if (place[d]! < 0) continue;
         const last = set[--size]!;
         set[place[d]!] = last;
