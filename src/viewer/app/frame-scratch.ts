@@ -27,7 +27,8 @@ export class FrameScratch {
   private get(name: string, kind: Kind, length: number, most: number): Int32Array | Float64Array {
     const held = this.arrays.get(name);
     if (held && held.length >= length) return held.subarray(0, length);
-    const size = Math.max(length, most);
+    // Asked for nothing (no allocation is a pixel tall yet), it makes nothing of its longest.
+    const size = length > 0 ? Math.max(length, most) : 0;
     const made = kind === 'int32' ? new Int32Array(size) : new Float64Array(size);
     this.arrays.set(name, made);
     return made.length === length ? made : made.subarray(0, length);
