@@ -261,3 +261,32 @@ describe.each([
     for (let c = 0; c < cols; c++) expect(reserved[c]).toBe(highest(first[c]!, first[c + 1]!));
   });
 });
+
+describe('site colours', () => {
+  it('the twenty sites holding the most bytes each have a colour of their own, and the legend, bands and summed bands agree', () => {
+    // Sites 1, 21 and 41 hold the most bytes: string indexes twenty apart, as real sites often are.
+    const dev = randomDevice(2000, 11);
+    const big = [1, 21, 41];
+    big.forEach((site, k) => {
+      dev.start.push(dev.eventDt.length - 1);
+      dev.end.push(-1);
+      dev.bytes.push((3 - k) * 1e12);
+      dev.address.push(0x1000 * dev.address.length);
+      dev.stack.push(-1);
+      dev.site.push(site);
+    });
+    const d = new DeviceTimeline(dev, dev.site);
+    const ranked = d.groupSite.filter((s) => s >= 0).slice(0, 20);
+    expect(ranked.slice(0, 3)).toEqual(big);
+    const colours = ranked.map((s) => d.siteColor(s));
+    expect(new Set(colours).size).toBe(ranked.length);
+    // An allocation is drawn in its site's colour, and a site's summed band in a lighter shade of it.
+    const a = dev.site.length - 2;
+    expect(d.colorHex(a)).toBe(d.siteColor(21));
+    expect(d.summedColor(1)).not.toBe(d.summedColor(0));
+    // Allocations without frames keep their own colour, whatever their bytes.
+    const noFrames = dev.site.map(() => 0);
+    expect(d.siteColor(0)).toBe(new DeviceTimeline({ ...dev, site: noFrames }, noFrames).colorHex(0));
+    expect(colours).not.toContain(d.siteColor(0));
+  });
+});

@@ -88,6 +88,11 @@ describe('snapshot report in the browser', () => {
     // legend and on hover with their bytes.
     expect(await page.locator('#legend').innerText()).toContain('smaller allocations');
     expect(await saturatedPixels(page)).toBeGreaterThan(5000);
+    // The sites the legend names are told apart by colour (this file's eight include two sites
+    // whose string indexes are twenty apart).
+    const swatches = await page.$$eval('#site-legend .swatch', (xs) => xs.map((x) => (x as HTMLElement).style.background));
+    expect(swatches.length).toBe(8);
+    expect(new Set(swatches).size).toBe(swatches.length);
     const plotBox = (await canvas.boundingBox())!;
     const tipAt = async (x: number, y: number): Promise<string> => {
       await page.mouse.move(x, y);

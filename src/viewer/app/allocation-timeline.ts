@@ -22,7 +22,7 @@ import { FrameBands } from './frame-bands.js';
 import { FrameScratch } from './frame-scratch.js';
 import { ReservedLine } from './reserved-line.js';
 import { blockColumnsLength, placeBands, rowOf, stackSummed, visitAllocations } from './frame-geometry.js';
-import { MATCH_MARK_RGB, PINNED_RGB, RESERVED_RGB, SMALLER_HATCH_RGB, SMALLER_RGB, bandPalette, rgba, siteColor, summedColor, towardWhite, type BandPalette } from './band-colors.js';
+import { MATCH_MARK_RGB, PINNED_RGB, RESERVED_RGB, SMALLER_HATCH_RGB, SMALLER_RGB, bandPalette, NO_SITE_COLOR, rankedColor, rgba, summedColor, towardWhite, type BandPalette } from './band-colors.js';
 
 export { SUMMARISED, summedGroup } from './frame-geometry.js';
 
@@ -95,7 +95,9 @@ export class DeviceTimeline {
   /** Per allocation: its colours' entry in `palette` (allocations share a handful of colours). */
   private readonly colorOf: Uint16Array;
   /** Per entry: a band's colour, its colour faded (not a search match), its top edge (darker, so neighbouring bands of one site stay apart). */
-  private palette: BandPalette = { color: new Uint32Array(0), faded: new Uint32Array(0), edge: new Uint32Array(0) };
+  private palette: BandPalette = { hex: [], color: new Uint32Array(0), faded: new Uint32Array(0), edge: new Uint32Array(0) };
+  /** Per site (string index): its rank by bytes on this device, sites without frames left out (-1: none, or no allocation here). */
+  private readonly siteRank: Int32Array;
   private readonly groupColor: Uint32Array;
   private readonly groupFaded: Uint32Array;
   readonly tMin: number;
@@ -159,6 +161,9 @@ export class DeviceTimeline {
     const sites: number[] = [];
     for (let site = 0; site <= maxSite; site++) if (seen[site]) sites.push(site);
     const ranked = sites.sort((x, y) => bySite[y]! - bySite[x]! || x - y);
+    const siteRank = (this.siteRank = new Int32Array(maxSite + 1).fill(-1));
+    let rank = 0;
+    for (const site of ranked) if (site !== 0) siteRank[site] = rank++;
     const own = ranked.length <= MAX_GROUPS ? ranked : ranked.slice(0, MAX_GROUPS - 1);
     this.groupSite = ranked.length <= MAX_GROUPS ? own : [...own, -1];
     this.groupBytes = this.groupSite.map((site) => (site >= 0 ? bySite[site]! : 0));
@@ -206,16 +211,33 @@ export class DeviceTimeline {
     for (let a = 0; a < count; a++) this.classCount[(classOf[a] = sizeClass(bytes[a]!))]++;
 
     this.colorOf = new Uint16Array(count);
-    this.recolor(sitesOf, siteColor);
+    this.recolor(sitesOf, (site) => this.siteColor(site));
     this.groupColor = new Uint32Array(G);
     this.groupFaded = new Uint32Array(G);
     for (let g = 0; g < G; g++) {
-      const rgb = parseInt(summedColor(this.groupSite[g]).slice(1), 16);
+      const rgb = parseInt(this.summedColor(g).slice(1), 16);
       this.groupColor[g] = rgba(rgb);
       this.groupFaded[g] = rgba(towardWhite(rgb, 0.7));
     }
     this.tMin = 0;
     this.tMax = Math.max(n ? (us / 1000) * 1.0001 : 1, 1e-3);
+  }
+
+  /** A site's colour on this device: the palette in the order of the sites' bytes. */
+  siteColor(site: number): string {
+    const rank = site >= 0 && site < this.siteRank.length ? this.siteRank[site]! : -1;
+    return rank < 0 ? NO_SITE_COLOR : rankedColor(rank);
+  }
+
+  /** The colour of group `g`'s summed band. */
+  summedColor(g: number): string {
+    const site = this.groupSite[g]!;
+    return summedColor(site < 0 ? null : this.siteColor(site));
+  }
+
+  /** The colour allocation `a` is drawn in now (by site, or by what the query box colours by). */
+  colorHex(a: number): string {
+    return this.palette.hex[this.colorOf[a]!] ?? NO_SITE_COLOR;
   }
 
   /** Colours each allocation by its key (a site, or an inferred category for the query box): `colorOf` gives "#rrggbb". */

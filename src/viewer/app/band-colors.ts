@@ -31,19 +31,27 @@ export function towardWhite(rgb: number, f: number): number {
   return (ch((rgb >> 16) & 255) << 16) | (ch((rgb >> 8) & 255) << 8) | ch(rgb & 255);
 }
 
-/** Allocations without frames (string 0) are slate; sites take the palette in turn. */
-export function siteColor(site: number): string {
-  return site === 0 ? '#8e9aaf' : PALETTE[site % PALETTE.length];
+/** Allocations without frames (string 0) are slate. */
+export const NO_SITE_COLOR = '#8e9aaf';
+
+/**
+ * The colour of the site ranked `rank` (0: the most bytes) on its device. The palette goes to the
+ * largest sites first, so the twenty sites a user looks at and compares never share a colour; a
+ * colour by string index would give two of the legend's eight sites one colour most of the time.
+ */
+export function rankedColor(rank: number): string {
+  return PALETTE[rank % PALETTE.length]!;
 }
 
-/** The colour of a site's summed band (lighter than its single allocations). */
-export function summedColor(site: number): string {
-  if (site < 0) return OTHER_SITES_COLOR;
-  return `#${towardWhite(parseInt(siteColor(site).slice(1), 16), SUMMED_TINT).toString(16).padStart(6, '0')}`;
+/** The colour of a site's summed band (lighter than its single allocations); null: the sites beyond the grouped ones. */
+export function summedColor(siteColor: string | null): string {
+  if (siteColor === null) return OTHER_SITES_COLOR;
+  return `#${towardWhite(parseInt(siteColor.slice(1), 16), SUMMED_TINT).toString(16).padStart(6, '0')}`;
 }
 
-/** Per entry: a band's colour, its colour faded (not a search match), and its top edge (darker, so neighbouring bands of one site stay apart). */
+/** Per entry: a band's colour ("#rrggbb" in `hex`), its colour faded (not a search match), and its top edge (darker, so neighbouring bands of one site stay apart). */
 export interface BandPalette {
+  readonly hex: readonly string[];
   readonly color: Uint32Array;
   readonly faded: Uint32Array;
   readonly edge: Uint32Array;
@@ -57,6 +65,7 @@ export interface BandPalette {
 export function bandPalette(keys: ArrayLike<number>, entries: Uint16Array, colorOf: (key: number) => string): BandPalette {
   const entryOfKey: number[] = [];
   const entryOfColor = new Map<string, number>();
+  const hexes: string[] = [];
   const color: number[] = [];
   const faded: number[] = [];
   const edge: number[] = [];
@@ -71,6 +80,7 @@ export function bandPalette(keys: ArrayLike<number>, entries: Uint16Array, color
         shared = Math.min(color.length, 0xffff);
         if (shared === color.length) {
           const rgb = parseInt(hex.slice(1), 16);
+          hexes.push(hex);
           color.push(rgba(rgb));
           faded.push(rgba(towardWhite(rgb, 0.82)));
           edge.push(rgba(darker(rgb, 0.3)));
@@ -81,5 +91,5 @@ export function bandPalette(keys: ArrayLike<number>, entries: Uint16Array, color
     }
     entries[a] = entry;
   }
-  return { color: Uint32Array.from(color), faded: Uint32Array.from(faded), edge: Uint32Array.from(edge) };
+  return { hex: hexes, color: Uint32Array.from(color), faded: Uint32Array.from(faded), edge: Uint32Array.from(edge) };
 }

@@ -5,7 +5,7 @@
  */
 import type { ReportData } from '../report-data.js';
 import { DeviceTimeline, SUMMARISED, deviceTimelines, summedGroup } from './allocation-timeline.js';
-import { SMALLER_COLOR, siteColor, summedColor } from './band-colors.js';
+import { SMALLER_COLOR } from './band-colors.js';
 import { el } from './dom.js';
 import { allocationPhase } from '../query.js';
 import { axisBytes, formatTick, formatTime, humanBytes, niceBytesStep, timeStep, wholeNumber, type ViewRange } from './timeline.js';
@@ -156,7 +156,7 @@ export class MemoryView {
     box.replaceChildren(el('span', { class: 'muted' }, 'sites allocating the most:'));
     for (const [site, bytes] of top) {
       const sw = el('span', { class: 'swatch' });
-      sw.style.background = siteColor(site);
+      sw.style.background = d.siteColor(site);
       box.append(el('span', { class: 'legend-item' }, sw, ` ${this.str(site) || NO_SITE} (${humanBytes(bytes)})`));
     }
   }
@@ -282,7 +282,7 @@ export class MemoryView {
     const d = this.dev();
     const box = el('div', { class: 'alloc-detail' });
     const sw = el('span', { class: 'swatch' });
-    sw.style.background = siteColor(d.data.site[a]);
+    sw.style.background = d.colorHex(a);
     box.append(el('div', { class: 'tip-head' }, sw, ` ${humanBytes(d.bytes[a])} at ${hexAddress(d.data.address[a])}`));
     box.append(el('div', {}, `allocated ${this.when(d.start[a], 'before the trace began')} · freed ${this.when(d.end[a], 'never (live at the end)')}`));
     box.append(el('div', {}, 'site ', el('code', { class: 'alloc-site' }, this.site(a))));
@@ -338,7 +338,7 @@ export class MemoryView {
       const { count, bytes, largest } = d.smallLiveAt(m, d.lastFrame.threshold, group, 5);
       const what = group >= 0 ? `from ${d.groupSite[group] < 0 ? 'other sites' : this.str(d.groupSite[group]) || NO_SITE}` : 'summed in "smaller allocations"';
       const sw = el('span', { class: 'swatch' });
-      sw.style.background = group >= 0 ? summedColor(d.groupSite[group]) : SMALLER_COLOR;
+      sw.style.background = group >= 0 ? d.summedColor(group) : SMALLER_COLOR;
       tip.append(el('div', { class: 'tip-head' }, sw, ` ${humanBytes(bytes)} in ${wholeNumber(count)} allocation${count === 1 ? '' : 's'} under a pixel each, ${what}`));
       tip.append(el('div', { class: 'muted' }, `at ${formatTime(t, this.data.timeUnit)}; the largest:`));
       const list = el('ol', { class: 'tip-allocs' });
@@ -412,8 +412,8 @@ export class MemoryView {
   }
 
   /** Colours every device's bands by `keysOf(device)` through `colorOf`; null goes back to colouring by site (query box). */
-  colorBy(keysOf: ((device: number) => ArrayLike<number>) | null, colorOf: (key: number) => string = siteColor): void {
-    this.devices.forEach((d, i) => (keysOf ? d.recolor(keysOf(i), colorOf) : d.recolor(d.data.site, siteColor)));
+  colorBy(keysOf: ((device: number) => ArrayLike<number>) | null, colorOf?: (key: number) => string): void {
+    this.devices.forEach((d, i) => (keysOf && colorOf ? d.recolor(keysOf(i), colorOf) : d.recolor(d.data.site, (site) => d.siteColor(site))));
     if (this.siteLegend) this.siteLegend.style.display = keysOf ? 'none' : '';
     this.schedule();
   }

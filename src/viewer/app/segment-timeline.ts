@@ -6,7 +6,6 @@
  */
 import type { ReportData } from '../report-data.js';
 import { DeviceTimeline, SUMMARISED } from './allocation-timeline.js';
-import { siteColor } from './band-colors.js';
 import { FrameScheduler, fitCanvas, plotArea } from './canvas.js';
 import { bindPanZoom, clampRange } from './pan-zoom.js';
 import { el } from './dom.js';
@@ -93,7 +92,7 @@ export class SegmentTimelineView {
     this.legend.replaceChildren(el('span', { class: 'muted' }, 'colour by pool and stream:'));
     d.bands.groups.forEach((g, k) => {
       const sw = el('span', { class: 'swatch' });
-      sw.style.background = siteColor(k + 1);
+      sw.style.background = d.timeline.siteColor(k + 1);
       this.legend.append(el('span', { class: 'legend-item' }, sw, ` ${g}`));
     });
     this.redraw.schedule();
