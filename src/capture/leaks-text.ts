@@ -19,7 +19,7 @@ export function formatLeaks(report: LeakReport, opts: { frames?: number; stacksR
     out.push(
       renderTable(
         ['step', 'still alive', 'bytes', 'live at step end'],
-        g.perStep.map((r) => [String(r.step), String(r.count), humanBytes(r.bytes), humanBytes(g.liveAtStepEnd[r.step - 1] ?? 0)]),
+        stepRows(g),
         { align: ['right', 'right', 'right', 'right'] },
       )
         .split('\n')
@@ -35,6 +35,25 @@ export function formatLeaks(report: LeakReport, opts: { frames?: number; stacksR
     out.push('');
   });
   return out.join('\n');
+}
+
+/** Rows of the step table shown whole up to this many; a longer run shows its ends and sums the middle. */
+const MAX_STEP_ROWS = 12;
+const END_ROWS = 5;
+
+/**
+ * A group's table rows, a step each. A leak over thousands of steps would print thousands of rows
+ * that say the same: its first and last steps are listed and the steps between are one row with
+ * their sums (`--json` keeps every step).
+ */
+function stepRows(g: LeakGroup): string[][] {
+  const row = (r: LeakGroup['perStep'][number]): string[] => [String(r.step), String(r.count), humanBytes(r.bytes), humanBytes(g.liveAtStepEnd[r.step - 1] ?? 0)];
+  if (g.perStep.length <= MAX_STEP_ROWS) return g.perStep.map(row);
+  const middle = g.perStep.slice(END_ROWS, -END_ROWS);
+  const count = middle.reduce((n, r) => n + r.count, 0);
+  const bytes = middle.reduce((n, r) => n + r.bytes, 0);
+  const summed = [`… ${middle.length} steps (${middle[0]!.step}–${middle.at(-1)!.step})`, String(count), humanBytes(bytes), '…'];
+  return [...g.perStep.slice(0, END_ROWS).map(row), summed, ...g.perStep.slice(-END_ROWS).map(row)];
 }
 
 /**

@@ -19,9 +19,9 @@ export interface CapturedAlloc {
   stack: number;
   /** Optimizer steps completed when it was allocated: it belongs to step `step + 1`. */
   readonly step: number;
-  /** Index of its alloc event in `Capture.events`: orders it against step ends exactly. */
+  /** Index of its alloc event in the timeline (`Capture.eventCount`): orders it against step ends exactly. */
   readonly seq: number;
-  /** Index of its free event in `Capture.events`, or null while alive. */
+  /** Index of its free event in the timeline, or null while alive. */
   freeSeq: number | null;
 }
 
@@ -38,7 +38,7 @@ export interface CapturedStep {
   /** Steps completed, 1-based. */
   readonly step: number;
   readonly live: Record<string, Record<string, number>>;
-  /** Events (`Capture.events`) before this step end. */
+  /** Timeline events (`Capture.eventCount`) before this step end. */
   readonly seq: number;
 }
 
@@ -51,7 +51,7 @@ export interface CapturedMark {
   readonly t: number;
   /** 'predict', 'execute', 'executeAsync' or 'step'. */
   readonly kind: string;
-  /** Events (`Capture.events`) before this mark. */
+  /** Timeline events (`Capture.eventCount`) before this mark. */
   readonly seq: number;
 }
 
@@ -61,13 +61,6 @@ export interface CapturedKernel {
   readonly bytesAllocated: number;
   readonly bytesRetained: number;
   readonly peakAdded: number;
-}
-
-/** Alloc or free, in capture order: the timeline. `index` points into `Capture.allocs`. */
-export interface CapturedEvent {
-  readonly t: number;
-  readonly alloc: number;
-  readonly kind: 'alloc' | 'free';
 }
 
 export interface Truncation {
@@ -82,7 +75,12 @@ export interface Truncation {
 export interface Capture {
   readonly header: CaptureHeader;
   readonly allocs: CapturedAlloc[];
-  readonly events: CapturedEvent[];
+  /**
+   * Allocs and frees matched to an allocation: the timeline's events. Event `seq` of each
+   * allocation is its alloc, event `freeSeq` its free; no list of events is kept, as one object
+   * per event would be a third of a capture's memory.
+   */
+  readonly eventCount: number;
   readonly modules: CapturedModule[];
   readonly steps: CapturedStep[];
   /** Inference-call ends and explicit step marks, in order. */
@@ -103,6 +101,8 @@ export function looksLikeCapture(head: string): boolean {
 }
 
 const QUOTE = 0x22;
+const CR = 0x0d;
+const BOM = 0xfeff;
 const COMMA = 0x2c;
 const TAG_A = 0x61; // 'a'
 const TAG_F = 0x66; // 'f'
@@ -174,95 +174,169 @@ function checkHeader(h: Record<string, unknown>, source: string): void {
  * anywhere else is a MemscopeError naming the line.
  */
 export function parseCapture(text: string, source = 'capture'): Capture {
-  const lines = text.split('\n');
-  const endsWithNewline = text.endsWith('\n');
-  const n = endsWithNewline ? lines.length - 1 : lines.length;
+  const parser = new CaptureParser(source);
+  parser.push(text);
+  return parser.end();
+}
 
-  let header: CaptureHeader;
-  try {
-    header = JSON.parse(lines[0]);
-  } catch {
-    throw new MemscopeError('bad-capture', `${source}: line 1 is not a memscope capture header`);
-  }
-  if (!header || header.format !== CAPTURE_FORMAT) {
-    throw new MemscopeError('bad-capture', `${source}: line 1 is not a memscope capture header (format ${JSON.stringify(header?.format)})`);
-  }
-  if (typeof header.version !== 'number' || header.version > CAPTURE_VERSION) {
-    throw new MemscopeError('bad-capture', `${source}: capture format version ${header.version} is newer than this memscope reads (${CAPTURE_VERSION})`);
-  }
-  checkHeader(header as unknown as Record<string, unknown>, source);
+/**
+ * The capture reader, fed text in pieces of any size (`push`, then `end`): a capture is read line by
+ * line as it arrives, so no string ever holds the whole file — a long run's capture can pass the
+ * engine's longest string (2^29 characters) — and each record becomes the model as it is read.
+ * Pieces may cut a line, or a character's UTF-16 pair, anywhere; the result equals `parseCapture`
+ * of the whole text.
+ */
+export class CaptureParser {
+  /** The text after the last line end seen: the start of a line still arriving. */
+  private pending = '';
+  /** Lines read so far (1-based number of the last one). */
+  private lineNumber = 0;
+  private header: CaptureHeader | null = null;
+  private readonly strings: string[] = [''];
+  private readonly stacks = new Map<number, string[]>();
+  private readonly allocs: CapturedAlloc[] = [];
+  private readonly byStorage = new Map<number, number>();
+  private eventCount = 0;
+  private readonly modules = new Map<number, CapturedModule>();
+  private readonly steps: CapturedStep[] = [];
+  private readonly marks: CapturedMark[] = [];
+  private readonly kernels = new Map<string, CapturedKernel>();
+  private endRecord: Capture['end'] = null;
+  private truncated: Truncation | null = null;
+  private unmatchedFrees = 0;
+  private readonly fields = new Float64Array(ALLOC_FIELDS);
+  private ended = false;
 
-  const strings: string[] = [''];
-  const stacks = new Map<number, string[]>();
-  const allocs: CapturedAlloc[] = [];
-  const byStorage = new Map<number, number>();
-  const events: CapturedEvent[] = [];
-  const modules = new Map<number, CapturedModule>();
-  const steps: CapturedStep[] = [];
-  const marks: CapturedMark[] = [];
-  const kernels = new Map<string, CapturedKernel>();
-  let end: Capture['end'] = null;
-  let truncated: Truncation | null = null;
-  let unmatchedFrees = 0;
-  const s = (id: unknown): string => (typeof id === 'number' && id > 0 ? strings[id] ?? '' : '');
+  constructor(private readonly source = 'capture') {}
 
-  const fields = new Float64Array(ALLOC_FIELDS);
-  for (let i = 1; i < n; i++) {
-    const line = lines[i];
-    if (line === '') continue;
-    // Fast path for the records that make up most of a capture: an alloc or a free whose
-    // fields are plain numbers. Anything else (or anything odd) takes the checked path below.
-    if (line.charCodeAt(1) === QUOTE && line.charCodeAt(3) === QUOTE && line.charCodeAt(4) === COMMA) {
-      const tag = line.charCodeAt(2);
-      if (tag === TAG_A && readNumbers(line, 5, fields, ALLOC_FIELDS)) {
-        const index = allocs.length;
-        const id = fields[1];
-        allocs.push({
-          id,
-          t: fields[0],
-          freeT: null,
-          device: s(fields[2]),
-          bytes: fields[3],
-          category: s(fields[4]),
-          layer: s(fields[5]) || null,
-          phase: s(fields[6]) || 'none',
-          kernel: s(fields[7]) || null,
-          stack: fields[8],
-          step: fields[9],
-          seq: events.length,
-          freeSeq: null,
-        });
-        byStorage.set(id, index);
-        events.push({ t: fields[0], alloc: index, kind: 'alloc' });
-        continue;
-      }
-      if (tag === TAG_F && readNumbers(line, 5, fields, 2)) {
-        const index = byStorage.get(fields[1]);
-        if (index === undefined) unmatchedFrees++;
-        else {
-          byStorage.delete(fields[1]);
-          allocs[index].freeT = fields[0];
-          allocs[index].freeSeq = events.length;
-          events.push({ t: fields[0], alloc: index, kind: 'free' });
-        }
-        continue;
-      }
+  /** Reads the complete lines `text` finishes; the rest waits for the next piece. */
+  push(text: string): void {
+    if (this.ended) throw new Error('CaptureParser: push after end');
+    let from = 0;
+    for (let nl = text.indexOf('\n'); nl >= 0; nl = text.indexOf('\n', from)) {
+      const piece = text.slice(from, nl);
+      const line = this.pending === '' ? piece : this.pending + piece;
+      this.pending = '';
+      from = nl + 1;
+      this.line(line, false);
+      if (this.truncated) return;
     }
+    if (from < text.length) this.pending += text.slice(from);
+  }
+
+  /** The capture: the last line read (one without a line end may be cut mid-write). */
+  end(): Capture {
+    if (!this.ended) {
+      this.ended = true;
+      // A file without a line end after its last record: that record may be cut (text.split's last piece).
+      if (this.pending !== '' || this.lineNumber === 0) this.line(this.pending, true);
+      this.pending = '';
+    }
+    const header = this.header!;
+    let truncated = this.truncated;
+    if (!truncated && !this.endRecord) {
+      truncated = { reason: 'the capture has no end record (the program was killed or crashed before memscope finished writing, or is still running)', line: this.lineNumber, bytesIgnored: 0 };
+    }
+    return {
+      header,
+      allocs: this.allocs,
+      eventCount: this.eventCount,
+      modules: [...this.modules.values()],
+      steps: this.steps,
+      marks: this.marks,
+      kernels: [...this.kernels.values()],
+      stacks: this.stacks,
+      end: this.endRecord,
+      truncated,
+      unmatchedFrees: this.unmatchedFrees,
+    };
+  }
+
+  private line(text: string, last: boolean): void {
+    this.lineNumber++;
+    if (this.truncated) return;
+    // CRLF line ends (a capture passed through a Windows tool) read as LF ones.
+    const line = text.charCodeAt(text.length - 1) === CR ? text.slice(0, -1) : text;
+    if (this.header === null) {
+      // A byte-order mark an editor put before the header is not part of it.
+      this.header = readHeader(line.charCodeAt(0) === BOM ? line.slice(1) : line, this.source);
+      return;
+    }
+    if (line === '') return;
+    if (this.record(line)) return;
+    this.checkedRecord(line, last);
+  }
+
+  /**
+   * The records that make up most of a capture: an alloc or a free whose fields are plain numbers.
+   * False for anything else (or anything odd), which takes the checked path.
+   */
+  private record(line: string): boolean {
+    if (line.charCodeAt(1) !== QUOTE || line.charCodeAt(3) !== QUOTE || line.charCodeAt(4) !== COMMA) return false;
+    const tag = line.charCodeAt(2);
+    const fields = this.fields;
+    if (tag === TAG_A && readNumbers(line, 5, fields, ALLOC_FIELDS)) {
+      const s = this.strings;
+      const index = this.allocs.length;
+      const id = fields[1];
+      this.allocs.push({
+        id,
+        t: fields[0],
+        freeT: null,
+        device: s[fields[2]] ?? '',
+        bytes: fields[3],
+        category: s[fields[4]] ?? '',
+        layer: s[fields[5]] || null,
+        phase: s[fields[6]] || 'none',
+        kernel: s[fields[7]] || null,
+        stack: fields[8],
+        step: fields[9],
+        seq: this.eventCount++,
+        freeSeq: null,
+      });
+      this.byStorage.set(id, index);
+      return true;
+    }
+    if (tag === TAG_F && readNumbers(line, 5, fields, 2)) {
+      this.free(fields[0], fields[1]);
+      return true;
+    }
+    return false;
+  }
+
+  private free(t: number, storage: number): void {
+    const index = this.byStorage.get(storage);
+    if (index === undefined) {
+      this.unmatchedFrees++;
+      return;
+    }
+    this.byStorage.delete(storage);
+    const a = this.allocs[index];
+    a.freeT = t;
+    a.freeSeq = this.eventCount++;
+  }
+
+  /** Any record, parsed as JSON and checked field by field. */
+  private checkedRecord(line: string, last: boolean): void {
+    const source = this.source;
+    const lineNumber = this.lineNumber;
     let rec: unknown[];
     try {
       rec = JSON.parse(line);
     } catch {
-      if (i === n - 1 && !endsWithNewline) {
-        truncated = { reason: 'the last record was cut off mid-write', line: i + 1, bytesIgnored: line.length };
-        break;
+      if (last) {
+        this.truncated = { reason: 'the last record was cut off mid-write', line: lineNumber, bytesIgnored: line.length };
+        return;
       }
-      throw new MemscopeError('bad-capture', `${source}: line ${i + 1} is not a JSON record: ${line.slice(0, 60)}`);
+      throw new MemscopeError('bad-capture', `${source}: line ${lineNumber} is not a JSON record: ${line.slice(0, 60)}`);
     }
     if (!Array.isArray(rec) || typeof rec[0] !== 'string') {
-      throw new MemscopeError('bad-capture', `${source}: line ${i + 1} is not a capture record`);
+      throw new MemscopeError('bad-capture', `${source}: line ${lineNumber} is not a capture record`);
     }
+    const strings = this.strings;
+    const s = (id: unknown): string => (typeof id === 'number' && id > 0 ? strings[id] ?? '' : '');
     const bad = (what: string): MemscopeError =>
-      new MemscopeError('bad-capture', `${source}: line ${i + 1}: ${what}: ${line.length > 80 ? `${line.slice(0, 77)}...` : line}`);
+      new MemscopeError('bad-capture', `${source}: line ${lineNumber}: ${what}: ${line.length > 80 ? `${line.slice(0, 77)}...` : line}`);
     const num = (k: number, name: string): number => {
       const v = rec[k];
       if (typeof v !== 'number' || !Number.isFinite(v)) throw bad(`field ${k} (${name}) of a "${rec[0]}" record is not a number`);
@@ -282,21 +356,21 @@ export function parseCapture(text: string, source = 'capture'): Capture {
         const id = num(1, 'stack id');
         const frames = rec[2];
         if (!Array.isArray(frames) || !frames.every((f) => typeof f === 'number')) throw bad('field 2 (frames) of a "k" record is not a list of string ids');
-        stacks.set(id, frames.map(s));
+        this.stacks.set(id, frames.map(s));
         break;
       }
       case 'M': {
         const id = num(1, 'module id');
-        modules.set(id, { id, path: s(num(2, 'path')), className: s(num(3, 'class')), parentId: num(4, 'parent id'), states: null });
+        this.modules.set(id, { id, path: s(num(2, 'path')), className: s(num(3, 'class')), parentId: num(4, 'parent id'), states: null });
         break;
       }
       case 'a': {
-        const index = allocs.length;
+        const index = this.allocs.length;
         const t = num(1, 't');
         const id = num(2, 'storage id');
         const layer = s(num(6, 'layer'));
         const kernel = s(num(8, 'kernel'));
-        allocs.push({
+        this.allocs.push({
           id,
           t,
           freeT: null,
@@ -308,82 +382,73 @@ export function parseCapture(text: string, source = 'capture'): Capture {
           kernel: kernel || null,
           stack: num(9, 'stack'),
           step: num(10, 'step'),
-          seq: events.length,
+          seq: this.eventCount++,
           freeSeq: null,
         });
-        byStorage.set(id, index);
-        events.push({ t, alloc: index, kind: 'alloc' });
+        this.byStorage.set(id, index);
         break;
       }
-      case 'f': {
-        const t = num(1, 't');
-        const index = byStorage.get(num(2, 'storage id'));
-        if (index === undefined) {
-          unmatchedFrees++;
-          break;
-        }
-        byStorage.delete(rec[2] as number);
-        allocs[index].freeT = t;
-        allocs[index].freeSeq = events.length;
-        events.push({ t, alloc: index, kind: 'free' });
+      case 'f':
+        this.free(num(1, 't'), num(2, 'storage id'));
         break;
-      }
       case 'c': {
-        const index = byStorage.get(num(1, 'storage id'));
+        const index = this.byStorage.get(num(1, 'storage id'));
         const category = s(num(2, 'category'));
-        if (index !== undefined) allocs[index].category = category;
+        if (index !== undefined) this.allocs[index].category = category;
         break;
       }
       case 't': {
-        const index = byStorage.get(num(1, 'storage id'));
+        const index = this.byStorage.get(num(1, 'storage id'));
         const stack = num(2, 'stack');
-        if (index !== undefined) allocs[index].stack = stack;
+        if (index !== undefined) this.allocs[index].stack = stack;
         break;
       }
       case 'p': {
         const live = obj(3, 'live bytes');
-        steps.push({ t: num(1, 't'), step: num(2, 'step'), live: live as CapturedStep['live'], seq: events.length });
+        this.steps.push({ t: num(1, 't'), step: num(2, 'step'), live: live as CapturedStep['live'], seq: this.eventCount });
         break;
       }
       case 'm': {
         const t = num(1, 't');
         const kind = s(num(2, 'kind'));
-        marks.push({ t, kind: kind || 'step', seq: events.length });
+        this.marks.push({ t, kind: kind || 'step', seq: this.eventCount });
         break;
       }
       case 'S': {
         const states = obj(2, 'states');
-        const m = modules.get(num(1, 'module id'));
+        const m = this.modules.get(num(1, 'module id'));
         if (m) m.states = states as unknown as ModuleStates;
         break;
       }
       case 'K': {
         const name = s(num(1, 'kernel'));
-        kernels.set(name, { name, calls: num(2, 'calls'), bytesAllocated: num(3, 'bytes allocated'), bytesRetained: num(4, 'bytes retained'), peakAdded: num(5, 'peak added') });
+        this.kernels.set(name, { name, calls: num(2, 'calls'), bytesAllocated: num(3, 'bytes allocated'), bytesRetained: num(4, 'bytes retained'), peakAdded: num(5, 'peak added') });
         break;
       }
       case 'e':
-        end = { t: num(1, 't'), ...(obj(2, 'end info') as unknown as CaptureEndInfo) };
+        this.endRecord = { t: num(1, 't'), ...(obj(2, 'end info') as unknown as CaptureEndInfo) };
         break;
       default:
         // Unknown tags come from a newer writer of the same version: skip, don't fail.
         break;
     }
   }
-  if (!truncated && !end) {
-    truncated = { reason: 'the capture has no end record (the program was killed or crashed before memscope finished writing, or is still running)', line: n, bytesIgnored: 0 };
+}
+
+/** Line 1: the header, checked. */
+function readHeader(line: string, source: string): CaptureHeader {
+  let header: CaptureHeader;
+  try {
+    header = JSON.parse(line);
+  } catch {
+    throw new MemscopeError('bad-capture', `${source}: line 1 is not a memscope capture header`);
   }
-  return {
-    header,
-    allocs,
-    events,
-    modules: [...modules.values()],
-    steps,
-    marks,
-    kernels: [...kernels.values()],
-    stacks,
-    end,
-    truncated,
-    unmatchedFrees,
-  };
+  if (!header || header.format !== CAPTURE_FORMAT) {
+    throw new MemscopeError('bad-capture', `${source}: line 1 is not a memscope capture header (format ${JSON.stringify(header?.format)})`);
+  }
+  if (typeof header.version !== 'number' || header.version > CAPTURE_VERSION) {
+    throw new MemscopeError('bad-capture', `${source}: capture format version ${header.version} is newer than this memscope reads (${CAPTURE_VERSION})`);
+  }
+  checkHeader(header as unknown as Record<string, unknown>, source);
+  return header;
 }

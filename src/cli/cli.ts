@@ -3,6 +3,7 @@ import { MemscopeError } from '../core/errors.js';
 import { unreadableFile } from '../core/input-file.js';
 import type { VerbModule } from './verbs.js';
 import { isUsageError } from './options.js';
+import { endQuietlyOnClosedPipe } from './closed-pipe.js';
 
 /**
  * Exit codes every verb shares: 0 ok, 1 an input that cannot be used (the message names the file
@@ -18,6 +19,7 @@ const EXIT_USAGE = 2;
  * unknown verb) loads them all.
  */
 export async function runCli(argv: readonly string[], verbs: Readonly<Record<string, VerbModule>>): Promise<void> {
+  endQuietlyOnClosedPipe();
   const program = new Command();
   program
     .name('memscope')

@@ -3,6 +3,7 @@
  * segments, memory, compare, plot): open a file with a progress bar, pick
  * colours only for a terminal, write outputs. Option values are read by src/cli/options.ts.
  */
+import { endQuietlyOnClosedPipe } from './closed-pipe.js';
 import { writeFileSync } from 'node:fs';
 import pc from 'picocolors';
 import { MemscopeError } from '../core/errors.js';
@@ -46,20 +47,9 @@ export function writeOutput(path: string, content: string, what: string, options
   if (!options.quiet) process.stderr.write(`memscope: wrote ${what} to ${path} (${content.length.toLocaleString('en-US')} bytes)\n`);
 }
 
-let pipeGuard = false;
-
-/**
- * Writes to stdout; a reader that stops early (`memscope trace f | head`)
- * closes the pipe, which ends the program quietly instead of with EPIPE.
- */
+/** Writes to stdout (see endQuietlyOnClosedPipe). */
 export function printText(text: string): void {
-  if (!pipeGuard) {
-    pipeGuard = true;
-    process.stdout.on('error', (err: NodeJS.ErrnoException) => {
-      if (err.code === 'EPIPE') process.exit(0);
-      throw err;
-    });
-  }
+  endQuietlyOnClosedPipe();
   process.stdout.write(text);
 }
 

@@ -34,9 +34,12 @@ export function describeContent(head: Uint8Array): string {
   if (head.length >= 2 && head[0] === 0x1f && head[1] === 0x8b) return 'gzip data';
   let text: string;
   try {
-    // A multi-byte character cut by the end of the head is not a reason to call the file binary.
-    text = new TextDecoder('utf-8', { fatal: true }).decode(head.subarray(0, Math.max(0, head.length - 3)));
-    text += new TextDecoder('utf-8').decode(head.subarray(Math.max(0, head.length - 3)));
+    // A multi-byte character cut by the end of the head is not a reason to call the file binary:
+    // the strict part ends where the last character (of at most four bytes) begins.
+    let cut = head.length - 1;
+    for (let k = 0; k < 3 && cut > 0 && (head[cut]! & 0xc0) === 0x80; k++) cut--;
+    text = new TextDecoder('utf-8', { fatal: true }).decode(head.subarray(0, cut));
+    text += new TextDecoder('utf-8').decode(head.subarray(cut));
   } catch {
     return 'binary data';
   }

@@ -4,14 +4,15 @@
  * button). The file is told apart by content exactly as `memscope report` does
  * (src/cli/commands/report.ts, src/torch/open-node.ts), refused in the same words, and read in
  * pieces sliced from the Blob (inflated by `DecompressionStream` when gzipped): a pickle's bytes
- * are never held whole, only the snapshot reader's 8 MiB piece (src/torch/snapshot-stream.ts).
+ * are never held whole, only the snapshot reader's 8 MiB piece (src/torch/snapshot-stream.ts), and a
+ * capture is parsed line by line as its pieces arrive (CaptureParser).
  *
  * Web APIs only (Blob, ReadableStream, TextDecoder, DecompressionStream), so it runs in the browser
  * and, for tests, in Node 20, which has them too.
  */
 import { MemscopeError } from '../core/errors.js';
 import { describeContent, inFile, isCaptureDescription } from '../core/file-content.js';
-import { looksLikeCapture, parseCapture } from '../capture/reader.js';
+import { CaptureParser, looksLikeCapture, type Capture } from '../capture/reader.js';
 import { defaultGunzipLimit, gunzipLimitError, isGzip, looksLike, looksLikeTextPickle, readJsonTraceChunks, startsLikeJson, textPickleRefusal } from '../torch/memory-file-stream.js';
 import { readSnapshotStream } from '../torch/snapshot-stream.js';
 import { captureToReport, DEFAULT_CAPS, type ReportCaps, type ReportData } from './report-data.js';
@@ -146,14 +147,14 @@ class BlobContent {
     return out.subarray(0, have);
   }
 
-  /** The whole content as text (captures: their reader takes the text). */
-  async text(): Promise<string> {
-    // As Buffer#toString in the CLI: a byte-order mark stays and reaches the reader.
+  /** The content as a capture, decoded and parsed piece by piece (as the CLI's readCaptureFile). */
+  async capture(): Promise<Capture> {
+    // As the CLI: a byte-order mark stays and reaches the parser.
     const decoder = new TextDecoder('utf-8', { ignoreBOM: true });
-    const parts: string[] = [];
-    for await (const chunk of this.chunks()) parts.push(decoder.decode(chunk, { stream: true }));
-    parts.push(decoder.decode());
-    return parts.join('');
+    const parser = new CaptureParser(this.name);
+    for await (const chunk of this.chunks()) parser.push(decoder.decode(chunk, { stream: true }));
+    parser.push(decoder.decode());
+    return parser.end();
   }
 }
 
@@ -177,9 +178,9 @@ export async function reportDataFromBlob(blob: Blob, name: string, options: Open
   const start = await new BlobContent(blob, name, false, {}).head(SNIFF_BYTES);
   if (start.length === 0) throw new MemscopeError('empty-file', `${name}: the file is empty`);
   if (looksLikeCapture(new TextDecoder('utf-8', { ignoreBOM: true }).decode(start))) {
-    const text = await new BlobContent(blob, name, false, options).text();
+    const capture = await new BlobContent(blob, name, false, options).capture();
     await building();
-    return captureToReport(parseCapture(text, name), name, caps);
+    return captureToReport(capture, name, caps);
   }
   const looks = describeContent(start);
   // Pickles, gzip and JSON go to the PyTorch readers, which name what they find inside.

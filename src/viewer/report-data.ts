@@ -296,15 +296,20 @@ export function captureToReport(capture: Capture, file: string, caps: ReportCaps
   const allocSeries = new Int32Array(capture.allocs.length);
   capture.allocs.forEach((a, i) => (allocSeries[i] = seriesIndex.get(`${a.device}\u0000${a.category}`)!));
 
-  const n = capture.events.length;
+  // The timeline's events in capture order: each allocation's alloc at `seq`, its free at `freeSeq`.
+  const n = capture.eventCount;
   const t = new Float64Array(n);
   const s = new Int32Array(n);
   const b = new Float64Array(n);
-  capture.events.forEach((e, i) => {
-    const a = capture.allocs[e.alloc];
-    t[i] = e.t;
-    s[i] = allocSeries[e.alloc];
-    b[i] = e.kind === 'alloc' ? a.bytes : -a.bytes;
+  capture.allocs.forEach((a, k) => {
+    t[a.seq] = a.t;
+    s[a.seq] = allocSeries[k];
+    b[a.seq] = a.bytes;
+    if (a.freeSeq !== null) {
+      t[a.freeSeq] = a.freeT!;
+      s[a.freeSeq] = allocSeries[k];
+      b[a.freeSeq] = -a.bytes;
+    }
   });
   const timeline = new TimelineBuilder();
   const group = mergeEvents(t, s, b, caps.maxTimelineEvents, series.length, timeline);

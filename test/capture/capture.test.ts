@@ -94,7 +94,7 @@ describe('capture format', () => {
     // Live totals at the step end: weights, moment, the data tensor.
     expect(cap.steps[3].live).toEqual({ cpu: { Parameter: 64, Optstate: 64, Activation: 1000 } });
     expect(cap.kernels).toEqual([]); // no kernel events were sent
-    expect(cap.events.length).toBe(3 + 4 * 4);
+    expect(cap.eventCount).toBe(3 + 4 * 4);
   });
 
   it('reads a capture cut mid-record and says where', () => {

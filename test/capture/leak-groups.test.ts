@@ -1,6 +1,7 @@
 import { describe, it, expect } from 'vitest';
 import { parseCapture } from '../../src/capture/reader.js';
 import { findLeaks } from '../../src/capture/leaks.js';
+import { formatLeaks } from '../../src/capture/leaks-text.js';
 
 // A capture as `memscope run --stacks` writes it for an async inference loop that keeps every
 // prediction: one 128-byte output a step, allocated at the same line of the program. The library
@@ -49,5 +50,25 @@ describe('leak groups', () => {
     expect(report.groups[0]!.userFrame).toBe('serve (serve.mjs:15:21)');
     expect(report.groups[0]!.perStep.map((s) => s.step)).toEqual([1, 2, 3, 4, 5]);
     expect(report.groups[0]!.count).toBe(5);
+  });
+});
+
+describe('the leaks text for a long run', () => {
+  it('lists the first and last five steps and sums the steps between in one row', () => {
+    const report = findLeaks(parseCapture(asyncLoopCapture(Array.from({ length: 40 }, () => 57))));
+    const steps = report.groups[0]!.perStep;
+    expect(steps.length).toBeGreaterThan(30);
+    const text = formatLeaks(report, { stacksRecorded: true });
+    const rows = text.split('\n').filter((l) => /^\s+│/.test(l)).slice(1); // the header row first
+    expect(rows).toHaveLength(11);
+    const stepCell = (row: string) => row.split('│')[1]!.trim();
+    expect(rows.slice(0, 5).map(stepCell)).toEqual(steps.slice(0, 5).map((s) => String(s.step)));
+    expect(rows.slice(6).map(stepCell)).toEqual(steps.slice(-5).map((s) => String(s.step)));
+    const middle = steps.slice(5, -5);
+    expect(stepCell(rows[5]!)).toBe(`… ${middle.length} steps (${middle[0]!.step}–${middle.at(-1)!.step})`);
+    expect(rows[5]!.split('│')[2]!.trim()).toBe(String(middle.reduce((n, s) => n + s.count, 0)));
+    // A run of a few steps is listed whole.
+    const short = findLeaks(parseCapture(asyncLoopCapture([57, 57, 57, 57, 57, 57])));
+    expect(formatLeaks(short).split('\n').filter((l) => /^\s+│/.test(l))).toHaveLength(1 + short.groups[0]!.perStep.length);
   });
 });

@@ -34,6 +34,10 @@ describe('describeContent: what a file looks like, from its first bytes', () => 
   it('a multi-byte character cut by the end of the head is still text', () => {
     const cut = bytes('hello ☕').subarray(0, 8);
     expect(describeContent(cut)).toMatch(/^text \("hello /);
+    // Wherever the head ends in a run of three- and four-byte characters, also three bytes or more
+    // into one: a Kineto trace or capture naming a 層 or 😀 path near its 4 KiB is what it is.
+    const run = bytes(`{"traceEvents": [{"name": "${'層😀'.repeat(40)}"}]}`);
+    for (let n = 20; n < 120; n++) expect(describeContent(run.subarray(0, n)), `head of ${n} bytes`).toBe('a Kineto trace (JSON)');
   });
 });
 

@@ -105,6 +105,12 @@ describe('a file read in the browser way', () => {
     expect(seen.at(-1)).toEqual({ phase: 'building', bytesRead: size, totalBytes: size });
   });
 
+  it('a capture is parsed as its pieces arrive, pieces that cut its lines and characters anywhere', async () => {
+    const path = fixture('captures/train-leak.capture.ndjson');
+    const fromCli = await loadReportData(path, DEFAULT_CAPS);
+    for (const piece of [7, 4096]) expect(await viaBlob(path, undefined, piece)).toEqual(fromCli);
+  });
+
   it('refuses bad files with the error memscope report gives', async () => {
     const pickle = readFileSync(fixture('torch/small_3seg.pickle'));
     const bad: Record<string, Uint8Array | string> = {

@@ -7,7 +7,7 @@ function captureWith(modules: CapturedModule[]): Capture {
   return {
     header: { version: 1, created: '2026-01-01', argv: [], backend: null, stacks: false, maxEntries: null } as unknown as Capture['header'],
     allocs: [],
-    events: [],
+    eventCount: 0,
     modules,
     steps: [],
     marks: [],

@@ -1,0 +1,102 @@
+// A capture read in pieces (CaptureParser, readCaptureFile, the page's reader) is the capture read
+// whole: pieces may cut a line, a record or a multi-byte character anywhere, and a damaged tail or
+// a bad record is reported at the same line in the same words.
+import { describe, it, expect, afterAll } from 'vitest';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { CaptureParser, parseCapture, type Capture } from '../../src/capture/reader.js';
+import { readCaptureFile } from '../../src/capture/read-node.js';
+import { errorLine } from '../../src/viewer/open-file.js';
+import { fixture } from '../support/fixtures.js';
+import { prng } from '../support/prng.js';
+
+const work = mkdtempSync(join(tmpdir(), 'memscope-capture-pieces-'));
+afterAll(() => rmSync(work, { recursive: true, force: true }));
+
+const header = JSON.stringify({ format: 'memscope-capture', version: 1, clock: 'ms', created: 'x', argv: ['train.mjs'], backend: 'cpu', stacks: true, maxEntries: null });
+const end = '["e",9,{"events":4,"dropped":0,"exitCode":0,"error":null}]';
+const body = [
+  '["s",1,"cpu"]',
+  '["s",2,"Activation"]',
+  // Strings of two-, three- and four-byte characters, and one longer than a small piece.
+  `["s",3,"dense_ü/層/😀/${'長'.repeat(3000)}"]`,
+  '["k",1,[3]]',
+  '["a",0.013,1,1,4096,2,3,0,0,0,0]',
+  '',
+  '["t",1,1]',
+  '["a",0.5,2,1,8192,2,3,0,0,0,0]',
+  '["f",0.75,2]',
+  '["p",1,1,{"cpu":{"Activation":4096}}]',
+];
+
+/** Captures as a program may leave them: whole, cut, killed, with CRLF or a byte-order mark. */
+const texts: Record<string, string> = {
+  'a real capture': readFileSync(fixture('captures/train-leak.capture.ndjson'), 'utf8'),
+  whole: [header, ...body, end].join('\n') + '\n',
+  'no line end after the last record': [header, ...body, end].join('\n'),
+  'the last record cut mid-write': [header, ...body, end.slice(0, 20)].join('\n'),
+  'no end record': [header, ...body].join('\n') + '\n',
+  'CRLF line ends': [header, ...body, end].join('\r\n') + '\r\n',
+  'a byte-order mark': '\ufeff' + [header, ...body, end].join('\n') + '\n',
+  'only the header': header,
+};
+
+/** `text` pushed in pieces of `sizes` characters, in turn. */
+function inPieces(text: string, sizes: () => number): Capture {
+  const parser = new CaptureParser('c.ndjson');
+  for (let at = 0; at < text.length; ) {
+    const n = Math.max(1, sizes());
+    parser.push(text.slice(at, at + n));
+    at += n;
+  }
+  return parser.end();
+}
+
+function outcome(read: () => Capture): Capture | string {
+  try {
+    return read();
+  } catch (err) {
+    return errorLine(err);
+  }
+}
+
+describe('a capture read in pieces', () => {
+  it.each(Object.keys(texts))('%s: the same capture, pushed in pieces of any size', (name) => {
+    const text = texts[name]!;
+    const whole = parseCapture(text, 'c.ndjson');
+    // Not an empty agreement: every case but the header alone has allocations.
+    if (name !== 'only the header') expect(whole.allocs.length).toBeGreaterThan(0);
+    const rand = prng(7);
+    for (const sizes of [() => 1, () => 2, () => 3, () => 64, () => 1 + rand.int(200)]) expect(inPieces(text, sizes)).toEqual(whole);
+  });
+
+  it.each(Object.keys(texts))('%s: readCaptureFile reads the file in pieces of any size as parseCapture reads it whole', (name) => {
+    const path = join(work, `${name.replace(/\W+/g, '-')}.ndjson`);
+    writeFileSync(path, texts[name]!);
+    const whole = parseCapture(readFileSync(path).toString('utf8'), path);
+    // Pieces of 1 and 5 bytes cut every multi-byte character; 64 cuts the 9 KB string record.
+    for (const piece of [1, 5, 64, 4096, 8 << 20]) expect(readCaptureFile(path, piece), `pieces of ${piece}`).toEqual(whole);
+  });
+
+  it('a bad record is refused at its line in the same words, whatever the pieces', () => {
+    const text = [header, ...body.slice(0, 4), '["a",1,2,3,"4",5,0,0,0,0,0]', end].join('\n') + '\n';
+    const path = join(work, 'bad.ndjson');
+    writeFileSync(path, text);
+    const whole = errorLine(outcome(() => parseCapture(text, path)) as unknown as Error);
+    const want = `memscope: ${path}: line 6: field 4 (bytes) of a "a" record is not a number: ["a",1,2,3,"4",5,0,0,0,0,0]`;
+    expect(outcome(() => parseCapture(text, path))).toBe(want);
+    expect(whole).toContain('line 6');
+    for (const piece of [1, 7, 4096]) expect(outcome(() => readCaptureFile(path, piece))).toBe(want);
+  });
+
+  it('bytes that are not UTF-8 read as Buffer#toString reads them, wherever a piece ends', () => {
+    // After the first 4 KiB, which tell a capture from binary data.
+    const bytes = Buffer.concat([Buffer.from(`${header}\n${body[2]}\n["s",1,"a`), Buffer.from([0xe5, 0xb1, 0xc3, 0xff]), Buffer.from(`b"]\n${body[4]}\n${end}\n`)]);
+    const path = join(work, 'not-utf8.ndjson');
+    writeFileSync(path, bytes);
+    const whole = parseCapture(bytes.toString('utf8'), path);
+    expect(whole.allocs[0]!.device).toMatch(/^a\ufffd+b$/);
+    for (const piece of [1, 2, 3, 4096]) expect(readCaptureFile(path, piece)).toEqual(whole);
+  });
+});
