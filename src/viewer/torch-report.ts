@@ -13,7 +13,7 @@ import { deviceName, hasHistory, snapshotMemory } from './snapshot-memory.js';
 import { addQueryColumns } from './query-columns.js';
 import { pushBlockStacks, segmentPrefix } from '../torch/snapshot-flamegraph.js';
 import { rootFirstFrameLabels } from '../torch/analysis/frame-labels.js';
-import { buildFlameTree, type FlameStack } from '../render/flamegraph-svg.js';
+import type { FlameStack } from '../render/flamegraph-svg.js';
 import { flameGraphData, type FlameGraphData } from '../render/flamegraph-data.js';
 import { REPORT_DATA_VERSION, StringTable, TimelineBuilder, type ReportAllocations, type ReportCaps, type ReportData, type ReportKernel, type ReportSegment, type ReportSeries } from './report-data.js';
 import { snapshotHistory } from './snapshot-history.js';
@@ -123,8 +123,8 @@ function snapshotFlames(snap: MemorySnapshot): FlameGraphData[] {
   if (snap.blocks.count === 0) return [];
   const unit = 'bytes (requested; <gaps>: rounding or free space)';
   return [
-    flameGraphData(buildFlameTree(blockStacks(snap, false), 'all'), 'Memory: reserved memory by allocating stack', unit),
-    flameGraphData(buildFlameTree(blockStacks(snap, true), 'all'), 'Segments: what each allocator segment holds', unit),
+    flameGraphData(blockStacks(snap, false), 'Memory: reserved memory by allocating stack', unit),
+    flameGraphData(blockStacks(snap, true), 'Segments: what each allocator segment holds', unit),
   ];
 }
 

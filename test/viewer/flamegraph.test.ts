@@ -6,8 +6,9 @@ import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import type { Browser, Page } from 'playwright-core';
-import { buildFlameTree } from '../../src/render/flamegraph-svg.js';
-import { flameGraphData } from '../../src/render/flamegraph-data.js';
+import { buildFlameTree, type FlameNode } from '../../src/render/flamegraph-svg.js';
+import { flameGraphData, type FlameGraphData } from '../../src/render/flamegraph-data.js';
+import { prng } from '../support/prng.js';
 import { openMemoryFile } from '../../src/torch/open-node.js';
 import { blockFlameStacks } from '../../src/torch/snapshot-flamegraph.js';
 import { snapshotToReport, traceToReport } from '../../src/viewer/torch-report.js';
@@ -42,11 +43,11 @@ afterAll(async () => {
 
 describe('flame graph data', () => {
   it('flattens the merged tree in pre-order, siblings by name, with each node\u2019s left edge', () => {
-    const tree = buildFlameTree([
+    const tree = [
       { frames: ['d'], weight: 5 },
       { frames: ['a', 'c'], weight: 2 },
       { frames: ['a', 'b'], weight: 3 },
-    ]);
+    ];
     const g = flameGraphData(tree, 'T', 'bytes');
     expect(g.name.map((i) => g.names[i])).toEqual(['all', 'a', 'b', 'c', 'd']);
     expect(g.depth).toEqual([0, 1, 2, 2, 1]);
@@ -54,10 +55,62 @@ describe('flame graph data', () => {
     expect(g.offset).toEqual([0, 0, 0, 3, 5]);
     expect(g.dropped).toBe(0);
     // Under a fifth of the root: c (2 of 10) is left out, its weight stays in a.
-    const pruned = flameGraphData(tree, 'T', 'bytes', 0.25);
+    const pruned = flameGraphData(tree, 'T', 'bytes', { minFraction: 0.25 });
     expect(pruned.name.map((i) => pruned.names[i])).toEqual(['all', 'a', 'b', 'd']);
     expect(pruned.offset).toEqual([0, 0, 0, 5]);
     expect(pruned.dropped).toBe(1);
+  });
+});
+
+/** The flattening the columns must equal, over buildFlameTree's tree of objects: pre-order, siblings by name. */
+function flattenTree(root: FlameNode, minFraction: number): Omit<FlameGraphData, 'title' | 'unit'> {
+  const names: string[] = [];
+  const out = { names, name: [] as number[], depth: [] as number[], value: [] as number[], offset: [] as number[], dropped: 0 };
+  const visit = (node: FlameNode, depth: number, offset: number): void => {
+    if (!names.includes(node.name)) names.push(node.name);
+    out.name.push(names.indexOf(node.name));
+    out.depth.push(depth);
+    out.value.push(node.value);
+    out.offset.push(offset);
+    let x = offset;
+    for (const c of [...node.children.values()].sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0))) {
+      if (c.value >= root.value * minFraction && c.value > 0) visit(c, depth + 1, x);
+      else out.dropped++;
+      x += c.value;
+    }
+  };
+  visit(root, 0, 0);
+  return out;
+}
+
+describe('flame graph data from many stacks', () => {
+  it('equals the flattened tree of objects, for random stacks over shared and repeated frames, at any cut', () => {
+    const rand = prng(5);
+    const frames = Array.from({ length: 40 }, (_, i) => `f${i % 7}:${i}`);
+    for (let round = 0; round < 20; round++) {
+      const stacks = Array.from({ length: 300 }, () => ({
+        frames: Array.from({ length: 1 + rand.int(8) }, () => rand.pick(frames)),
+        weight: rand.next() < 0.05 ? 0 : 1 + rand.int(1000),
+      }));
+      for (const minFraction of [0, 1e-6, 0.001, 0.02]) {
+        const g = flameGraphData(stacks, 'T', 'bytes', { rootLabel: 'root', minFraction });
+        const { title, unit, ...columns } = g;
+        expect([title, unit]).toEqual(['T', 'bytes']);
+        expect(columns).toEqual(flattenTree(buildFlameTree(stacks, 'root'), minFraction));
+      }
+    }
+  });
+
+  it('the snapshot views\u2019 graphs equal the tree of objects on a real snapshot', async () => {
+    const f = await openMemoryFile(fixture('torch/transformer_fullstep_trace.pickle'));
+    if (f.kind !== 'snapshot') throw new Error('expected a snapshot');
+    const d = snapshotToReport(f.snapshot, 'x.pickle', DEFAULT_CAPS);
+    for (const [k, bySegment] of [[0, false], [1, true]] as const) {
+      const stacks = blockFlameStacks(f.snapshot, bySegment);
+      const { title: _t, unit: _u, ...columns } = d.flames![k]!;
+      expect(columns.name.length).toBeGreaterThan(100);
+      expect(columns).toEqual(flattenTree(buildFlameTree(stacks, 'all'), 1e-6));
+    }
   });
 });
 
