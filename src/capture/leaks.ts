@@ -1,6 +1,6 @@
 import { DEFAULT_SITE_RULE, siteFrame, type SiteRule } from '../core/site-rule.js';
 import { OWNED_CATEGORIES } from './types.js';
-import type { Capture, CapturedAlloc } from './reader.js';
+import type { Capture, CapturedAllocs } from './reader.js';
 
 /** Leaked storages from one allocation site: the same kernel reached by the same stack. */
 export interface LeakGroup {
@@ -99,7 +99,9 @@ export function findLeaks(capture: Capture, site: SiteRule = DEFAULT_SITE_RULE):
       note: `leak detection needs at least ${MIN_STEPS_FOR_LEAKS} completed steps (optimizer steps, top-level predict/execute calls or step() marks); this capture has ${n}`,
     };
   }
-  const stepOfAlloc = new Map<CapturedAlloc, number>();
+  const allocs = capture.allocs;
+  // Per allocation: the 1-based step it belongs to, where it is a candidate.
+  const stepOfAlloc = new Int32Array(allocs.length);
   // Stacks are grouped by the frames they hold, folded library runs left out: how many library
   // frames a run folds (timer and promise frames in an async loop) can differ from one step to
   // the next while the allocation comes from the same place.
@@ -113,14 +115,15 @@ export function findLeaks(capture: Capture, site: SiteRule = DEFAULT_SITE_RULE):
     }
     return key;
   };
-  const groups = new Map<string, CapturedAlloc[]>();
-  for (const a of capture.allocs) {
-    if (OWNED_CATEGORIES.has(a.category)) continue;
-    const k = stepOf(bounds, a.seq); // 0-based step this allocation happened in
+  const groups = new Map<string, number[]>();
+  for (let a = 0; a < allocs.length; a++) {
+    if (OWNED_CATEGORIES.has(allocs.categoryOf(a))) continue;
+    const k = stepOf(bounds, allocs.seq[a]!); // 0-based step this allocation happened in
     if (k + 1 >= n) continue; // needs a later step end to outlive
-    if (a.freeSeq !== null && a.freeSeq < bounds[k + 1].seq) continue; // freed by the end of the next step
-    stepOfAlloc.set(a, k + 1);
-    const key = `${a.device}\u0000${a.kernel ?? ''}\u0000${a.stack ? siteKey(a.stack) : `${a.layer ?? ''}\u0000${a.phase}`}`;
+    if (allocs.isFreed(a) && allocs.freeSeq[a]! < bounds[k + 1].seq) continue; // freed by the end of the next step
+    stepOfAlloc[a] = k + 1;
+    const stack = allocs.stack[a]!;
+    const key = `${allocs.deviceOf(a)}\u0000${allocs.kernelOf(a) ?? ''}\u0000${stack ? siteKey(stack) : `${allocs.layerOf(a) ?? ''}\u0000${allocs.phaseOf(a)}`}`;
     let list = groups.get(key);
     if (!list) groups.set(key, (list = []));
     list.push(a);
@@ -128,10 +131,10 @@ export function findLeaks(capture: Capture, site: SiteRule = DEFAULT_SITE_RULE):
 
   const out: LeakGroup[] = [];
   for (const list of groups.values()) {
-    const survivors = list.filter((a) => a.freeSeq === null);
-    const stepsWithSurvivors = new Set(survivors.map((a) => stepOfAlloc.get(a)!));
+    const survivors = list.filter((a) => !allocs.isFreed(a));
+    const stepsWithSurvivors = new Set(survivors.map((a) => stepOfAlloc[a]!));
     if (stepsWithSurvivors.size < 2) continue;
-    const liveAtStepEnd = liveBytesAtBoundaries(list, bounds, stepOfAlloc);
+    const liveAtStepEnd = liveBytesAtBoundaries(allocs, list, bounds, stepOfAlloc);
     let grows = 0;
     let shrinks = 0;
     for (let j = 1; j < n; j++) {
@@ -142,25 +145,25 @@ export function findLeaks(capture: Capture, site: SiteRule = DEFAULT_SITE_RULE):
 
     const perStep = new Map<number, { step: number; count: number; bytes: number }>();
     for (const a of survivors) {
-      const step = stepOfAlloc.get(a)!;
+      const step = stepOfAlloc[a]!;
       const row = perStep.get(step) ?? { step, count: 0, bytes: 0 };
       row.count++;
-      row.bytes += a.bytes;
+      row.bytes += allocs.bytes[a]!;
       perStep.set(step, row);
     }
-    const first = survivors.find((a) => a.stack) ?? list[0];
+    const first = allocs.at(survivors.find((a) => allocs.stack[a]) ?? list[0]!);
     const stack = first.stack ? capture.stacks.get(first.stack) ?? [] : [];
     out.push({
       kernel: first.kernel,
       layer: first.layer,
       device: first.device,
-      categories: [...new Set(list.map((a) => a.category))],
+      categories: [...new Set(list.map((a) => allocs.categoryOf(a)))],
       stack,
       userFrame: siteFrame(site, stack),
       perStep: [...perStep.values()].sort((a, b) => a.step - b.step),
       liveAtStepEnd,
       count: survivors.length,
-      bytes: survivors.reduce((s, a) => s + a.bytes, 0),
+      bytes: survivors.reduce((s, a) => s + allocs.bytes[a]!, 0),
     });
   }
   out.sort((a, b) => b.bytes - a.bytes);
@@ -171,12 +174,12 @@ export function findLeaks(capture: Capture, site: SiteRule = DEFAULT_SITE_RULE):
  * Bytes of `list` alive at each step end, in one pass: a storage made in step
  * k (0-based) is alive at step ends k … (the step it was freed in) − 1.
  */
-function liveBytesAtBoundaries(list: readonly CapturedAlloc[], bounds: readonly Boundary[], stepOfAlloc: ReadonlyMap<CapturedAlloc, number>): number[] {
+function liveBytesAtBoundaries(allocs: CapturedAllocs, list: readonly number[], bounds: readonly Boundary[], stepOfAlloc: Int32Array): number[] {
   const n = bounds.length;
   const delta = new Float64Array(n + 1);
   for (const a of list) {
-    delta[stepOfAlloc.get(a)! - 1] += a.bytes;
-    delta[a.freeSeq === null ? n : stepOf(bounds, a.freeSeq)] -= a.bytes;
+    delta[stepOfAlloc[a]! - 1] += allocs.bytes[a]!;
+    delta[allocs.isFreed(a) ? stepOf(bounds, allocs.freeSeq[a]!) : n] -= allocs.bytes[a]!;
   }
   const out: number[] = [];
   let live = 0;

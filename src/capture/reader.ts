@@ -1,29 +1,8 @@
 import { MemscopeError } from '../core/errors.js';
 import { CAPTURE_FORMAT, CAPTURE_VERSION, type CaptureEndInfo, type CaptureHeader, type ModuleStates } from './types.js';
+import { CapturedAllocs } from './captured-allocs.js';
 
-/** One storage's life as a capture recorded it. */
-export interface CapturedAlloc {
-  readonly id: number;
-  /** Allocation time, ms since the capture began. */
-  readonly t: number;
-  /** Free time, or null if still alive when the capture ended. */
-  freeT: number | null;
-  readonly device: string;
-  readonly bytes: number;
-  /** Latest category (a storage can be re-categorised after its allocation). */
-  category: string;
-  readonly layer: string | null;
-  readonly phase: string;
-  readonly kernel: string | null;
-  /** Stack id (see `Capture.stacks`), 0 for none (a `t` record can set it after the alloc record). */
-  stack: number;
-  /** Optimizer steps completed when it was allocated: it belongs to step `step + 1`. */
-  readonly step: number;
-  /** Index of its alloc event in the timeline (`Capture.eventCount`): orders it against step ends exactly. */
-  readonly seq: number;
-  /** Index of its free event in the timeline, or null while alive. */
-  freeSeq: number | null;
-}
+export { CapturedAllocs, type CapturedAlloc } from './captured-allocs.js';
 
 export interface CapturedModule {
   readonly id: number;
@@ -74,7 +53,8 @@ export interface Truncation {
 
 export interface Capture {
   readonly header: CaptureHeader;
-  readonly allocs: CapturedAlloc[];
+  /** One storage's life each, as columns. */
+  readonly allocs: CapturedAllocs;
   /**
    * Allocs and frees matched to an allocation: the timeline's events. Event `seq` of each
    * allocation is its alloc, event `freeSeq` its free; no list of events is kept, as one object
@@ -194,7 +174,7 @@ export class CaptureParser {
   private header: CaptureHeader | null = null;
   private readonly strings: string[] = [''];
   private readonly stacks = new Map<number, string[]>();
-  private readonly allocs: CapturedAlloc[] = [];
+  private readonly allocs = new CapturedAllocs(this.strings);
   private readonly byStorage = new Map<number, number>();
   private eventCount = 0;
   private readonly modules = new Map<number, CapturedModule>();
@@ -276,25 +256,8 @@ export class CaptureParser {
     const tag = line.charCodeAt(2);
     const fields = this.fields;
     if (tag === TAG_A && readNumbers(line, 5, fields, ALLOC_FIELDS)) {
-      const s = this.strings;
-      const index = this.allocs.length;
-      const id = fields[1];
-      this.allocs.push({
-        id,
-        t: fields[0],
-        freeT: null,
-        device: s[fields[2]] ?? '',
-        bytes: fields[3],
-        category: s[fields[4]] ?? '',
-        layer: s[fields[5]] || null,
-        phase: s[fields[6]] || 'none',
-        kernel: s[fields[7]] || null,
-        stack: fields[8],
-        step: fields[9],
-        seq: this.eventCount++,
-        freeSeq: null,
-      });
-      this.byStorage.set(id, index);
+      const index = this.allocs.add(fields[0], fields[1], fields[2], fields[3], fields[4], fields[5], fields[6], fields[7], fields[8], fields[9], this.eventCount++);
+      this.byStorage.set(fields[1], index);
       return true;
     }
     if (tag === TAG_F && readNumbers(line, 5, fields, 2)) {
@@ -311,9 +274,8 @@ export class CaptureParser {
       return;
     }
     this.byStorage.delete(storage);
-    const a = this.allocs[index];
-    a.freeT = t;
-    a.freeSeq = this.eventCount++;
+    this.allocs.freeT[index] = t;
+    this.allocs.freeSeq[index] = this.eventCount++;
   }
 
   /** Any record, parsed as JSON and checked field by field. */
@@ -365,27 +327,18 @@ export class CaptureParser {
         break;
       }
       case 'a': {
-        const index = this.allocs.length;
+        // Fields checked in the record's order, so the first wrong one is named.
         const t = num(1, 't');
         const id = num(2, 'storage id');
-        const layer = s(num(6, 'layer'));
-        const kernel = s(num(8, 'kernel'));
-        this.allocs.push({
-          id,
-          t,
-          freeT: null,
-          device: s(num(3, 'device')),
-          bytes: num(4, 'bytes'),
-          category: s(num(5, 'category')),
-          layer: layer || null,
-          phase: s(num(7, 'phase')) || 'none',
-          kernel: kernel || null,
-          stack: num(9, 'stack'),
-          step: num(10, 'step'),
-          seq: this.eventCount++,
-          freeSeq: null,
-        });
-        this.byStorage.set(id, index);
+        const device = num(3, 'device');
+        const bytes = num(4, 'bytes');
+        const category = num(5, 'category');
+        const layer = num(6, 'layer');
+        const phase = num(7, 'phase');
+        const kernel = num(8, 'kernel');
+        const stack = num(9, 'stack');
+        const step = num(10, 'step');
+        this.byStorage.set(id, this.allocs.add(t, id, device, bytes, category, layer, phase, kernel, stack, step, this.eventCount++));
         break;
       }
       case 'f':
@@ -393,14 +346,14 @@ export class CaptureParser {
         break;
       case 'c': {
         const index = this.byStorage.get(num(1, 'storage id'));
-        const category = s(num(2, 'category'));
-        if (index !== undefined) this.allocs[index].category = category;
+        const category = this.allocs.known(num(2, 'category'));
+        if (index !== undefined) this.allocs.category[index] = category;
         break;
       }
       case 't': {
         const index = this.byStorage.get(num(1, 'storage id'));
         const stack = num(2, 'stack');
-        if (index !== undefined) this.allocs[index].stack = stack;
+        if (index !== undefined) this.allocs.stack[index] = stack;
         break;
       }
       case 'p': {

@@ -283,9 +283,18 @@ export function captureToReport(capture: Capture, file: string, caps: ReportCaps
   const table = new StringTable();
 
   // Series: one per (device, category) that occurs, categories in MemTracker order.
+  const allocs = capture.allocs;
+  const count = allocs.length;
   const seriesIndex = new Map<string, number>();
-  const devices = [...new Set(capture.allocs.map((a) => a.device))].sort();
-  const categories = [...new Set(capture.allocs.map((a) => a.category))].sort((a, b) => catOrder(a) - catOrder(b));
+  const deviceIds = new Set<number>();
+  const categoryIds = new Set<number>();
+  for (let i = 0; i < count; i++) {
+    deviceIds.add(allocs.device[i]!);
+    categoryIds.add(allocs.category[i]!);
+  }
+  const text = (id: number): string => allocs.strings[id] ?? '';
+  const devices = [...new Set([...deviceIds].map(text))].sort();
+  const categories = [...new Set([...categoryIds].map(text))].sort((a, b) => catOrder(a) - catOrder(b));
   const series: ReportSeries[] = [];
   for (const device of devices) {
     for (const category of categories) {
@@ -293,30 +302,39 @@ export function captureToReport(capture: Capture, file: string, caps: ReportCaps
       series.push({ device, category });
     }
   }
-  const allocSeries = new Int32Array(capture.allocs.length);
-  capture.allocs.forEach((a, i) => (allocSeries[i] = seriesIndex.get(`${a.device}\u0000${a.category}`)!));
+  // Per (device, category) string ids: the series, found once per pair rather than per allocation.
+  const seriesOfIds = new Map<number, number>();
+  const allocSeries = new Int32Array(count);
+  for (let i = 0; i < count; i++) {
+    const key = allocs.device[i]! * 2 ** 26 + allocs.category[i]!;
+    let k = seriesOfIds.get(key);
+    if (k === undefined) seriesOfIds.set(key, (k = seriesIndex.get(`${allocs.deviceOf(i)}\u0000${allocs.categoryOf(i)}`)!));
+    allocSeries[i] = k;
+  }
 
   // The timeline's events in capture order: each allocation's alloc at `seq`, its free at `freeSeq`.
   const n = capture.eventCount;
   const t = new Float64Array(n);
   const s = new Int32Array(n);
   const b = new Float64Array(n);
-  capture.allocs.forEach((a, k) => {
-    t[a.seq] = a.t;
-    s[a.seq] = allocSeries[k];
-    b[a.seq] = a.bytes;
-    if (a.freeSeq !== null) {
-      t[a.freeSeq] = a.freeT!;
-      s[a.freeSeq] = allocSeries[k];
-      b[a.freeSeq] = -a.bytes;
+  for (let k = 0; k < count; k++) {
+    const at = allocs.seq[k]!;
+    t[at] = allocs.t[k]!;
+    s[at] = allocSeries[k]!;
+    b[at] = allocs.bytes[k]!;
+    const freed = allocs.freeSeq[k]!;
+    if (freed >= 0) {
+      t[freed] = allocs.freeT[k]!;
+      s[freed] = allocSeries[k]!;
+      b[freed] = -allocs.bytes[k]!;
     }
-  });
+  }
   const timeline = new TimelineBuilder();
   const group = mergeEvents(t, s, b, caps.maxTimelineEvents, series.length, timeline);
   if (group > 1) notices.push(`The timeline merges every ${group} consecutive events (${n.toLocaleString('en-US')} events, cap ${caps.maxTimelineEvents.toLocaleString('en-US')}): peaks shorter than a group are not visible.`);
 
   // The largest allocations, with detail, for hover and the allocation table.
-  const order = capture.allocs.map((_, i) => i).sort((x, y) => capture.allocs[y].bytes - capture.allocs[x].bytes);
+  const order = Array.from({ length: count }, (_, i) => i).sort((x, y) => allocs.bytes[y]! - allocs.bytes[x]!);
   const kept = order.slice(0, caps.maxAllocations).sort((x, y) => x - y);
   if (order.length > kept.length) {
     notices.push(`Allocation details embedded for the ${kept.length.toLocaleString('en-US')} largest of ${order.length.toLocaleString('en-US')} allocations; hover and the table list only those.`);
@@ -325,11 +343,11 @@ export function captureToReport(capture: Capture, file: string, caps: ReportCaps
   const rule = caps.site ?? DEFAULT_SITE_RULE;
   const siteOf = new Map<number, number>();
   for (const i of kept) {
-    const a = capture.allocs[i];
+    const a = allocs.at(i);
     allocations.t0.push(a.t);
     allocations.t1.push(a.freeT ?? -1);
     allocations.bytes.push(a.bytes);
-    allocations.series.push(allocSeries[i]);
+    allocations.series.push(allocSeries[i]!);
     allocations.layer.push(table.str(a.layer));
     allocations.kernel.push(table.str(a.kernel));
     allocations.stack.push(a.stack ? table.stack(a.stack, () => capture.stacks.get(a.stack) ?? [], caps.maxFrames) : -1);
@@ -402,17 +420,22 @@ export function captureToReport(capture: Capture, file: string, caps: ReportCaps
   // Kernels: the recorder's statistics; derived from allocations if the capture ended before any were written.
   // "Retained" is what the kernel's outputs still hold when the record ends (tidy frees most of them).
   const aliveAtEnd = new Map<string, number>();
-  for (const a of capture.allocs) if (a.kernel && a.freeT === null) aliveAtEnd.set(a.kernel, (aliveAtEnd.get(a.kernel) ?? 0) + a.bytes);
+  for (let i = 0; i < count; i++) {
+    const kernel = allocs.kernelOf(i);
+    if (kernel && !allocs.isFreed(i)) aliveAtEnd.set(kernel, (aliveAtEnd.get(kernel) ?? 0) + allocs.bytes[i]!);
+  }
   let kernels: ReportKernel[] = capture.kernels.map((k) => ({ ...k, bytesRetained: aliveAtEnd.get(k.name) ?? 0 }));
   if (kernels.length === 0) {
     const derived = new Map<string, { name: string; calls: number; bytesAllocated: number; bytesRetained: number; peakAdded: number }>();
-    for (const a of capture.allocs) {
-      if (!a.kernel) continue;
-      const k = derived.get(a.kernel) ?? { name: a.kernel, calls: 0, bytesAllocated: 0, bytesRetained: 0, peakAdded: 0 };
-      k.bytesAllocated += a.bytes;
-      if (a.freeT === null) k.bytesRetained += a.bytes;
-      k.peakAdded = Math.max(k.peakAdded, a.bytes);
-      derived.set(a.kernel, k);
+    for (let i = 0; i < count; i++) {
+      const kernel = allocs.kernelOf(i);
+      if (!kernel) continue;
+      const bytes = allocs.bytes[i]!;
+      const k = derived.get(kernel) ?? { name: kernel, calls: 0, bytesAllocated: 0, bytesRetained: 0, peakAdded: 0 };
+      k.bytesAllocated += bytes;
+      if (!allocs.isFreed(i)) k.bytesRetained += bytes;
+      k.peakAdded = Math.max(k.peakAdded, bytes);
+      derived.set(kernel, k);
     }
     kernels = [...derived.values()];
     if (kernels.length) notices.push('Kernel call counts were not written before the capture ended; the kernel table is derived from allocations (calls unknown).');
@@ -450,7 +473,7 @@ export function captureToReport(capture: Capture, file: string, caps: ReportCaps
   }
   if (capture.end?.error) notices.push(`The program ended with an error: ${capture.end.error}`);
   if (capture.unmatchedFrees) notices.push(`${capture.unmatchedFrees} frees of storages made before recording began were ignored.`);
-  if (capture.allocs.length === 0) notices.push('No tensor allocation was recorded: the program never created a TensorFlow.js tensor (or did not load TensorFlow.js).');
+  if (count === 0) notices.push('No tensor allocation was recorded: the program never created a TensorFlow.js tensor (or did not load TensorFlow.js).');
   if (!capture.header.stacks) notices.push('Recorded without --stacks: leaks and allocations are located by layer and kernel only.');
 
   const script = capture.header.argv[0] ?? 'program';
@@ -467,7 +490,7 @@ export function captureToReport(capture: Capture, file: string, caps: ReportCaps
     strings: table.strings,
     stacks: table.stacks,
     allocations,
-    allocationsTotal: capture.allocs.length,
+    allocationsTotal: count,
     modules,
     kernels,
     leaks,

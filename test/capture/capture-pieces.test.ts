@@ -5,7 +5,7 @@ import { describe, it, expect, afterAll } from 'vitest';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { CaptureParser, parseCapture, type Capture } from '../../src/capture/reader.js';
+import { CaptureParser, parseCapture, type Capture, type CapturedAlloc } from '../../src/capture/reader.js';
 import { readCaptureFile } from '../../src/capture/read-node.js';
 import { errorLine } from '../../src/viewer/open-file.js';
 import { fixture } from '../support/fixtures.js';
@@ -96,7 +96,46 @@ describe('a capture read in pieces', () => {
     const path = join(work, 'not-utf8.ndjson');
     writeFileSync(path, bytes);
     const whole = parseCapture(bytes.toString('utf8'), path);
-    expect(whole.allocs[0]!.device).toMatch(/^a\ufffd+b$/);
+    expect(whole.allocs.deviceOf(0)).toMatch(/^a\ufffd+b$/);
     for (const piece of [1, 2, 3, 4096]) expect(readCaptureFile(path, piece)).toEqual(whole);
+  });
+});
+
+describe('a capture of many allocations', () => {
+  it('keeps every field of thousands of allocations, re-labelled, given stacks and freed', () => {
+    const rand = prng(11);
+    const lines = [header, '["s",1,"cpu"]', '["s",2,"webgl"]', '["s",3,"Activation"]', '["s",4,"Gradient"]', '["s",5,"dense"]', '["s",6,"forward"]', '["s",7,"MatMul"]', '["k",1,[5]]'];
+    const want: CapturedAlloc[] = [];
+    const live: number[] = [];
+    let seq = 0;
+    for (let i = 0; i < 5000; i++) {
+      const t = i + rand.int(1000) / 1000;
+      const device = 1 + rand.int(2);
+      const bytes = rand.next() < 0.01 ? 2 ** 40 + i : 4 * (1 + rand.int(1 << 20));
+      const layer = rand.pick([0, 5]);
+      const phase = rand.pick([0, 6]);
+      const kernel = rand.pick([0, 7, 99]); // 99: never declared, so none
+      lines.push(`["a",${t},${i},${device},${bytes},3,${layer},${phase},${kernel},0,${i >> 4}]`);
+      want.push({ id: i, t, freeT: null, device: device === 1 ? 'cpu' : 'webgl', bytes, category: 'Activation', layer: layer ? 'dense' : null, phase: phase ? 'forward' : 'none', kernel: kernel === 7 ? 'MatMul' : null, stack: 0, step: i >> 4, seq: seq++, freeSeq: null });
+      live.push(i);
+      if (rand.next() < 0.1) {
+        lines.push(`["c",${i},4]`);
+        want[i] = { ...want[i]!, category: 'Gradient' };
+      }
+      if (rand.next() < 0.1) {
+        lines.push(`["t",${i},1]`);
+        want[i] = { ...want[i]!, stack: 1 };
+      }
+      if (rand.next() < 0.6) {
+        const k = live.splice(rand.int(live.length), 1)[0]!;
+        lines.push(`["f",${t + 0.5},${k}]`);
+        want[k] = { ...want[k]!, freeT: t + 0.5, freeSeq: seq++ };
+      }
+    }
+    lines.push(end);
+    const cap = parseCapture(lines.join('\n') + '\n', 'c.ndjson');
+    expect(cap.allocs.length).toBe(5000);
+    expect(cap.eventCount).toBe(seq);
+    expect(cap.allocs.toArray()).toEqual(want);
   });
 });

@@ -83,11 +83,11 @@ describe('capture format', () => {
     expect(cap.end).toMatchObject({ exitCode: 0, error: null, dropped: 0 });
     expect(cap.steps.map((s) => s.step)).toEqual([1, 2, 3, 4]);
     // The kernel storage became a Parameter when the module first ran; the moment Optstate; grads Gradient.
-    const byCat = (c: string) => cap.allocs.filter((a) => a.category === c).map((a) => a.bytes);
+    const byCat = (c: string) => cap.allocs.toArray().filter((a) => a.category === c).map((a) => a.bytes);
     expect(byCat('Parameter')).toEqual([64]);
     expect(byCat('Optstate')).toEqual([64]);
     expect(byCat('Gradient')).toEqual([64, 64, 64, 64]);
-    expect(cap.allocs.filter((a) => a.kernel === 'MatMul').every((a) => a.layer === 'model.dense_1' && a.phase === 'forward')).toBe(true);
+    expect(cap.allocs.toArray().filter((a) => a.kernel === 'MatMul').every((a) => a.layer === 'model.dense_1' && a.phase === 'forward')).toBe(true);
     expect(cap.modules.map((m) => m.path)).toEqual(['model.dense_1']);
     expect(cap.modules[0].states?.parameterBytes).toBe(64);
     expect(cap.modules[0].states?.localPeakForward).toEqual({ cpu: 64 + 64 + 1000 + 128 });
@@ -134,7 +134,7 @@ describe('capture format', () => {
     h.rec.finish({ exitCode: 0, error: null });
     const cap = parseCapture(h.text());
     expect(cap.steps[0].live).toEqual({ cpu: { Parameter: 64, Activation: 64 } });
-    expect(cap.allocs.map((a) => a.category)).toEqual(['Activation', 'Parameter']);
+    expect(cap.allocs.toArray().map((a) => a.category)).toEqual(['Activation', 'Parameter']);
   });
 
   it('a gradient is Gradient when taken with respect to a variable, and stays Temp for any other tensor', () => {
@@ -153,7 +153,7 @@ describe('capture format', () => {
     );
     h.rec.finish({ exitCode: 0, error: null });
     const cap = parseCapture(h.text());
-    expect(cap.allocs.map((x) => [x.bytes, x.category])).toEqual([
+    expect(cap.allocs.toArray().map((x) => [x.bytes, x.category])).toEqual([
       [64, 'Activation'],
       [32, 'Activation'],
       [64, 'Gradient'],
@@ -175,7 +175,7 @@ describe('capture format', () => {
     h.rec.onVariableAssign({ ...h.tensor(next, false), id: moment.id }, unseen, h.ctx);
     h.rec.finish({ exitCode: 0, error: null });
     const cap = parseCapture(h.text());
-    expect(cap.allocs.map((x) => [x.bytes, x.category])).toEqual([
+    expect(cap.allocs.toArray().map((x) => [x.bytes, x.category])).toEqual([
       [16, 'Optstate'],
       [16, 'Optstate'],
     ]);
@@ -190,7 +190,7 @@ describe('capture format', () => {
     h.free(b);
     h.rec.finish({ exitCode: 0, error: null });
     const cap = parseCapture(h.text());
-    expect(cap.allocs.map((x) => [x.bytes, x.freeT !== null])).toEqual([[4, true], [8, true]]);
+    expect(cap.allocs.toArray().map((x) => [x.bytes, x.freeT !== null])).toEqual([[4, true], [8, true]]);
     expect(cap.end).toMatchObject({ events: 3, dropped: 1 });
   });
 });
@@ -274,7 +274,7 @@ describe('stacks', () => {
     }
     h.rec.finish({ exitCode: 0, error: null });
     const cap = parseCapture(h.text());
-    const withStack = cap.allocs.filter((a) => a.stack !== 0);
+    const withStack = cap.allocs.toArray().filter((a) => a.stack !== 0);
     expect(withStack.map((a) => a.bytes)).toEqual([16, 16, 16, 16]);
     // One call site, one stack: the four kept storages share it.
     expect(new Set(withStack.map((a) => a.stack)).size).toBe(1);

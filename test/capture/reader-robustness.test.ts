@@ -56,7 +56,7 @@ describe('capture reader robustness', () => {
     const plain = parse(['["s",1,"cpu"]', '["a",1.5,7,1,16,0,0,0,0,0,3]', '["a",2.25,8,1,8,0,0,0,0,0,-1]', '["f",12345.678,7]'])() as ReturnType<typeof parseCapture>;
     const json = parse(['["s",1,"cpu"]', '["a",15e-1,7,1,1.6e1,0,0,0,0,0,3]', '["a", 2.25, 8, 1, 8, 0, 0, 0, 0, 0, -1]', '["f",1.2345678e4,7]'])() as ReturnType<typeof parseCapture>;
     for (const cap of [plain, json]) {
-      expect(cap.allocs.map((a) => [a.t, a.id, a.device, a.bytes, a.step, a.freeT])).toEqual([
+      expect(cap.allocs.toArray().map((a) => [a.t, a.id, a.device, a.bytes, a.step, a.freeT])).toEqual([
         [1.5, 7, 'cpu', 16, 3, 12345.678],
         [2.25, 8, 'cpu', 8, -1, null],
       ]);
@@ -68,6 +68,6 @@ describe('capture reader robustness', () => {
 
   it('well-formed records of an unknown kind are skipped', () => {
     const cap = parse(['["z",1,2]', '["s",1,"cpu"]', '["a",1,7,1,16,0,0,0,0,0,0]'])() as ReturnType<typeof parseCapture>;
-    expect(cap.allocs.map((a) => [a.id, a.bytes, a.device])).toEqual([[7, 16, 'cpu']]);
+    expect(cap.allocs.toArray().map((a) => [a.id, a.bytes, a.device])).toEqual([[7, 16, 'cpu']]);
   });
 });

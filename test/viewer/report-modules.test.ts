@@ -1,12 +1,12 @@
 // The report's module tree from a capture whose module records are deep or damaged.
 import { describe, expect, it } from 'vitest';
-import type { Capture, CapturedModule } from '../../src/capture/reader.js';
+import { CapturedAllocs, type Capture, type CapturedModule } from '../../src/capture/reader.js';
 import { captureToReport, DEFAULT_CAPS } from '../../src/viewer/report-data.js';
 
 function captureWith(modules: CapturedModule[]): Capture {
   return {
     header: { version: 1, created: '2026-01-01', argv: [], backend: null, stacks: false, maxEntries: null } as unknown as Capture['header'],
-    allocs: [],
+    allocs: new CapturedAllocs(['']),
     eventCount: 0,
     modules,
     steps: [],

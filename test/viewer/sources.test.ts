@@ -16,7 +16,7 @@ import { captureToReport, DEFAULT_CAPS, type ReportData } from '../../src/viewer
 import { renderReportHtml } from '../../src/viewer/html.js';
 import { viewerBundle } from '../../src/viewer/bundle-node.js';
 import { readCaptureFile } from '../../src/capture/read-node.js';
-import type { Capture, CapturedModule } from '../../src/capture/reader.js';
+import { CapturedAllocs, type Capture, type CapturedModule } from '../../src/capture/reader.js';
 import { placeStepLabels } from '../../src/viewer/app/timeline.js';
 import { launchChromium } from '../support/browser.js';
 import { openReportPage } from '../support/report-page.js';
@@ -165,8 +165,8 @@ describe('TFJS captures', () => {
   it('a container counts its layers\u2019 parameters and buffers', () => {
     const capture = {
       header: { version: 1, created: '2026-01-01', argv: [], backend: null, stacks: false, maxEntries: null },
-      allocs: [],
-      events: [],
+      allocs: new CapturedAllocs(['']),
+      eventCount: 0,
       modules: [module(1, -1, 'sequential_1', 0), module(2, 1, 'sequential_1.dense_Dense1', 160, 8), module(3, 1, 'sequential_1.dense_Dense2', 36)],
       steps: [],
       marks: [],
