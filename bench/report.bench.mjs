@@ -110,7 +110,7 @@ async function captureBench() {
   console.log(`capture: ${events.toLocaleString('en-US')} alloc/free events, ${(statSync(capturePath).size / 2 ** 20).toFixed(1)} MiB, written in ${((performance.now() - t) / 1000).toFixed(2)} s`);
 
   t = performance.now();
-  const capture = readCaptureFile(capturePath);
+  const capture = await readCaptureFile(capturePath);
   const data = captureToReport(capture, capturePath);
   const html = renderReportHtml(data, await viewerBundle());
   writeFileSync(htmlPath, html);

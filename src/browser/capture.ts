@@ -45,23 +45,48 @@ export interface BrowserCapture {
   module(model: unknown, name?: string): void;
   /** Registers an optimizer (its state becomes Optstate; its steps end training steps). */
   optimizer(optimizer: unknown): void;
-  /** Ends the capture (end record, uninstalled hooks) and returns its whole text. Idempotent. */
+  /**
+   * Ends the capture (end record, uninstalled hooks) and returns its whole text. Idempotent. A
+   * capture longer than the engine's longest string (2^29 characters in V8) is stopped, then
+   * refused as text with a MemscopeError: take it with `blob()` or `download()`.
+   */
   stop(info?: { error?: string | null }): string;
-  /** The capture text so far (complete only after `stop()`). */
+  /** The capture text so far (complete only after `stop()`); refused past the longest string, as `stop()`. */
   text(): string;
-  /** Stops the capture and offers it as a file (`memscope-capture-<time>.ndjson` by default). */
+  /** The capture so far as a Blob of UTF-8 (complete only after `stop()`), of any length. */
+  blob(): Blob;
+  /** Stops the capture and offers it as a file (`memscope-capture-<time>.ndjson` by default), of any length. */
   download(filename?: string): void;
 }
 
-/** Collects the writer's chunks in memory. */
-class MemorySink implements CaptureSink {
-  readonly chunks: string[] = [];
+const CAPTURE_MIME = 'application/x-ndjson';
+
+/**
+ * The writer's chunks, kept as written: joined into one string only when asked for text, so a
+ * capture past the longest string an engine makes still leaves the page whole, as a Blob.
+ */
+export class CaptureChunks implements CaptureSink {
+  private readonly chunks: string[] = [];
+  private characters = 0;
   write(chunk: string): void {
     this.chunks.push(chunk);
+    this.characters += chunk.length;
   }
+  /** The text, or a MemscopeError when the engine cannot make a string that long. */
   text(): string {
-    if (this.chunks.length > 1) this.chunks.splice(0, this.chunks.length, this.chunks.join(''));
+    try {
+      if (this.chunks.length > 1) this.chunks.splice(0, this.chunks.length, this.chunks.join(''));
+    } catch (err) {
+      if (!(err instanceof RangeError)) throw err;
+      throw new MemscopeError(
+        'capture-too-long',
+        `the capture is ${this.characters.toLocaleString('en-US')} characters, longer than this browser makes a string: take it with capture.blob() or capture.download()`,
+      );
+    }
     return this.chunks[0] ?? '';
+  }
+  blob(): Blob {
+    return new Blob(this.chunks, { type: CAPTURE_MIME });
   }
 }
 
@@ -78,7 +103,7 @@ export function startCapture(options: BrowserCaptureOptions = {}): BrowserCaptur
   if (maxEntries !== null && !(Number.isInteger(maxEntries) && maxEntries > 0)) {
     throw new MemscopeError('bad-option', `startCapture: maxEntries must be a positive integer or null, got ${String(maxEntries)}`);
   }
-  const sink = new MemorySink();
+  const sink = new CaptureChunks();
   const program = options.program ?? (typeof location === 'undefined' ? 'page' : location.href);
   const writer = new CaptureWriter(sink, { created: new Date().toISOString(), argv: [program], backend: null, stacks, maxEntries });
   const recorder = new CaptureRecorder(writer, { stacks, maxEntries, internalFrames: options.libraryFrames ?? [] });
@@ -110,17 +135,18 @@ export function startCapture(options: BrowserCaptureOptions = {}): BrowserCaptur
   });
 
   let stopped = false;
-  const stop = (info: { error?: string | null } = {}): string => {
-    if (!stopped) {
-      stopped = true;
-      removeStepListener();
-      tracking.restore();
-      try {
-        recorder.finish({ exitCode: null, error: info.error ?? null });
-      } finally {
-        session.detach();
-      }
+  const stopCapture = (info: { error?: string | null } = {}): void => {
+    stopped = true;
+    removeStepListener();
+    tracking.restore();
+    try {
+      recorder.finish({ exitCode: null, error: info.error ?? null });
+    } finally {
+      session.detach();
     }
+  };
+  const stop = (info: { error?: string | null } = {}): string => {
+    if (!stopped) stopCapture(info);
     return sink.text();
   };
 
@@ -139,14 +165,16 @@ export function startCapture(options: BrowserCaptureOptions = {}): BrowserCaptur
     },
     stop,
     text() {
-      if (!stopped) {
-        writer.flush();
-      }
+      if (!stopped) writer.flush();
       return sink.text();
     },
+    blob() {
+      if (!stopped) writer.flush();
+      return sink.blob();
+    },
     download(filename) {
-      const text = stop();
-      downloadFile(text, filename ?? timestampedName('memscope-capture', 'ndjson'), 'application/x-ndjson');
+      if (!stopped) stopCapture();
+      downloadFile(sink.blob(), filename ?? timestampedName('memscope-capture', 'ndjson'), CAPTURE_MIME);
     },
   };
 }

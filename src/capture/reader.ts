@@ -160,6 +160,27 @@ export function parseCapture(text: string, source = 'capture'): Capture {
 }
 
 /**
+ * Reads a capture from its bytes, in chunks of any size (a file's, inflated if it was gzipped, or
+ * a dropped Blob's): decoded as they come, so neither the file nor its text is ever held whole.
+ */
+export async function readCaptureChunks(chunks: AsyncIterable<Uint8Array>, source = 'capture'): Promise<Capture> {
+  // As Buffer#toString of the whole file would: a byte-order mark stays and reaches the parser
+  // (which knows it), and bytes that are not UTF-8 become U+FFFD.
+  const decoder = new TextDecoder('utf-8', { ignoreBOM: true });
+  const parser = new CaptureParser(source);
+  for await (const chunk of chunks) parser.push(decoder.decode(chunk, { stream: true }));
+  parser.push(decoder.decode());
+  return parser.end();
+}
+
+/**
+ * The longest line the reader holds. memscope writes none near it (its longest are a header with a
+ * long command line, or a module's state table); past it a line is damage — a crashed run's tail of
+ * zero bytes, or a file that is not a capture — and is not kept whole.
+ */
+export const MAX_CAPTURE_LINE = 1 << 26;
+
+/**
  * The capture reader, fed text in pieces of any size (`push`, then `end`): a capture is read line by
  * line as it arrives, so no string ever holds the whole file — a long run's capture can pass the
  * engine's longest string (2^29 characters) — and each record becomes the model as it is read.
@@ -169,6 +190,8 @@ export function parseCapture(text: string, source = 'capture'): Capture {
 export class CaptureParser {
   /** The text after the last line end seen: the start of a line still arriving. */
   private pending = '';
+  /** Characters of a line still arriving that passed MAX_CAPTURE_LINE (then not kept), else 0. */
+  private overlong = 0;
   /** Lines read so far (1-based number of the last one). */
   private lineNumber = 0;
   private header: CaptureHeader | null = null;
@@ -194,6 +217,7 @@ export class CaptureParser {
     if (this.ended) throw new Error('CaptureParser: push after end');
     let from = 0;
     for (let nl = text.indexOf('\n'); nl >= 0; nl = text.indexOf('\n', from)) {
+      if (this.overlong > 0) throw this.overlongLine();
       const piece = text.slice(from, nl);
       const line = this.pending === '' ? piece : this.pending + piece;
       this.pending = '';
@@ -201,15 +225,30 @@ export class CaptureParser {
       this.line(line, false);
       if (this.truncated) return;
     }
-    if (from < text.length) this.pending += text.slice(from);
+    if (from >= text.length) return;
+    if (this.overlong > 0) this.overlong += text.length - from;
+    else if (this.pending.length + text.length - from > MAX_CAPTURE_LINE) {
+      this.overlong = this.pending.length + text.length - from;
+      this.pending = '';
+    } else this.pending += text.slice(from);
+  }
+
+  private overlongLine(): MemscopeError {
+    return new MemscopeError('bad-capture', `${this.source}: line ${this.lineNumber + 1} is longer than ${MAX_CAPTURE_LINE.toLocaleString('en-US')} characters, which no capture record is`);
   }
 
   /** The capture: the last line read (one without a line end may be cut mid-write). */
   end(): Capture {
     if (!this.ended) {
       this.ended = true;
+      if (this.overlong > 0) {
+        // Too long to be a record, and last: the file's damaged tail, dropped as a cut record is.
+        if (this.lineNumber === 0) throw this.overlongLine();
+        this.lineNumber++;
+        this.truncated ??= { reason: `the last line is not a record (${this.overlong.toLocaleString('en-US')} characters without a line end)`, line: this.lineNumber, bytesIgnored: this.overlong };
+      }
       // A file without a line end after its last record: that record may be cut (text.split's last piece).
-      if (this.pending !== '' || this.lineNumber === 0) this.line(this.pending, true);
+      else if (this.pending !== '' || this.lineNumber === 0) this.line(this.pending, true);
       this.pending = '';
     }
     const header = this.header!;

@@ -44,7 +44,7 @@ async function runFast({ script, args, opts }: RunRequest): Promise<void> {
     import('./cli.js') as Promise<{ reportError: typeof reportError }>,
   ]);
   try {
-    run.finishRun(result.exitCode, result.output, opts);
+    await run.finishRun(result.exitCode, result.output, opts);
   } catch (err) {
     process.exitCode = cli.reportError(err, 'run');
   }

@@ -1,4 +1,4 @@
-import type { ReadProgress } from '../torch/chrome-trace-node.js';
+import type { ReadProgress } from '../core/file-chunks-node.js';
 
 /**
  * A one-line progress bar on stderr for long reads, shown only when stderr is

@@ -1,7 +1,7 @@
 /**
  * PyTorch memory files read from a stream of byte chunks, with no platform API: the JSON trace
  * reader that tells a Kineto chrome trace from export_memory_timeline JSON as the text arrives,
- * the rules that recognise gzip and old text pickles, and the gunzip limit. The Node readers
+ * the rule that recognises old text pickles (gzip has its rules in core/gzip.ts). The Node readers
  * (chrome-trace-node.ts, open-node.ts) feed it file chunks; the viewer feeds it a dropped File.
  */
 import { MemscopeError } from '../core/errors.js';
@@ -9,30 +9,6 @@ import { isCaptureDescription } from '../core/file-content.js';
 import { ChromeTraceReader } from './chrome-trace.js';
 import type { MemoryTrace } from './memory-trace.js';
 import { readMemoryTimeline } from './memory-timeline.js';
-
-/** The absolute floor of the default gunzip limit: 4 GiB. */
-export const GUNZIP_LIMIT_FLOOR = 4 * 1024 ** 3;
-/** Real Kineto traces compress 10–30×; the default allows 200×. */
-export const GUNZIP_LIMIT_RATIO = 200;
-
-/** Default cap on what a gzipped file of `compressedBytes` may inflate to: max(4 GiB, 200 × its size). */
-export function defaultGunzipLimit(compressedBytes: number): number {
-  return Math.max(GUNZIP_LIMIT_FLOOR, GUNZIP_LIMIT_RATIO * compressedBytes);
-}
-
-export function isGzip(head: Uint8Array): boolean {
-  return head.length >= 2 && head[0] === 0x1f && head[1] === 0x8b;
-}
-
-
-/** The gunzip limit's refusal, in one wording for Node's zlib and the browser's DecompressionStream. */
-export function gunzipLimitError(path: string, limit: number, compressedBytes: number): MemscopeError {
-  return new MemscopeError(
-    'gzip-limit',
-    `${path}: gzip data inflates to more than ${limit.toLocaleString('en-US')} bytes (${compressedBytes.toLocaleString('en-US')} compressed), memscope's limit for this file; ` +
-      'a real trace this large can be read with a higher MEMSCOPE_MAX_GUNZIP_BYTES (or the maxDecompressedBytes option)',
-  );
-}
 
 /** Whether the first character after whitespace (and a UTF-8 byte-order mark) is '{' or '['. */
 export function startsLikeJson(head: Uint8Array): boolean {

@@ -6,9 +6,10 @@
  * and every error found while parsing starts with the file's name (src/core/input-file.ts).
  */
 import { MemscopeError } from '../core/errors.js';
-import { describeContent, inFile, isCaptureDescription, requireReadableFile, unreadableFile } from '../core/input-file.js';
-import { fileChunks, readFileHead, readJsonTraceFile, type FileReadOptions } from './chrome-trace-node.js';
-import { isGzip, looksLike, looksLikeTextPickle, startsLikeJson, textPickleRefusal } from './memory-file-stream.js';
+import { describeContent, inFile, isCaptureDescription } from '../core/input-file.js';
+import { contentHead, fileChunks, type FileReadOptions } from '../core/file-chunks-node.js';
+import { readJsonTraceFile } from './chrome-trace-node.js';
+import { looksLike, looksLikeTextPickle, startsLikeJson, textPickleRefusal } from './memory-file-stream.js';
 import type { MemoryTrace } from './memory-trace.js';
 import { readSnapshotFile } from './snapshot-node.js';
 import { readSnapshotStream } from './snapshot-stream.js';
@@ -24,41 +25,12 @@ export type OpenOptions = FileReadOptions;
 /** Pickle protocol 2+ starts with the PROTO opcode. */
 const PROTO = 0x80;
 
-/** The first `length` decompressed bytes of a gzipped file (fewer if it inflates to less). */
-async function firstDecompressedBytes(path: string, length: number): Promise<Uint8Array> {
-  const parts: Uint8Array[] = [];
-  let have = 0;
-  for await (const chunk of fileChunks(path)) {
-    parts.push(chunk);
-    have += chunk.length;
-    if (have >= length) break;
-  }
-  const out = new Uint8Array(Math.min(have, length));
-  let at = 0;
-  for (const p of parts) {
-    if (at >= out.length) break;
-    out.set(p.subarray(0, out.length - at), at);
-    at += p.length;
-  }
-  return out;
-}
-
 /** Enough of the start of a file to tell what it is and to quote it in a refusal. */
 const SNIFF_BYTES = 4096;
 
-/** The file's first bytes after any gzip layer, and whether there was one. */
-async function contentHead(path: string): Promise<{ head: Uint8Array; gz: boolean }> {
-  requireReadableFile(path);
-  let raw: Uint8Array;
-  try {
-    raw = await readFileHead(path, SNIFF_BYTES);
-  } catch (err) {
-    throw unreadableFile(path, err);
-  }
-  if (raw.length === 0) throw new MemscopeError('empty-file', `${path}: the file is empty`);
-  const gz = isGzip(raw);
-  const head = gz ? await firstDecompressedBytes(path, SNIFF_BYTES) : raw;
-  if (head.length === 0) throw new MemscopeError('empty-file', `${path}: the file is empty once decompressed`);
+/** The file's first bytes after any gzip layer, and whether there was one; old text pickles refused. */
+async function memoryFileHead(path: string): Promise<{ head: Uint8Array; gz: boolean }> {
+  const { head, gz } = await contentHead(path, SNIFF_BYTES);
   // Old pickles are named as such, with how to re-save them, before any other refusal.
   if (looksLikeTextPickle(new TextDecoder('latin1').decode(head.subarray(0, 64)))) throw textPickleRefusal(path);
   return { head, gz };
@@ -82,7 +54,7 @@ async function readSnapshotContent(path: string, gz: boolean, options: OpenOptio
  * trace: looks like text ("hello")`).
  */
 export async function openMemoryFile(path: string, options: OpenOptions = {}): Promise<MemoryFile> {
-  const { head, gz } = await contentHead(path);
+  const { head, gz } = await memoryFileHead(path);
   if (head[0] === PROTO) return { kind: 'snapshot', path, snapshot: await readSnapshotContent(path, gz, options) };
   const looks = describeContent(head);
   if (!startsLikeJson(head) || isCaptureDescription(looks)) {
@@ -101,7 +73,7 @@ export async function openMemoryFile(path: string, options: OpenOptions = {}): P
  * snapshot: looks like a Kineto trace (JSON); \`memscope stats\` needs …`.
  */
 export async function openSnapshotFile(path: string, verb: string, options: OpenOptions = {}): Promise<MemorySnapshot> {
-  const { head, gz } = await contentHead(path);
+  const { head, gz } = await memoryFileHead(path);
   if (head[0] !== PROTO) {
     throw new MemscopeError(
       'needs-snapshot',

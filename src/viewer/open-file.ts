@@ -12,8 +12,9 @@
  */
 import { MemscopeError } from '../core/errors.js';
 import { describeContent, inFile, isCaptureDescription } from '../core/file-content.js';
-import { CaptureParser, looksLikeCapture, type Capture } from '../capture/reader.js';
-import { defaultGunzipLimit, gunzipLimitError, isGzip, looksLike, looksLikeTextPickle, readJsonTraceChunks, startsLikeJson, textPickleRefusal } from '../torch/memory-file-stream.js';
+import { looksLikeCapture, readCaptureChunks } from '../capture/reader.js';
+import { defaultGunzipLimit, gunzipLimitError, isGzip } from '../core/gzip.js';
+import { looksLike, looksLikeTextPickle, readJsonTraceChunks, startsLikeJson, textPickleRefusal } from '../torch/memory-file-stream.js';
 import { readSnapshotStream } from '../torch/snapshot-stream.js';
 import { captureToReport, DEFAULT_CAPS, type ReportCaps, type ReportData } from './report-data.js';
 import { snapshotToReport, traceToReport } from './torch-report.js';
@@ -146,16 +147,6 @@ class BlobContent {
     }
     return out.subarray(0, have);
   }
-
-  /** The content as a capture, decoded and parsed piece by piece (as the CLI's readCaptureFile). */
-  async capture(): Promise<Capture> {
-    // As the CLI: a byte-order mark stays and reaches the parser.
-    const decoder = new TextDecoder('utf-8', { ignoreBOM: true });
-    const parser = new CaptureParser(this.name);
-    for await (const chunk of this.chunks()) parser.push(decoder.decode(chunk, { stream: true }));
-    parser.push(decoder.decode());
-    return parser.end();
-  }
 }
 
 /** Lets the page draw (the progress line) before a long synchronous step. */
@@ -166,7 +157,7 @@ function nextTask(): Promise<void> {
 /**
  * Reads `blob` (named `name` in every message) into report data: a memscope capture, a PyTorch
  * memory snapshot (a pickle of protocol 2 or later, memscope's own allocator snapshots included),
- * a Kineto trace or export_memory_timeline JSON, each but the capture optionally gzipped. Bad
+ * a Kineto trace or export_memory_timeline JSON, each optionally gzipped. Bad
  * input is a MemscopeError worded as `memscope report` words it.
  */
 export async function reportDataFromBlob(blob: Blob, name: string, options: OpenFileOptions = {}): Promise<ReportData> {
@@ -177,20 +168,20 @@ export async function reportDataFromBlob(blob: Blob, name: string, options: Open
   };
   const start = await new BlobContent(blob, name, false, {}).head(SNIFF_BYTES);
   if (start.length === 0) throw new MemscopeError('empty-file', `${name}: the file is empty`);
-  if (looksLikeCapture(new TextDecoder('utf-8', { ignoreBOM: true }).decode(start))) {
-    const capture = await new BlobContent(blob, name, false, options).capture();
-    await building();
-    return captureToReport(capture, name, caps);
-  }
   const looks = describeContent(start);
-  // Pickles, gzip and JSON go to the PyTorch readers, which name what they find inside.
-  if (!(start[0] === 0x80 || looks === 'gzip data' || looks.includes('JSON'))) {
+  // Pickles, gzip and JSON go to the readers, which name what they find inside.
+  if (!(start[0] === 0x80 || looks === 'gzip data' || looks.includes('JSON') || isCaptureDescription(looks))) {
     throw new MemscopeError('not-a-report-input', `${name}: not a memscope capture, PyTorch memory snapshot or Kineto trace: looks like ${looks}`);
   }
   const gz = isGzip(start);
   const content = new BlobContent(blob, name, gz, options);
   const head = gz ? await content.head(SNIFF_BYTES) : start;
   if (head.length === 0) throw new MemscopeError('empty-file', `${name}: the file is empty once decompressed`);
+  if (looksLikeCapture(new TextDecoder('utf-8', { ignoreBOM: true }).decode(head))) {
+    const capture = await readCaptureChunks(content.chunks(), name);
+    await building();
+    return captureToReport(capture, name, caps);
+  }
   if (looksLikeTextPickle(new TextDecoder('latin1').decode(head.subarray(0, 64)))) throw textPickleRefusal(name);
   if (head[0] === 0x80) {
     let snapshot;

@@ -52,14 +52,18 @@ describe('memscope/browser capture, read by the Node CLI', () => {
     try {
       await page.addScriptTag({ url: BUNDLE });
       // A string, not a function: vitest rewrites `import()` inside test functions.
-      const text: string = await page.evaluate(`(async () => {
+      const { text, blob }: { text: string; blob: string } = await page.evaluate(`(async () => {
         await tf.setBackend('cpu');
         const { train } = await import(${JSON.stringify(PROGRAM)});
         const capture = memscope.startCapture({ tf: [tf, tfl], stacks: true });
         await train(tf, tfl, { clean: ${clean} });
-        return capture.stop();
+        const text = capture.stop();
+        return { text, blob: await capture.blob().text() };
       })()`);
       expect(errors).toEqual([]);
+      // The Blob (what download() saves) holds the text stop() returns.
+      expect(blob).toBe(text);
+      expect(text.split('\n').length).toBeGreaterThan(50);
       const file = join(work, `${name}.ndjson`);
       writeFileSync(file, text);
       return file;

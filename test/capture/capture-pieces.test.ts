@@ -1,11 +1,12 @@
-// A capture read in pieces (CaptureParser, readCaptureFile, the page's reader) is the capture read
-// whole: pieces may cut a line, a record or a multi-byte character anywhere, and a damaged tail or
-// a bad record is reported at the same line in the same words.
+// A capture read in pieces (CaptureParser, readCaptureChunks, readCaptureFile plain or gzipped) is
+// the capture read whole: pieces may cut a line, a record or a multi-byte character anywhere, and a
+// damaged tail or a bad record is reported at the same line in the same words.
 import { describe, it, expect, afterAll } from 'vitest';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { gzipSync } from 'node:zlib';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { CaptureParser, parseCapture, type Capture, type CapturedAlloc } from '../../src/capture/reader.js';
+import { CaptureParser, MAX_CAPTURE_LINE, parseCapture, readCaptureChunks, type Capture, type CapturedAlloc } from '../../src/capture/reader.js';
 import { readCaptureFile } from '../../src/capture/read-node.js';
 import { errorLine } from '../../src/viewer/open-file.js';
 import { fixture } from '../support/fixtures.js';
@@ -53,9 +54,22 @@ function inPieces(text: string, sizes: () => number): Capture {
   return parser.end();
 }
 
+/** `bytes` as chunks of `size` bytes. */
+async function* chunksOf(bytes: Uint8Array, size: number): AsyncGenerator<Uint8Array> {
+  for (let at = 0; at < bytes.length; at += size) yield bytes.subarray(at, at + size);
+}
+
 function outcome(read: () => Capture): Capture | string {
   try {
     return read();
+  } catch (err) {
+    return errorLine(err);
+  }
+}
+
+async function outcomeOf(read: () => Promise<Capture>): Promise<Capture | string> {
+  try {
+    return await read();
   } catch (err) {
     return errorLine(err);
   }
@@ -71,33 +85,63 @@ describe('a capture read in pieces', () => {
     for (const sizes of [() => 1, () => 2, () => 3, () => 64, () => 1 + rand.int(200)]) expect(inPieces(text, sizes)).toEqual(whole);
   });
 
-  it.each(Object.keys(texts))('%s: readCaptureFile reads the file in pieces of any size as parseCapture reads it whole', (name) => {
+  it.each(Object.keys(texts))('%s: its bytes in chunks of any size, and its file plain or gzipped, read as parseCapture reads it whole', async (name) => {
+    const bytes = Buffer.from(texts[name]!);
     const path = join(work, `${name.replace(/\W+/g, '-')}.ndjson`);
-    writeFileSync(path, texts[name]!);
-    const whole = parseCapture(readFileSync(path).toString('utf8'), path);
-    // Pieces of 1 and 5 bytes cut every multi-byte character; 64 cuts the 9 KB string record.
-    for (const piece of [1, 5, 64, 4096, 8 << 20]) expect(readCaptureFile(path, piece), `pieces of ${piece}`).toEqual(whole);
+    writeFileSync(path, bytes);
+    writeFileSync(`${path}.gz`, gzipSync(bytes));
+    const whole = parseCapture(bytes.toString('utf8'), path);
+    // Chunks of 1 and 5 bytes cut every multi-byte character; 64 cuts the 9 KB string record.
+    for (const size of [1, 5, 64, 4096]) expect(await readCaptureChunks(chunksOf(bytes, size), path), `chunks of ${size}`).toEqual(whole);
+    expect(await readCaptureFile(path)).toEqual(whole);
+    expect(await readCaptureFile(`${path}.gz`)).toEqual(parseCapture(bytes.toString('utf8'), `${path}.gz`));
   });
 
-  it('a bad record is refused at its line in the same words, whatever the pieces', () => {
+  it('a bad record is refused at its line in the same words, whatever the pieces', async () => {
     const text = [header, ...body.slice(0, 4), '["a",1,2,3,"4",5,0,0,0,0,0]', end].join('\n') + '\n';
     const path = join(work, 'bad.ndjson');
     writeFileSync(path, text);
-    const whole = errorLine(outcome(() => parseCapture(text, path)) as unknown as Error);
     const want = `memscope: ${path}: line 6: field 4 (bytes) of a "a" record is not a number: ["a",1,2,3,"4",5,0,0,0,0,0]`;
     expect(outcome(() => parseCapture(text, path))).toBe(want);
-    expect(whole).toContain('line 6');
-    for (const piece of [1, 7, 4096]) expect(outcome(() => readCaptureFile(path, piece))).toBe(want);
+    for (const size of [1, 7, 4096]) expect(await outcomeOf(() => readCaptureChunks(chunksOf(Buffer.from(text), size), path))).toBe(want);
+    expect(await outcomeOf(() => readCaptureFile(path))).toBe(want);
+    writeFileSync(path, gzipSync(text));
+    expect(await outcomeOf(() => readCaptureFile(path))).toBe(want);
   });
 
-  it('bytes that are not UTF-8 read as Buffer#toString reads them, wherever a piece ends', () => {
+  it('bytes that are not UTF-8 read as Buffer#toString reads them, wherever a piece ends', async () => {
     // After the first 4 KiB, which tell a capture from binary data.
     const bytes = Buffer.concat([Buffer.from(`${header}\n${body[2]}\n["s",1,"a`), Buffer.from([0xe5, 0xb1, 0xc3, 0xff]), Buffer.from(`b"]\n${body[4]}\n${end}\n`)]);
     const path = join(work, 'not-utf8.ndjson');
     writeFileSync(path, bytes);
     const whole = parseCapture(bytes.toString('utf8'), path);
     expect(whole.allocs.deviceOf(0)).toMatch(/^a\ufffd+b$/);
-    for (const piece of [1, 2, 3, 4096]) expect(readCaptureFile(path, piece)).toEqual(whole);
+    for (const size of [1, 2, 3, 4096]) expect(await readCaptureChunks(chunksOf(bytes, size), path)).toEqual(whole);
+    expect(await readCaptureFile(path)).toEqual(whole);
+  });
+
+  /** A capture whose line 3 (after the header and one record) runs `chars` characters with no line end yet. */
+  async function* overlong(chars: number, then: string): AsyncGenerator<Uint8Array> {
+    yield Buffer.from(`${header}\n${body[0]}\n`);
+    const zeros = new Uint8Array(1 << 20);
+    for (let left = chars; left > 0; left -= zeros.length) yield zeros.subarray(0, Math.min(left, zeros.length));
+    yield Buffer.from(then);
+  }
+
+  it('a line past the longest a capture holds is refused at its line; a tail of one is a damaged tail', async () => {
+    const past = MAX_CAPTURE_LINE + 1;
+    // Inside the file: damage, named at its line.
+    expect(await outcomeOf(() => readCaptureChunks(overlong(past, `\n${end}\n`), 'c.ndjson'))).toBe(
+      `memscope: c.ndjson: line 3 is longer than ${MAX_CAPTURE_LINE.toLocaleString('en-US')} characters, which no capture record is`,
+    );
+    // At the end (a crashed run's zero-filled tail): what came before is kept.
+    const cut = await readCaptureChunks(overlong(past, ''), 'c.ndjson');
+    expect(cut.truncated).toEqual({ reason: `the last line is not a record (${past.toLocaleString('en-US')} characters without a line end)`, line: 3, bytesIgnored: past });
+    expect(cut.allocs.length).toBe(0);
+    expect(cut.header.argv).toEqual(['train.mjs']);
+    // At the limit, the line is read as any other: here, a tail cut mid-record.
+    const atLimit = await readCaptureChunks(overlong(MAX_CAPTURE_LINE, ''), 'c.ndjson');
+    expect(atLimit.truncated).toEqual({ reason: 'the last record was cut off mid-write', line: 3, bytesIgnored: MAX_CAPTURE_LINE });
   });
 });
 

@@ -5,6 +5,7 @@ import { describe, it, expect, afterAll, vi } from 'vitest';
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { gzipSync } from 'node:zlib';
 import { repoRoot as root } from '../support/fixtures.js';
 import { sourceCli } from '../support/child.js';
 
@@ -85,6 +86,11 @@ describe('memscope leaks on real programs', () => {
     expect(json.leaks.map((g: { site: string; kernel: string; count: number }) => [g.kernel, g.count])).toEqual([['Square', 4]]);
     expect(json.leaks[0].site).toContain(lineOf(script, 'tf.square(base)'));
     expect((await cli(['leaks', await capture('steps-clean', script, ['--clean'])])).status).toBe(0);
+    // Gzipped (as a capture is kept or sent), the same leaks.
+    writeFileSync(`${cap}.gz`, gzipSync(readFileSync(cap)));
+    const gz = await cli(['leaks', '--json', `${cap}.gz`]);
+    expect(gz.status, gz.stderr).toBe(3);
+    expect({ ...JSON.parse(gz.stdout), capture: cap }).toEqual(json);
   });
 
   it('GraphModel.executeAsync calls are inference steps (a stand-in tfjs-converter package in a temporary app)', async () => {

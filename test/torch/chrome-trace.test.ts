@@ -5,7 +5,8 @@ import path from 'node:path';
 import { gzipSync, gunzipSync } from 'node:zlib';
 import { MemscopeError } from '../../src/core/errors.js';
 import { ChromeTraceReader, readChromeTrace } from '../../src/torch/chrome-trace.js';
-import { defaultGunzipLimit, readChromeTraceFile, readJsonTraceFile } from '../../src/torch/chrome-trace-node.js';
+import { defaultGunzipLimit } from '../../src/core/gzip.js';
+import { readChromeTraceFile, readJsonTraceFile } from '../../src/torch/chrome-trace-node.js';
 import { openMemoryFile } from '../../src/torch/open-node.js';
 import { spawnSync } from 'node:child_process';
 import { devicePeak, memoryByOperator, NO_OPERATOR, type MemoryTrace } from '../../src/torch/memory-trace.js';
@@ -441,7 +442,7 @@ describe('gzip bombs', () => {
     expect((err as MemscopeError).code).toBe('gzip-limit');
     expect((err as MemscopeError).message).toBe(
       `${file}: gzip data inflates to more than 8,388,608 bytes (${bomb.length.toLocaleString('en-US')} compressed), memscope's limit for this file; ` +
-        'a real trace this large can be read with a higher MEMSCOPE_MAX_GUNZIP_BYTES (or the maxDecompressedBytes option)',
+        'a real file this large can be read with a higher MEMSCOPE_MAX_GUNZIP_BYTES (or the maxDecompressedBytes option)',
     );
     // Under the limit the same file is read to its end (an empty trace).
     const ok = await openMemoryFile(file, { maxDecompressedBytes: 80 << 20 });

@@ -57,6 +57,8 @@ describe('a file read in the browser way', () => {
   beforeAll(() => {
     const gz = join(work, 'transformer_forward_trace.pickle.gz');
     writeFileSync(gz, gzipSync(readFileSync(fixture('torch/transformer_forward_trace.pickle'))));
+    const captureGz = join(work, 'train-leak.capture.ndjson.gz');
+    writeFileSync(captureGz, gzipSync(readFileSync(fixture('captures/train-leak.capture.ndjson'))));
     inputs = {
       'snapshot pickle': fixture('torch/transformer_forward_trace.pickle'),
       'gzipped snapshot pickle': gz,
@@ -66,6 +68,7 @@ describe('a file read in the browser way', () => {
       'older Kineto trace': fixture('traces/kineto_2021_resnet50.json.gz'),
       'export_memory_timeline JSON': fixture('traces/memory_timeline_small.json'),
       'memscope capture': fixture('captures/train-leak.capture.ndjson'),
+      'gzipped memscope capture': captureGz,
       "memscope's allocator snapshot": allocatorSnapshot(),
     };
   });
@@ -79,6 +82,7 @@ describe('a file read in the browser way', () => {
     'older Kineto trace',
     'export_memory_timeline JSON',
     'memscope capture',
+    'gzipped memscope capture',
     "memscope's allocator snapshot",
   ])('%s: the same data as memscope report embeds', async (kind) => {
     const path = inputs[kind]!;
@@ -109,6 +113,12 @@ describe('a file read in the browser way', () => {
     const path = fixture('captures/train-leak.capture.ndjson');
     const fromCli = await loadReportData(path, DEFAULT_CAPS);
     for (const piece of [7, 4096]) expect(await viaBlob(path, undefined, piece)).toEqual(fromCli);
+    // Gzipped, the same capture under its own name.
+    const gz = inputs['gzipped memscope capture']!;
+    const fromGz = await loadReportData(gz, DEFAULT_CAPS);
+    expect({ ...fromGz, source: fromCli.source }).toEqual(fromCli);
+    expect(fromGz.source.file).toBe(gz);
+    for (const piece of [7, 4096]) expect(await viaBlob(gz, undefined, piece)).toEqual(fromGz);
   });
 
   it('refuses bad files with the error memscope report gives', async () => {

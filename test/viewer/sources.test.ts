@@ -184,8 +184,8 @@ describe('TFJS captures', () => {
     ]);
   });
 
-  it('a real capture: the root model\u2019s parameters equal its own state table\u2019s, and no site is a TFJS frame', () => {
-    const d = captureToReport(readCaptureFile(capturePath), capturePath, DEFAULT_CAPS);
+  it('a real capture: the root model\u2019s parameters equal its own state table\u2019s, and no site is a TFJS frame', async () => {
+    const d = captureToReport(await readCaptureFile(capturePath), capturePath, DEFAULT_CAPS);
     const root = d.modules.find((m) => m.depth === 0)!;
     const pre = root.states['Pre-Forward']!;
     const stateParams = Object.values(pre).reduce((s, byCat) => s + (byCat['Parameter'] ?? 0), 0);
@@ -198,7 +198,7 @@ describe('TFJS captures', () => {
   });
 
   it('the page: step labels never overprint, and the table\u2019s sites are the program\u2019s lines', async () => {
-    const d = captureToReport(readCaptureFile(capturePath), capturePath, DEFAULT_CAPS);
+    const d = captureToReport(await readCaptureFile(capturePath), capturePath, DEFAULT_CAPS);
     const { page, errors } = await open(d, 'capture-fit');
     const labels = await stepLabelSpans(page);
     expect(labels.length).toBeGreaterThan(1);

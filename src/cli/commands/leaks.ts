@@ -29,10 +29,10 @@ export function register(program: Command): void {
     .option('--json', 'print the leak groups as JSON')
     .option('--frames <n>', 'stack frames to print per leak', '8')
     .option('--site-skip <regex>', SITE_SKIP_HELP, siteSkipOption)
-    .action((file: string, opts: { json?: boolean; frames: string; siteSkip?: string[] }) => {
+    .action(async (file: string, opts: { json?: boolean; frames: string; siteSkip?: string[] }) => {
       const frames = nonNegativeInt(opts.frames, '--frames');
       const site = siteRuleOption(opts.siteSkip);
-      const capture = readCaptureFile(file);
+      const capture = await readCaptureFile(file);
       if (capture.truncated) process.stderr.write(`memscope: ${file} is truncated: ${capture.truncated.reason} (line ${capture.truncated.line}); using what was written\n`);
       const report = findLeaks(capture, site);
       if (opts.json) process.stdout.write(JSON.stringify(leaksJson(report, file), null, 2) + '\n');

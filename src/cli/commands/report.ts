@@ -1,5 +1,7 @@
 import type { Command } from 'commander';
 import { MemscopeError } from '../../core/errors.js';
+import { contentHead } from '../../core/file-chunks-node.js';
+import { isGzip } from '../../core/gzip.js';
 import { describeContent, readHeadSync, requireReadableFile } from '../../core/input-file.js';
 import { humanBytes } from '../../core/units.js';
 import { looksLikeCapture } from '../../capture/reader.js';
@@ -36,7 +38,8 @@ export async function loadReportData(file: string, caps: ReportCaps): Promise<Re
   requireReadableFile(file);
   const start = readHeadSync(file, 4096);
   if (start.length === 0) throw new MemscopeError('empty-file', `${file}: the file is empty`);
-  if (looksLikeCapture(Buffer.from(start).toString('utf8'))) return captureToReport(readCaptureFile(file), file, caps);
+  const { head } = isGzip(start) ? await contentHead(file, 4096) : { head: start };
+  if (looksLikeCapture(Buffer.from(head).toString('utf8'))) return captureToReport(await readCaptureFile(file), file, caps);
   const looks = describeContent(start);
   // Pickles, gzip and JSON go to the PyTorch readers, which name what they find inside.
   if (!(start[0] === 0x80 || looks === 'gzip data' || looks.includes('JSON'))) {

@@ -10,9 +10,9 @@ import { leaksJson } from './leaks.js';
  * What `memscope run` prints once the program has ended, and its exit code: the program's. The
  * bin's fast path (src/cli/bin.ts) ends here too, after running the child itself.
  */
-export function finishRun(exitCode: number, output: string, opts: RunOptions): void {
+export async function finishRun(exitCode: number, output: string, opts: RunOptions): Promise<void> {
   if (!opts.json) return finishPlainRun(exitCode, output, opts);
-  const report = findLeaks(readCaptureFile(output));
+  const report = findLeaks(await readCaptureFile(output));
   process.stdout.write(JSON.stringify({ exitCode, ...leaksJson(report, output) }, null, 2) + '\n');
   process.exitCode = exitCode;
 }
@@ -35,6 +35,6 @@ export function register(program: Command): void {
     .action(async (script: string, args: string[], opts: RunOptions) => {
       requireReadableFile(script);
       const { exitCode, output } = await runWithCapture(script, args, opts);
-      finishRun(exitCode, output, opts);
+      await finishRun(exitCode, output, opts);
     });
 }
