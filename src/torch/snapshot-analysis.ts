@@ -4,7 +4,7 @@
  * saveSegmentUsage/saveMemoryUsage and the browser viewer share them. Each concern has its file
  * under analysis/; this module gathers them. The flame-graph stacks are in snapshot-flamegraph.ts.
  */
-export { allocatingFrame, formatFrame, isInformativeFrame, NO_FRAMES, rootFirstFrameLabels } from './analysis/frame-labels.js';
+export { allocatingFrame, formatFrame, frameLabels, isInformativeFrame, NO_FRAMES, rootFirstFrameLabels } from './analysis/frame-labels.js';
 export * from './analysis/totals.js';
 export * from './analysis/memory-stats.js';
 export * from './analysis/live-allocations.js';

@@ -11,6 +11,7 @@ h1 { font-size: 20px; margin: 8px 0 2px; } h2 { font-size: 16px; margin: 22px 0 
 .muted, #source { color: #666; } #source { font-size: 12px; word-break: break-all; }
 #truncated { background: #fff3cd; border: 1px solid #e0c36c; padding: 8px 12px; border-radius: 4px; margin: 10px 0; font-weight: 600; }
 #notices { color: #555; font-size: 12px; margin: 6px 0; padding-left: 18px; }
+[hidden] { display: none !important; }
 .toolbar { display: flex; flex-wrap: wrap; gap: 8px 14px; align-items: center; margin: 6px 0; }
 .toolbar button { font: inherit; padding: 2px 10px; }
 #range { color: #444; font-size: 12px; }
@@ -54,6 +55,7 @@ ol.stack { font: 12px ui-monospace, monospace; margin: 4px 0; padding-left: 28px
 .history-stack { margin-top: 8px; max-height: 260px; overflow: auto; background: #fff; border: 1px solid #eee; border-radius: 4px; padding: 4px 8px; font-size: 12px; }
 .history-tip { position: absolute; pointer-events: none; background: rgba(255,255,255,0.97); border: 1px solid #bbb; border-radius: 4px; padding: 6px 8px; font-size: 12px; box-shadow: 0 2px 8px rgba(0,0,0,0.15); max-width: 560px; z-index: 2; word-break: break-all; }
 .oom-tip { color: #b4141d; }
+#settings-table { max-width: 100%; } #settings-table td { overflow-wrap: anywhere; } #settings-table code { white-space: pre-wrap; }
 #segment-timeline-chart { display: block; width: 100%; height: 320px; cursor: crosshair; }
 tr.unknown-setting td:first-child code { background: #fff3cd; }
 `;

@@ -112,7 +112,10 @@ export interface ReportDeviceMemory {
   readonly reservedBase: number;
   readonly reservedAt: number[];
   readonly reservedDelta: number[];
-  /** Highest active bytes (alloc … free_completed) and reserved bytes over the trace, live-before included. */
+  /**
+   * Highest active bytes (alloc … free_completed, each at its requested size, as the trace records
+   * it) and reserved bytes over the trace, live-before included.
+   */
   readonly peakAllocated: number;
   readonly peakReserved: number;
   /** The query box's columns (src/viewer/query-columns.ts); absent for pages built without them. */
@@ -148,6 +151,8 @@ export interface ReportMemory {
   readonly devices: ReportDeviceMemory[];
   /** Per stack (parallel to `stacks`): how many innermost frames are the allocator's or the framework's (shown folded). */
   readonly stackFolded: number[];
+  /** Per stack (parallel to `stacks`): its site as the allocations' `site` names it, an index into `strings`. */
+  readonly stackSite: number[];
   /** The query box's per-stack columns (src/viewer/query-columns.ts). */
   readonly userFrames?: StackUserFrames;
 }

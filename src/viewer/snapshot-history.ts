@@ -82,8 +82,8 @@ function settings(raw: { readonly [key: string]: PlainValue } | null): { [key: s
 
 /**
  * The history of every device of `memory` (the report's Active Memory Timeline data, built on the
- * same `table`). Event stacks not yet in the table are interned and their folded-frame counts
- * appended to `memory.stackFolded`, which stays parallel to `table.stacks`.
+ * same `table`). Event stacks not yet in the table are interned and their folded-frame counts and
+ * sites appended to `memory.stackFolded` and `memory.stackSite`, which stay parallel to `table.stacks`.
  */
 export function snapshotHistory(snap: MemorySnapshot, table: StringTable, memory: ReportMemory, rule: SiteRule = DEFAULT_SITE_RULE): ReportHistory {
   const stacks = new SnapshotStacks(snap, table, rule);
@@ -95,9 +95,14 @@ export function snapshotHistory(snap: MemorySnapshot, table: StringTable, memory
     const trace = snap.traces.find((t) => t.device === device && hasHistory(snap, t)) ?? null;
     devices.push(deviceHistory(snap, device, index, trace, stacks));
   });
-  // SnapshotStacks records a folded count for each stack it is the first to intern, in table order.
-  while (memory.stackFolded.length < firstNew) memory.stackFolded.push(0);
-  memory.stackFolded.push(...stacks.folded);
-  while (memory.stackFolded.length < table.stacks.length) memory.stackFolded.push(0);
+  // SnapshotStacks records a folded count and a site for each stack it is the first to intern, in table order.
+  for (const [column, added] of [
+    [memory.stackFolded, stacks.folded],
+    [memory.stackSite, stacks.sites],
+  ] as const) {
+    while (column.length < firstNew) column.push(0);
+    for (const v of added) column.push(v);
+    while (column.length < table.stacks.length) column.push(0);
+  }
   return { actions: [...snap.actionNames], devices, allocatorSettings: settings(snap.allocatorSettings) };
 }

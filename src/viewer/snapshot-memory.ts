@@ -6,7 +6,7 @@
  */
 import { DEFAULT_SITE_RULE, type SiteRule } from '../core/site-rule.js';
 import { humanBytes } from '../core/units.js';
-import { allocatingFrame, formatFrame, isInformativeFrame } from '../torch/snapshot-analysis.js';
+import { formatFrame, frameLabels, isInformativeFrame } from '../torch/snapshot-analysis.js';
 import type { Frame } from '../torch/pytorch-vocabulary.js';
 import { DEFAULT_DEVICE_TYPE, deviceLabel } from '../torch/device-type.js';
 import { stackFrames, type MemorySnapshot, type TraceTable } from '../torch/snapshot.js';
@@ -25,6 +25,8 @@ export function deviceName(d: number, deviceType = DEFAULT_DEVICE_TYPE): string 
  */
 export class SnapshotStacks {
   readonly folded: number[] = [];
+  /** Per interned stack, parallel to `folded`: its site, an index into the table's strings. */
+  readonly sites: number[] = [];
   private readonly infos = new Map<number, { frames: Frame[]; user: number; site: string }>();
   private readonly siteIds = new Map<number, number>();
 
@@ -38,10 +40,8 @@ export class SnapshotStacks {
     let info = this.infos.get(stack);
     if (!info) {
       const frames = stackFrames(this.snap, stack).filter(isInformativeFrame);
-      const site = allocatingFrame(this.snap, stack, this.rule);
-      let user = frames.findIndex((f) => formatFrame(f) === site);
-      if (user < 0) user = 0;
-      info = { frames, user, site };
+      const labels = frameLabels(this.snap, this.rule);
+      info = { frames, user: labels.allocatingIndex(stack), site: labels.allocatingFrame(stack) };
       this.infos.set(stack, info);
     }
     return info;
@@ -53,7 +53,10 @@ export class SnapshotStacks {
     const before = this.table.stacks.length;
     // Every frame is kept: search looks at all of them, and stacks are interned once each.
     const id = this.table.stack(stack, () => this.info(stack).frames.map((f) => formatFrame(f, true)), Number.MAX_SAFE_INTEGER);
-    if (id === before) this.folded.push(this.info(stack).user);
+    if (id === before) {
+      this.folded.push(this.info(stack).user);
+      this.sites.push(this.site(stack));
+    }
     return id;
   }
 
@@ -75,7 +78,9 @@ function deviceMemory(snap: MemorySnapshot, device: number, trace: TraceTable | 
   const pendingState = snap.stateNames.indexOf('active_pending_free');
   const n = trace?.count ?? 0;
 
-  // The final state, from the segments: what the trace must end at.
+  // The final state, from the segments: what the trace must end at. A trace records each
+  // allocation at its requested size (CUDACachingAllocator.cpp's record_trace), so every band is a
+  // requested size, as in PyTorch's MemoryViz.js: the blocks live at the end count theirs too.
   let finalActive = 0;
   let finalReserved = 0;
   const liveAtEnd: number[] = [];
@@ -85,7 +90,7 @@ function deviceMemory(snap: MemorySnapshot, device: number, trace: TraceTable | 
     for (let i = seg.firstBlock; i < seg.firstBlock + seg.blockCount; i++) {
       const st = snap.blocks.state[i];
       if (st === allocatedState || st === pendingState) {
-        finalActive += snap.blocks.size[i];
+        finalActive += snap.blocks.requestedSize[i];
         liveAtEnd.push(i);
       }
     }
@@ -168,14 +173,13 @@ function deviceMemory(snap: MemorySnapshot, device: number, trace: TraceTable | 
   const baseActive = finalActive - activeDelta;
   const baseReserved = finalReserved - reservedTotalDelta;
   let beforeBytes = 0;
-  for (const b of throughout) beforeBytes += snap.blocks.size[b];
+  for (const b of throughout) beforeBytes += snap.blocks.requestedSize[b];
   for (const i of beforeEvents) beforeBytes += trace!.size[i];
   if (n > 0 && (baseActive < 0 || baseReserved < 0)) {
     notices.push(`${deviceName(device, snap.deviceType)}: the trace adds more than the final segments hold (a ring buffer that dropped its oldest entries?); the reserved line starts at 0.`);
   } else if (n > 0 && beforeBytes !== baseActive) {
-    // Trace entries carry the requested size; a block can be larger (an unsplit cached block).
     notices.push(
-      `${deviceName(device, snap.deviceType)}: the ${beforeEvents.length + throughout.length} blocks live before the trace hold ${humanBytes(beforeBytes)}; the final segments less the trace's sizes give ${humanBytes(baseActive)} (trace entries and blocks record different sizes).`,
+      `${deviceName(device, snap.deviceType)}: the ${beforeEvents.length + throughout.length} blocks live before the trace hold ${humanBytes(beforeBytes)} requested; the final blocks less the trace's sizes give ${humanBytes(baseActive)} (the trace and the blocks disagree).`,
     );
   }
 
@@ -208,7 +212,7 @@ function deviceMemory(snap: MemorySnapshot, device: number, trace: TraceTable | 
     out.site[at] = stacks.site(stack);
     at++;
   };
-  for (const b of throughout) add(-1, -1, snap.blocks.size[b], snap.blocks.address[b], snap.blocks.stack[b]);
+  for (const b of throughout) add(-1, -1, snap.blocks.requestedSize[b], snap.blocks.address[b], snap.blocks.stack[b]);
   // Bottom of the stack: the longest-lived first, so fewer bands move when one below is freed.
   for (let k = beforeEvents.length - 1; k >= 0; k--) {
     const i = beforeEvents[k];
@@ -238,6 +242,9 @@ export function snapshotMemory(snap: MemorySnapshot, table: StringTable, notices
     out.push(deviceMemory(snap, d, trace, stacks, notices));
   }
   // Stacks interned by other parts of the report (none today) still need an entry.
-  while (stacks.folded.length < table.stacks.length) stacks.folded.push(0);
-  return { devices: out, stackFolded: stacks.folded };
+  while (stacks.folded.length < table.stacks.length) {
+    stacks.folded.push(0);
+    stacks.sites.push(0);
+  }
+  return { devices: out, stackFolded: stacks.folded, stackSite: stacks.sites };
 }

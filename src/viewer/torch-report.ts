@@ -13,6 +13,7 @@ import { deviceName, hasHistory, snapshotMemory } from './snapshot-memory.js';
 import { addQueryColumns } from './query-columns.js';
 import { pushBlockStacks, segmentPrefix } from '../torch/snapshot-flamegraph.js';
 import { rootFirstFrameLabels } from '../torch/analysis/frame-labels.js';
+import { snapshotTotals } from '../torch/analysis/totals.js';
 import type { FlameStack } from '../render/flamegraph-svg.js';
 import { flameGraphData, type FlameGraphData } from '../render/flamegraph-data.js';
 import { REPORT_DATA_VERSION, StringTable, TimelineBuilder, type ReportAllocations, type ReportCaps, type ReportData, type ReportKernel, type ReportSegment, type ReportSeries } from './report-data.js';
@@ -135,12 +136,19 @@ export function snapshotToReport(snap: MemorySnapshot, file: string, caps: Repor
   const memory = addQueryColumns(snap, snapshotMemory(snap, table, notices, caps.site), table);
   const traced = snap.traces.filter((t) => hasHistory(snap, t));
   const timeUnit: ReportData['timeUnit'] = traced.some((t) => t.timeUs.some((x) => !Number.isNaN(x))) ? 'ms' : 'event';
-  if (!traced.length) notices.push('This snapshot has no allocation history (device_traces empty): the timeline shows only its final state; the segments view and the largest blocks are exact.');
+  const entries = snap.traces.reduce((s, t) => s + t.count, 0);
+  if (!traced.length) {
+    const why = entries === 0 ? 'device_traces empty' : `its ${entries.toLocaleString('en-US')} trace event${entries === 1 ? ' is' : 's are'} no allocation or segment event`;
+    notices.push(
+      snap.segments.length
+        ? `This snapshot has no allocation history (${why}): the timeline shows only its final state; the segments view and the largest blocks are exact.`
+        : `This snapshot holds no segment and no allocation history (${why}).`,
+    );
+  }
   for (const o of outOfMemoryEvents(snap, 3, 2, caps.site)) notices.push(oomNotice(o, snap.deviceType));
   for (const w of snap.warnings) notices.push(`Reading note: ${w}.`);
-  const finalReserved = snap.segments.reduce((s, seg) => s + seg.totalSize, 0);
-  let finalAllocated = 0;
-  for (const d of memory.devices) for (let i = 0; i < d.bytes.length; i++) if (d.end[i] < 0) finalAllocated += d.bytes[i];
+  // The final state as `memscope summary` gives it: the segments' own fields (allocated = block sizes).
+  const { reserved: finalReserved, allocated: finalAllocated } = snapshotTotals(snap).all;
   const allocationsTotal = memory.devices.reduce((s, d) => s + d.bytes.length, 0);
 
   // Segments, largest first, with their blocks in address order.
@@ -164,7 +172,7 @@ export function snapshotToReport(snap: MemorySnapshot, file: string, caps: Repor
   });
 
   return {
-    ...emptyReport('snapshot', file, `${snap.deviceType === DEFAULT_DEVICE_TYPE ? 'PyTorch' : deviceTypeTitle(snap.deviceType)} memory snapshot · ${snap.segments.length} segments · ${snap.blocks.count} blocks · ${humanBytes(finalAllocated)} allocated of ${humanBytes(finalReserved)} reserved · ${traced.reduce((s, t) => s + t.count, 0)} trace events`),
+    ...emptyReport('snapshot', file, `${snap.deviceType === DEFAULT_DEVICE_TYPE ? 'PyTorch' : deviceTypeTitle(snap.deviceType)} memory snapshot · ${snap.segments.length} segments · ${snap.blocks.count} blocks · ${humanBytes(finalAllocated)} allocated of ${humanBytes(finalReserved)} reserved · ${entries.toLocaleString('en-US')} trace event${entries === 1 ? '' : 's'}`),
     notices,
     timeUnit,
     series: [],
@@ -290,7 +298,7 @@ export function traceToReport(trace: MemoryTrace, file: string, caps: ReportCaps
   if (allocationsTotal > caps.maxAllocations) notices.push(`Allocation details embedded for the ${caps.maxAllocations.toLocaleString('en-US')} largest of ${allocationsTotal.toLocaleString('en-US')} allocations; hover and the table list only those.`);
   allocations = largestOf(allocations, caps.maxAllocations);
   return {
-    ...emptyReport('trace', file, `PyTorch ${trace.source} trace · ${trace.memoryEventCount.toLocaleString('en-US')} memory events · ${trace.devices.map((d) => d.device).join(', ')}`),
+    ...emptyReport('trace', file, [`PyTorch ${trace.source} trace`, `${trace.memoryEventCount.toLocaleString('en-US')} memory event${trace.memoryEventCount === 1 ? '' : 's'}`, trace.devices.map((d) => d.device).join(', ')].filter(Boolean).join(' · ')),
     notices,
     timeUnit: 'ms',
     series,

@@ -19,9 +19,19 @@ export async function openReportPage(browser: Browser, htmlPath: string, viewpor
   return { page, errors };
 }
 
-/** Waits until the report's chart has drawn its first frame and the sections under it are built. */
+/**
+ * Waits until the report's chart has drawn its first frame (or the page has said it has nothing to
+ * draw) and the sections under it are built; throws with the page's error line if it shows one.
+ */
 export async function firstFrame(page: Page): Promise<void> {
-  await page.waitForFunction(() => (window.memscopeViewer?.frames ?? 0) > 0 && window.memscopeViewer!.sectionsReady);
+  const outcome = await page.waitForFunction(() => {
+    const error = document.getElementById('drop-error');
+    if (error && !error.hidden && error.textContent) return `the error line ${JSON.stringify(error.textContent)}`;
+    const viewer = window.memscopeViewer;
+    return viewer?.sectionsReady && (viewer.frames > 0 || document.getElementById('nothing-to-draw')) ? 'ready' : false;
+  });
+  const shown = await outcome.jsonValue();
+  if (shown !== 'ready') throw new Error(`the report page shows ${shown}`);
 }
 
 /** Runs `act` and waits until the chart has drawn a frame after it. */

@@ -2,6 +2,9 @@ import { describe, it, expect } from 'vitest';
 import { snapshotMemoryStats, traceActionCounts } from '../../src/torch/snapshot-analysis.js';
 import { readSnapshot } from '../../src/torch/index.js';
 import { pythonPickle } from './python.js';
+import { execFileSync } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+import { fixture } from '../support/fixtures.js';
 
 // snapshotMemoryStats replays a device's trace in one pass tuned for a fresh process
 // (snapshot-analysis.ts, `replayTrace`). Here it meets every action, sizes on both sides of the
@@ -11,17 +14,21 @@ import { pythonPickle } from './python.js';
 
 const ACTIONS = ['alloc', 'free_requested', 'free_completed', 'segment_alloc', 'segment_free', 'segment_map', 'segment_unmap', 'oom', 'snapshot'];
 const SIZES = [512, 1 << 20, (1 << 20) + 512, 2 << 20, 3 * 2 ** 30, 0, -512];
-const FAMILIES = ['allocation', 'allocated_bytes', 'active', 'active_bytes', 'segment', 'reserved_bytes'];
+const FAMILIES = ['allocation', 'allocated_bytes', 'active', 'active_bytes', 'segment', 'reserved_bytes', 'requested_bytes'];
 
-/** The deltas one event makes, as [family, pool, delta] (pool: the event's own; the "all" row moves with it). */
+/**
+ * The deltas one event makes, as [family, pool, delta] (pool: the event's own; the "all" row moves
+ * with it). A trace's alloc and free sizes are the requested sizes (CUDACachingAllocator.cpp's
+ * record_trace calls), so requested bytes move exactly as the trace's allocated bytes.
+ */
 function deltas(action: string, size: number): [string, string, number][] {
   const block = size <= 1 << 20 ? 'small_pool' : 'large_pool';
   const segment = size === 2 << 20 ? 'small_pool' : 'large_pool';
   switch (action) {
     case 'alloc':
-      return [['allocation', block, 1], ['allocated_bytes', block, size], ['active', block, 1], ['active_bytes', block, size]];
+      return [['allocation', block, 1], ['allocated_bytes', block, size], ['active', block, 1], ['active_bytes', block, size], ['requested_bytes', block, size]];
     case 'free_requested':
-      return [['allocation', block, -1], ['allocated_bytes', block, -size]];
+      return [['allocation', block, -1], ['allocated_bytes', block, -size], ['requested_bytes', block, -size]];
     case 'free_completed':
       return [['active', block, -1], ['active_bytes', block, -size]];
     case 'segment_alloc':
@@ -93,5 +100,30 @@ describe('memory_stats from a trace', () => {
     const [byAction] = traceActionCounts(snapshot);
     expect(byAction).toEqual({ device: 0, counts: Object.fromEntries(counts) });
     expect(Object.keys(byAction!.counts)).toEqual([...counts.keys()]);
+  });
+
+  it('a real training step: Requested memory is what CPython replays from the trace and the blocks\u2019 requested sizes', () => {
+    const file = fixture('torch/transformer_fullstep_trace.pickle');
+    const want = JSON.parse(
+      execFileSync('python3', [
+        '-c',
+        `import pickle, sys, json
+d = pickle.load(open(sys.argv[1], 'rb'))
+cur = sum(b['requested_size'] for s in d['segments'] for b in s['blocks'] if b['state'] == 'active_allocated')
+t = d['device_traces'][0]
+alloc = sum(e['size'] for e in t if e['action'] == 'alloc')
+freed = sum(e['size'] for e in t if e['action'] == 'free_requested')
+x = peak = cur - alloc + freed
+for e in t:
+    if e['action'] == 'alloc': x += e['size']; peak = max(peak, x)
+    elif e['action'] == 'free_requested': x -= e['size']
+print(json.dumps([cur, peak, alloc, freed]))`,
+        file,
+      ], { encoding: 'utf8' }),
+    ) as number[];
+    const { stats } = snapshotMemoryStats(readSnapshot(readFileSync(file)), 0);
+    expect(['current', 'peak', 'allocated', 'freed'].map((k) => stats[`requested_bytes.all.${k}`])).toEqual(want);
+    // The trace moves it: the peak is above the current value.
+    expect(want[1]).toBeGreaterThan(want[0]!);
   });
 });

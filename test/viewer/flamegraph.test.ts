@@ -9,6 +9,7 @@ import type { Browser, Page } from 'playwright-core';
 import { buildFlameTree, type FlameNode } from '../../src/render/flamegraph-svg.js';
 import { flameGraphData, type FlameGraphData } from '../../src/render/flamegraph-data.js';
 import { prng } from '../support/prng.js';
+import { humanBytes } from '../../src/core/units.js';
 import { openMemoryFile } from '../../src/torch/open-node.js';
 import { blockFlameStacks } from '../../src/torch/snapshot-flamegraph.js';
 import { snapshotToReport, traceToReport } from '../../src/viewer/torch-report.js';
@@ -147,19 +148,26 @@ describe('flame graphs in the page', () => {
 
     // Search: frames containing the text, their total counted once per stack, as the raw stacks give.
     const query = 'optimizers.py';
-    await page.locator('#flame-search').fill(query);
     const stacks = blockFlameStacks(snap, false);
     const expected = stacks.filter((s) => s.weight > 0 && s.frames.some((f) => f.toLowerCase().includes(query))).reduce((sum, s) => sum + s.weight, 0);
     expect(expected).toBeGreaterThan(0);
+    const matching = g.name.filter((i) => g.names[i]!.toLowerCase().includes(query)).length;
+    // Typed while zoomed: the status line counts at once, beside the zoom.
+    await page.mouse.click(at!.x, at!.y);
+    await page.locator('#flame-search').fill(query);
+    const status = await page.locator('#flame-status').innerText();
+    expect(status).toContain(`Zoomed to ${frame}`);
+    expect(status).toContain(`${matching} matching frame${matching === 1 ? '' : 's'}, ${humanBytes(expected)} (`);
     const found = await page.evaluate((q) => window.memscopeFlame!.search(q), query);
-    expect(found.total).toBe(expected);
-    expect(found.frames).toBe(g.name.filter((i) => g.names[i]!.toLowerCase().includes(query)).length);
-    expect(await page.locator('#flame-status').innerText()).toMatch(/\d+ matching frames?, /);
+    expect(found).toEqual({ frames: matching, total: expected });
     await page.screenshot({ path: join(artifacts, 'flame-search.png') });
 
-    // The segments view, one select away.
+    // The segments view, one select away; what the pointer was over in the other graph is gone.
+    await page.mouse.move(at!.x, at!.y);
+    expect(await page.locator('#flame-hover').innerText()).not.toBe('');
     await page.selectOption('#flame-select', '1');
     expect(await page.locator('#flame-status').innerText()).toMatch(/^Segments/);
+    expect(await page.locator('#flame-hover').innerText()).toBe('');
     expect(errors).toEqual([]);
     await page.close();
   });

@@ -73,7 +73,8 @@ def main():
                     allocs[k][1] = i
         for a, b in live_blocks.items():
             if a not in open_at and a not in freed_before:
-                allocs.append([-1, None, b["size"], block_frames(b)])
+                # A trace records requested sizes; a block live throughout counts its own.
+                allocs.append([-1, None, b.get("requested_size", b["size"]), block_frames(b)])
         delta = [0] * (len(trace) + 1)
         live = 0
         for start, end, size, _ in allocs:

@@ -62,7 +62,7 @@ describe('snapshot report in the browser', () => {
     // Peaks: the label and the exact figures are CPython's.
     const canvas = page.locator('#timeline');
     const label = await page.locator('#range').innerText();
-    expect(label).toContain(`peak ${humanBytes(dev.peakAllocated)} allocated, ${humanBytes(dev.peakReserved)} reserved`);
+    expect(label).toContain(`peak ${humanBytes(dev.peakAllocated)} requested, ${humanBytes(dev.peakReserved)} reserved`);
     expect(Number(await canvas.getAttribute('data-peak-allocated'))).toBe(dev.peakAllocated);
     expect(Number(await canvas.getAttribute('data-peak-reserved'))).toBe(dev.peakReserved);
 
@@ -217,7 +217,7 @@ describe('snapshot report in the browser', () => {
       expect(await canvas.getAttribute('data-device')).toBe(`cuda:${d.device}`);
       expect(Number(await canvas.getAttribute('data-peak-allocated'))).toBe(d.peakAllocated);
       expect(Number(await canvas.getAttribute('data-peak-reserved'))).toBe(d.peakReserved);
-      expect(await page.locator('#range').innerText()).toContain(`peak ${humanBytes(d.peakAllocated)} allocated, ${humanBytes(d.peakReserved)} reserved`);
+      expect(await page.locator('#range').innerText()).toContain(`peak ${humanBytes(d.peakAllocated)} requested, ${humanBytes(d.peakReserved)} reserved`);
     }
     await page.screenshot({ path: join(artifacts, 'snapshot-devices.png') });
     expect(errors).toEqual([]);

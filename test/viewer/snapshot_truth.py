@@ -4,7 +4,7 @@ Usage: python3 snapshot_truth.py FILE [SEARCH_TEXT]
 
 Prints JSON: per device (index into device_traces), the peak of active bytes (an allocation
 counts from its `alloc` entry to its `free_completed` entry with the size its alloc entry
-gives; blocks live before the trace count from the start with their block's size) and of reserved bytes (segment_alloc/map add, segment_free/unmap remove), the blocks
+gives; blocks live before the trace count from the start with their requested size) and of reserved bytes (segment_alloc/map add, segment_free/unmap remove), the blocks
 live before the trace began, and how many allocations have a frame whose "file:line:name"
 contains SEARCH_TEXT (case-insensitive), or, for SEARCH_TEXT "0x…", whose block holds that
 address.
@@ -40,6 +40,14 @@ def user_frame(frames):
     return None
 
 
+def requested(b):
+    """A block's requested size: `requested_size`, else (PyTorch 2.0) its history's `real_size`, else its size."""
+    if "requested_size" in b:
+        return b["requested_size"]
+    hist = b.get("history") or []
+    return hist[0].get("real_size", b["size"]) if hist else b["size"]
+
+
 def block_frames(b):
     if "frames" in b:
         return b["frames"]
@@ -70,7 +78,7 @@ def main():
             for b in s["blocks"]:
                 a = b.get("address", addr)
                 if b["state"] in ACTIVE:
-                    final_active += b["size"]
+                    final_active += requested(b)
                     live_at_end[a] = b
                 addr = a + b["size"]
         active_delta = 0
@@ -101,11 +109,12 @@ def main():
                 reserved_delta -= e["size"]
         for a, b in live_at_end.items():
             if a not in open_addrs and a not in before:
-                before[a] = b["size"]
-                if needle and hit(needle, block_frames(b), a, b["size"]):
+                before[a] = requested(b)
+                if needle and hit(needle, block_frames(b), a, requested(b)):
                     matches += 1
         # Every allocation counts with the size its alloc entry (or, live before the trace, its
-        # block or free entry) gives, from alloc to free_completed.
+        # block's requested size or its free entry) gives, from alloc to free_completed: a trace
+        # records requested sizes.
         active = sum(before.values())
         reserved = max(0, final_reserved - reserved_delta)
         peak_active, peak_reserved = active, reserved

@@ -118,7 +118,7 @@ describe('allocator state history, segment timeline and settings in the browser'
     await page.mouse.move(pool.x, pool.y);
     await expect.poll(() => tip.innerText()).toContain('private pool (1, 0)');
     expect(await tip.innerText()).toContain('active allocated block 0x7f1000000000 · 512.00 KiB');
-    expect(await tip.innerText()).toContain('site /home/user/project/train.py:20:capture_graph');
+    expect(await tip.innerText()).toContain('site train.py:20:capture_graph');
     const free = (await page.evaluate(() => window.memscopeHistory!.locate(0x7f2000000000 + 36 * 2 ** 20)))!;
     await page.mouse.move(free.x, free.y);
     await expect.poll(() => tip.innerText()).toContain('inactive (cached, free) space');
@@ -181,6 +181,19 @@ describe('allocator state history, segment timeline and settings in the browser'
       expect(await state(page), `event ${n}`).toEqual(want[String(n)]);
     }
     expect(await page.evaluate(() => window.memscopeSegments!.peak())).toBe(peakReserved(file, 0));
+    // The event list names each event's site as the rest of the report does: never the allocator's
+    // own frames; on a C++-only stack (the autograd thread) the ATen operator it runs.
+    await page.evaluate(() => window.memscopeHistory!.select(0, 9000));
+    const sites = await page.locator('.history-event:not(.history-head) .ev-site').allInnerTexts();
+    expect(sites.length).toBeGreaterThan(10);
+    expect(sites.filter((s) => /CUDACachingAllocator|^c10::|^at::detail::|^std::/.test(s))).toEqual([]);
+    expect(sites.filter((s) => /^aten::\w+ \(C\+\+ stack\)$/.test(s)).length).toBeGreaterThan(0);
+    // The selected event's stack starts at its site; the allocator's frames are folded under it.
+    expect(await page.locator('.history-stack > ol.stack > li').first().innerText()).not.toMatch(/CUDACachingAllocator|^c10::/);
+    // Settings fit the page: PyTorch's 16 round-up divisions read as one run.
+    const divisions = page.locator('#settings-table tr', { hasText: 'roundup_power2_divisions' }).locator('td').nth(1);
+    expect(await divisions.innerText()).toBe('1 MiB\u201332 GiB: 0');
+    expect(await page.evaluate(() => document.getElementById('settings-table')!.getBoundingClientRect().right <= document.documentElement.clientWidth)).toBe(true);
     await page.close();
     expect(errors).toEqual([]);
 

@@ -85,6 +85,11 @@ describe('axis ticks', () => {
     expect(axisBytes(1.5 * 1024 ** 3)).toBe('1.5 GiB');
     expect(axisBytes(512 * 1024)).toBe('512 KiB');
     expect(axisBytes(0)).toBe('0 B');
+    // A tick of a step smaller than its value's unit is stated exactly in the step's unit.
+    expect(axisBytes(7400 * 1024 ** 2)).toBe('7,400 MiB');
+    expect(axisBytes(8 * 1024 ** 3)).toBe('8 GiB');
+    expect(axisBytes(1500 * 1024)).toBe('1,500 KiB');
+    expect(axisBytes(1000)).toBe('1,000 B');
   });
 
   it('time ticks differ from their neighbours at every zoom, down to one microsecond or one event', () => {

@@ -64,6 +64,11 @@ function isAllocatorPlumbing(f: Frame): boolean {
   return /^(c10::cuda::CUDACachingAllocator|c10::|at::detail::|at::TensorBase at::detail::|at::empty|at::native::empty|at::\(anonymous namespace\)::create_out)/.test(f.name);
 }
 
+/** A destructor or a standard container's own frame, on the way from a dropped reference to the free. */
+function isTeardown(f: Frame): boolean {
+  return /::~|^std::/.test(f.name);
+}
+
 /** The ATen operator a C++ stack is running (`at::_ops::NAME::call`), if any. */
 const ATEN_OP = /at::_ops::(\w+)::(call|redispatch)\(/;
 
@@ -75,6 +80,8 @@ interface StackInfo {
   /** Index in `frames` of the allocating frame (−1 when there are none). */
   readonly allocating: number;
   readonly allocatingLabel: string;
+  /** The allocator's own innermost frames left out of `frames` (a C++ stack's plumbing). */
+  readonly plumbing: number;
 }
 
 /** Per-snapshot caches: stacks repeat on thousands of blocks. */
@@ -99,7 +106,8 @@ export class FrameLabels {
     // The allocator's and tensor factories' own frames sit innermost on every C++ stack.
     let plumbing = 0;
     while (plumbing < frames.length && !isPythonFrame(frames[plumbing]!) && isAllocatorPlumbing(frames[plumbing]!)) plumbing++;
-    if (plumbing > 0 && plumbing < frames.length) frames.splice(0, plumbing);
+    if (plumbing === frames.length) plumbing = 0;
+    frames.splice(0, plumbing);
     let allocating = frames.findIndex((f) => !isInternal(this.rule, f));
     if (allocating < 0) allocating = frames.findIndex(isPythonFrame);
     let label: string | null = null;
@@ -109,17 +117,29 @@ export class FrameLabels {
         allocating = op;
         label = `aten::${ATEN_OP.exec(frames[op]!.name)![1]} (C++ stack)`;
       } else {
-        allocating = frames.findIndex((f) => !isAllocatorPlumbing(f));
+        // A free's stack runs through the destructors that dropped the last reference
+        // (`std::vector<at::Tensor>::~vector`): the site is the code that ran them.
+        allocating = frames.findIndex((f) => !isAllocatorPlumbing(f) && !isTeardown(f));
+        if (allocating < 0) allocating = frames.findIndex((f) => !isAllocatorPlumbing(f));
         if (allocating < 0 && frames.length) allocating = 0;
       }
     }
-    info = { frames, allocating, allocatingLabel: label ?? (allocating >= 0 ? formatFrame(frames[allocating]!) : NO_FRAMES) };
+    info = { frames, allocating, allocatingLabel: label ?? (allocating >= 0 ? formatFrame(frames[allocating]!) : NO_FRAMES), plumbing };
     this.info.set(stack, info);
     return info;
   }
 
   allocatingFrame(stack: number): string {
     return this.stackInfo(stack).allocatingLabel;
+  }
+
+  /**
+   * Where the allocating frame is among the stack's informative frames, innermost first (the
+   * frames before it are the allocator's and the framework's); 0 when the stack has none.
+   */
+  allocatingIndex(stack: number): number {
+    const info = this.stackInfo(stack);
+    return info.allocating < 0 ? 0 : info.allocating + info.plumbing;
   }
 
   /** Informative frames, outermost first (flame-graph order). */

@@ -238,8 +238,9 @@ function replayEvent(r: TraceReplay, kind: number, size: number, smallMin: numbe
  * torch.cuda.memory_stats reconstructed from a snapshot: "current" from the
  * segments and blocks; "peak", "allocated" and "freed" by replaying the
  * device's trace backwards from the current state (so they cover the recorded
- * trace window only). Families a trace cannot move (requested bytes,
- * non-releasable splits) keep peak = current and zero totals, and say so.
+ * trace window only). The trace's sizes are requested sizes, so requested bytes replay exactly and
+ * allocated / active bytes by those sizes (the notes say so); non-releasable splits, which a trace
+ * cannot move, keep peak = current and zero totals.
  */
 export function snapshotMemoryStats(snapshot: MemorySnapshot, device: number): SnapshotStatsResult {
   const totals = snapshotTotals(snapshot, device);
@@ -269,14 +270,17 @@ export function snapshotMemoryStats(snapshot: MemorySnapshot, device: number): S
   const notes: string[] = [];
   if (trace) {
     notes.push(
-      `Peak, Tot Alloc and Tot Freed cover the ${trace.count} events of the snapshot's trace (the allocator's history ring buffer), not the whole process; requested and non-releasable memory are not in the trace, so their peak is the current value.`,
+      `Peak, Tot Alloc and Tot Freed cover the ${trace.count} events of the snapshot's trace (the allocator's history ring buffer), not the whole process. ` +
+        'The trace records each allocation at its requested size: Requested memory is exact; Allocated and Active memory move by those sizes from their current value, ' +
+        "leaving out how much larger each block was (its rounding and any unsplit remainder), which the trace does not record for blocks freed since. Non-releasable memory is not in the trace, so its peak is the current value.",
     );
   } else {
     notes.push('This snapshot has no trace: Peak Usage equals Cur Usage and Tot Alloc / Tot Freed are 0 (not recorded).');
   }
   const stats: Record<string, number> = {};
   for (const family of Object.keys(families)) {
-    const replayed = REPLAYED_FAMILIES.indexOf(family);
+    // The trace's sizes are requested sizes: its allocated-bytes slots are requested bytes.
+    const replayed = REPLAYED_FAMILIES.indexOf(family === 'requested_bytes' ? 'allocated_bytes' : family);
     pools.forEach((pool, p) => {
       const slot = replayed * 3 + p;
       const cur = current[family]![pool];

@@ -58,6 +58,7 @@ class FlameView {
       const g = this.graph;
       this.hover.textContent = n < 0 ? '' : `${g.names[g.name[n]!]} · ${humanBytes(g.value[n]!)} · ${percent(g.value[n]!, g.value[0]!)} of all`;
     });
+    canvas.addEventListener('mouseleave', () => (this.hover.textContent = ''));
     new ResizeObserver(() => this.draw()).observe(canvas);
   }
 
@@ -67,6 +68,8 @@ class FlameView {
     this.graph = g;
     this.zoom = 0;
     this.matches = null;
+    // What the pointer was over belongs to the other graph.
+    this.hover.textContent = '';
     this.draw();
   }
 
@@ -106,8 +109,8 @@ class FlameView {
       }
     }
     this.matches = m;
-    this.draw();
     this.lastSearch = { frames, total };
+    this.draw();
     return this.lastSearch;
   }
 

@@ -4,7 +4,7 @@
  * reaches the page through `textContent`, never as HTML.
  */
 import type { ReportData } from '../report-data.js';
-import { axisBytes, formatTick, formatTime, humanBytes, niceBytesStep, placeStepLabels, seriesColors, TimelineModel, timeStep, wholeNumber, type ViewRange } from './timeline.js';
+import { axisBytes, countOf, formatTick, formatTime, humanBytes, niceBytesStep, placeStepLabels, seriesColors, TimelineModel, timeStep, wholeNumber, type ViewRange } from './timeline.js';
 import { renderSegments } from './segments.js';
 import { flameGraphs } from './flamegraph.js';
 import { deviceSelector, deviceSlices, legend, sourceWords, stepLabel, traceAllocationsSection, type DeviceSlice } from './sources.js';
@@ -70,6 +70,8 @@ class TimelineView {
   frames = 0;
   firstFrameMs = 0;
   lastFrameMs = 0;
+  /** Hovers again where the pointer rests (bindPanZoom); set once the chart is bound. */
+  private rehover: () => void = () => {};
 
   constructor(
     private readonly canvas: HTMLCanvasElement,
@@ -131,7 +133,7 @@ class TimelineView {
 
   private bind(): void {
     const reset = (): void => this.setRange(this.model.tMin, this.model.tMax);
-    bindPanZoom(this.canvas, {
+    this.rehover = bindPanZoom(this.canvas, {
       view: () => this.view,
       setRange: (t0, t1) => this.setRange(t0, t1),
       reset,
@@ -257,10 +259,11 @@ class TimelineView {
 
     c.dataset.t0 = String(this.view.t0);
     c.dataset.t1 = String(this.view.t1);
-    this.rangeLabel.textContent = `${formatTime(this.view.t0, data.timeUnit)} – ${formatTime(this.view.t1, data.timeUnit)} · ${wholeNumber(this.model.n)} events · peak ${humanBytes(this.model.peak)}`;
+    this.rangeLabel.textContent = `${formatTime(this.view.t0, data.timeUnit)} – ${formatTime(this.view.t1, data.timeUnit)} · ${countOf(this.model.n, 'event')} · peak ${humanBytes(this.model.peak)}`;
     this.frames++;
     this.lastFrameMs = performance.now() - start;
     if (this.frames === 1) this.firstFrameMs = performance.now();
+    this.rehover();
   }
 }
 
@@ -301,11 +304,35 @@ function search(text: string): number {
   return matches;
 }
 
+/** Why the source has nothing for the timeline to draw, in words for the page; null when it has. */
+function nothingToDraw(d: ReportData): string | null {
+  if (d.memory) return d.memory.devices.length ? null : 'Nothing to draw: the snapshot holds no segment and no trace event.';
+  if (d.timeline.dt.length) return null;
+  return d.source.kind === 'trace'
+    ? 'Nothing to draw: the trace has no memory events (PyTorch\u2019s profiler records them with profile_memory=True).'
+    : 'Nothing to draw: the capture recorded no allocation.';
+}
+
+/** The timeline section when there is nothing to draw: its sentence instead of an empty chart and search. */
+function showNothing(why: string): void {
+  const section = document.getElementById('timeline-section')!;
+  for (const part of Array.from(section.children)) if (part.tagName !== 'H2') (part as HTMLElement).hidden = true;
+  section.append(el('p', { id: 'nothing-to-draw' }, why));
+  document.getElementById('search')!.parentElement!.hidden = true;
+}
+
+/** What `window.memscopeViewer` reports of a page with no chart. */
+const NO_CHART = { range: (): ViewRange => ({ t0: 0, t1: 0 }), setRange: (): void => {}, render: (): void => {}, firstFrameMs: 0, frames: 0, lastFrameMs: 0 };
+
 function main(): void {
   header();
   const canvas = document.getElementById('timeline') as HTMLCanvasElement;
   let view: { range(): ViewRange; setRange(t0: number, t1: number): void; render(): void; firstFrameMs: number; frames: number; lastFrameMs: number };
-  if (data.memory) {
+  const nothing = nothingToDraw(data);
+  if (nothing) {
+    showNothing(nothing);
+    view = NO_CHART;
+  } else if (data.memory) {
     document.querySelector('#timeline-section > h2')!.textContent = 'Active Memory Timeline';
     const help = document.querySelector('#timeline-section > p.muted');
     if (help) help.textContent = 'One band per allocation, stacked in allocation order over the blocks live before the trace. Wheel to zoom time, shift+wheel to zoom bytes (allocations under a pixel are summed per site, then in "smaller allocations"), drag to pan, double-click to reset; hover for an allocation, click to pin it.';
@@ -383,12 +410,12 @@ function sections(): void {
   }
   // Profiler traces attribute memory to operators, not kernels.
   if (data.source.kind === 'trace') document.querySelector('#kernels > h2')!.textContent = 'Operators by memory added';
-  if (data.kernels.length || data.source.kind !== 'snapshot') kernelsSection(data);
+  if (data.kernels.length) kernelsSection(data);
   else document.getElementById('kernels')!.hidden = true;
-  if (data.memory) snapshotAllocationsSection(data, (device, allocation) => memoryView?.reveal(device, allocation));
+  if (data.memory?.devices.some((d) => d.bytes.length)) snapshotAllocationsSection(data, (device, allocation) => memoryView?.reveal(device, allocation));
+  else if (data.memory || !data.allocations.bytes.length) document.getElementById('allocations')!.hidden = true;
   else if (data.source.kind !== 'trace') allocationsSection(data);
-  else if (data.allocations.bytes.length) traceAllocationsSection(data, document.getElementById('allocations-body')!);
-  else document.getElementById('allocations')!.hidden = true;
+  else traceAllocationsSection(data, document.getElementById('allocations-body')!);
   sourceWords(data);
   flameGraphs(data);
   if (data.segments.length) renderSegments(document.getElementById('segments-body')!, data);

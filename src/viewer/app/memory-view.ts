@@ -8,7 +8,7 @@ import { DeviceTimeline, SUMMARISED, deviceTimelines, summedGroup } from './allo
 import { SMALLER_COLOR } from './band-colors.js';
 import { el } from './dom.js';
 import { allocationPhase } from '../query.js';
-import { axisBytes, formatTick, formatTime, humanBytes, niceBytesStep, timeStep, wholeNumber, type ViewRange } from './timeline.js';
+import { axisBytes, countOf, formatTick, formatTime, humanBytes, niceBytesStep, timeStep, wholeNumber, type ViewRange } from './timeline.js';
 import { FrameScheduler, fitCanvas, plotArea, type PlotArea } from './canvas.js';
 import { bindPanZoom, clampRange, zoomedRange } from './pan-zoom.js';
 import { OverviewStrip } from './overview.js';
@@ -90,6 +90,8 @@ export class MemoryView {
   lastHoverMs = 0;
   firstFrameMs = 0;
   lastFrameMs = 0;
+  /** Hovers again where the pointer rests (bindPanZoom); set once the chart is bound. */
+  private rehover: () => void = () => {};
 
   constructor(
     private readonly data: ReportData,
@@ -190,7 +192,7 @@ export class MemoryView {
   }
 
   private bind(): void {
-    bindPanZoom(this.canvas, {
+    this.rehover = bindPanZoom(this.canvas, {
       view: () => this.view,
       setRange: (t0, t1) => this.setRange(t0, t1),
       reset: () => this.reset(),
@@ -520,12 +522,13 @@ export class MemoryView {
     c.dataset.device = d.data.device;
     c.dataset.peakAllocated = String(d.data.peakAllocated);
     c.dataset.peakReserved = String(d.data.peakReserved);
-    const where = d.n === 0 ? 'final state' : `${formatTime(this.view.t0, this.data.timeUnit)} – ${formatTime(this.view.t1, this.data.timeUnit)} · ${wholeNumber(d.n)} events`;
-    this.rangeLabel.textContent = `${d.data.device} · ${where} · ${wholeNumber(d.count)} allocations · peak ${humanBytes(d.data.peakAllocated)} allocated, ${humanBytes(d.data.peakReserved)} reserved`;
+    const where = d.n === 0 ? 'final state' : `${formatTime(this.view.t0, this.data.timeUnit)} – ${formatTime(this.view.t1, this.data.timeUnit)} · ${countOf(d.n, 'event')}`;
+    this.rangeLabel.textContent = `${d.data.device} · ${where} · ${countOf(d.count, 'allocation')} · peak ${humanBytes(d.data.peakAllocated)} requested, ${humanBytes(d.data.peakReserved)} reserved`;
     if (d.n > 0) this.overview.draw();
     this.overview.canvas.style.display = d.n === 0 ? 'none' : '';
     this.frames++;
     this.lastFrameMs = performance.now() - start;
     if (this.frames === 1) this.firstFrameMs = performance.now();
+    this.rehover();
   }
 }

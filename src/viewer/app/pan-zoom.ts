@@ -64,13 +64,20 @@ export interface PanZoomChart {
   shiftWheel?(e: WheelEvent, factor: number): void;
 }
 
-/** Binds wheel, drag, click and double-click on `canvas` to `chart`. */
-export function bindPanZoom(canvas: HTMLCanvasElement, chart: PanZoomChart): void {
+/**
+ * Binds wheel, drag, click and double-click on `canvas` to `chart`. Returns what the chart calls
+ * after each redraw: hover again where the pointer rests, since a zoom or a pan moves what is under
+ * it without the pointer moving (the tooltip would describe what was there before).
+ */
+export function bindPanZoom(canvas: HTMLCanvasElement, chart: PanZoomChart): () => void {
   let drag: { x: number; range: ViewRange; moved: boolean } | null = null;
+  /** The pointer's last event over the canvas; null once it has left. */
+  let pointer: MouseEvent | null = null;
   canvas.addEventListener(
     'wheel',
     (e) => {
       e.preventDefault();
+      pointer = e;
       const factor = wheelFactor(e.deltaY);
       if (e.shiftKey && chart.shiftWheel) {
         chart.shiftWheel(e, factor);
@@ -101,8 +108,15 @@ export function bindPanZoom(canvas: HTMLCanvasElement, chart: PanZoomChart): voi
     chart.setRange(drag.range.t0 - dt, drag.range.t1 - dt);
   });
   canvas.addEventListener('mousemove', (e) => {
+    pointer = e;
     if (!drag?.moved) chart.hover(e);
   });
-  canvas.addEventListener('mouseleave', () => chart.leave());
+  canvas.addEventListener('mouseleave', () => {
+    pointer = null;
+    chart.leave();
+  });
   canvas.addEventListener('dblclick', () => chart.reset());
+  return () => {
+    if (pointer && !drag?.moved) chart.hover(pointer);
+  };
 }

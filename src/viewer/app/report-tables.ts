@@ -128,10 +128,6 @@ function stateTable(states: ReportData['modules'][number]['states']): Node {
 
 export function kernelsSection(data: ReportData): void {
   const box = document.getElementById('kernels-body')!;
-  if (!data.kernels.length) {
-    box.append(el('p', { class: 'muted' }, 'No kernel statistics in this source.'));
-    return;
-  }
   // PyTorch traces attribute memory to CPU operators (self / inclusive), not to kernel calls.
   const headers =
     data.source.kind === 'trace'
@@ -151,10 +147,6 @@ export function allocationsSection(data: ReportData): void {
   const box = document.getElementById('allocations-body')!;
   const a = data.allocations;
   const order = a.bytes.map((_, i) => i).sort((x, y) => a.bytes[y] - a.bytes[x]).slice(0, 100);
-  if (!order.length) {
-    box.append(el('p', { class: 'muted' }, 'No allocations in this source.'));
-    return;
-  }
   const rows = order.map((i) => {
     const fr = stackFrames(data, a.stack[i]);
     const s = data.series[a.series[i]];
@@ -186,10 +178,6 @@ export function snapshotAllocationsSection(data: ReportData, reveal: (device: nu
   devices.forEach((d, di) => d.bytes.forEach((_, a) => all.push([di, a])));
   all.sort((x, y) => devices[y[0]].bytes[y[1]] - devices[x[0]].bytes[x[1]]);
   const top = all.slice(0, 100);
-  if (!top.length) {
-    box.append(el('p', { class: 'muted' }, 'No allocations in this source.'));
-    return;
-  }
   // Each device's event times, summed once (a row's time is the sum of its device's deltas so far).
   const times = new Map<(typeof devices)[number], Float64Array>();
   const when = (d: (typeof devices)[number], event: number, none: string): string => {

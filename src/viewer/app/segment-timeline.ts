@@ -5,7 +5,7 @@
  * double-click resets; hover names the segment (address, size, pool, stream) and OOM marks.
  */
 import type { ReportData } from '../report-data.js';
-import { DeviceTimeline, SUMMARISED } from './allocation-timeline.js';
+import { DeviceTimeline, SUMMARISED, summedGroup } from './allocation-timeline.js';
 import { FrameScheduler, fitCanvas, plotArea } from './canvas.js';
 import { bindPanZoom, clampRange } from './pan-zoom.js';
 import { el } from './dom.js';
@@ -47,6 +47,8 @@ export class SegmentTimelineView {
   private image: ImageData | null = null;
   private last = { x: 0, y: 0, w: 1, h: 1, yMax: 1 };
   frames = 0;
+  /** Hovers again where the pointer rests (bindPanZoom); set once the chart is bound. */
+  private rehover: () => void = () => {};
 
   constructor(
     private readonly data: ReportData,
@@ -109,7 +111,7 @@ export class SegmentTimelineView {
   }
 
   private bind(): void {
-    bindPanZoom(this.canvas, {
+    this.rehover = bindPanZoom(this.canvas, {
       view: () => this.view,
       setRange: (t0, t1) => this.setRange(t0, t1),
       reset: () => this.setRange(this.dev().timeline.tMin, this.dev().timeline.tMax),
@@ -138,7 +140,17 @@ export class SegmentTimelineView {
       lines.push(el('div', { class: 'tip-head' }, `${humanBytes(tl.bytes[band])} reserved at ${hexAddress(d.bands.memory.address[band])}`));
       lines.push(el('div', {}, segmentText(seg, streamName(seg.stream))));
       lines.push(el('div', {}, `reserved ${when(d.bands.memory.start[band], 'before the trace began')} · released ${when(d.bands.memory.end[band], 'never (reserved at the end)')}`));
-    } else if (band === SUMMARISED) lines.push(el('div', { class: 'tip-head' }, 'segments under a pixel each, summed'));
+    } else if (band === SUMMARISED || summedGroup(band) >= 0) {
+      // Segments thinner than a pixel are drawn summed: their total, and the largest of them.
+      const tl = d.timeline;
+      const m = tl.lastFrame.moment[col] ?? 0;
+      const { count, bytes, largest } = tl.smallLiveAt(m, tl.lastFrame.threshold, summedGroup(band), 5);
+      lines.push(el('div', { class: 'tip-head' }, `${humanBytes(bytes)} reserved in ${wholeNumber(count)} segment${count === 1 ? '' : 's'} under a pixel each, summed`));
+      if (m > 0) lines.push(el('div', { class: 'muted' }, `at ${formatTime(tl.timeAt(m - 1), this.data.timeUnit)}; the largest:`));
+      const list = el('ol', { class: 'tip-allocs' });
+      for (const x of largest) list.append(el('li', {}, segmentText(d.bands.segment[x], streamName(d.bands.segment[x].stream))));
+      lines.push(list);
+    }
     if (!lines.length) {
       this.tooltip.hidden = true;
       return;
@@ -221,5 +233,6 @@ export class SegmentTimelineView {
     c.dataset.ooms = String(d.ooms.length);
     this.label.textContent = `${d.bands.memory.device} · ${wholeNumber(d.bands.memory.bytes.length)} segment bands · peak ${humanBytes(d.bands.memory.peakReserved)} reserved`;
     this.frames++;
+    this.rehover();
   }
 }

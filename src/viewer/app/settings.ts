@@ -6,7 +6,7 @@
  */
 import type { ReportHistory, SettingValue } from '../snapshot-history-data.js';
 import { el } from './dom.js';
-import { humanBytes } from './timeline.js';
+import { axisBytes, humanBytes } from './timeline.js';
 
 /** What the keys PyTorch writes mean, for the table's third column. */
 const MEANINGS: Readonly<Record<string, string>> = {
@@ -21,8 +21,31 @@ const MEANINGS: Readonly<Record<string, string>> = {
   last_allocator_settings: 'the settings before the last change',
 };
 
+/**
+ * `roundup_power2_divisions` as PyTorch writes it — divisions keyed by a power-of-two request size
+ * in MiB ("1", "2", … "32768") — told as runs of equal divisions: `1 MiB–32 GiB: 0`.
+ */
+function divisionsText(v: { [key: string]: SettingValue }): string | null {
+  const entries = Object.entries(v);
+  if (!entries.length || !entries.every(([k, d]) => /^\d+$/.test(k) && typeof d === 'number')) return null;
+  const runs: string[] = [];
+  for (let i = 0; i < entries.length; ) {
+    let j = i;
+    while (j + 1 < entries.length && entries[j + 1]![1] === entries[i]![1]) j++;
+    const from = axisBytes(Number(entries[i]![0]) * 2 ** 20);
+    const to = axisBytes(Number(entries[j]![0]) * 2 ** 20);
+    runs.push(`${i === j ? from : `${from}\u2013${to}`}: ${String(entries[i]![1])}`);
+    i = j + 1;
+  }
+  return runs.join(' · ');
+}
+
 function valueText(key: string, v: SettingValue): string {
   if (key === 'max_split_size' && typeof v === 'number' && v > 0) return `${v} (${humanBytes(v)})`;
+  if (key === 'roundup_power2_divisions' && v !== null && typeof v === 'object' && !Array.isArray(v)) {
+    const runs = divisionsText(v);
+    if (runs) return runs;
+  }
   if (v !== null && typeof v === 'object') return JSON.stringify(v);
   return String(v);
 }

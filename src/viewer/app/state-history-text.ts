@@ -19,13 +19,11 @@ export function segmentText(s: SegmentState, stream: string): string {
   return `${kind} ${hexAddress(s.address)} · ${humanBytes(s.size)} · ${poolText(s)}${released} · stream ${stream}`;
 }
 
-/** The first frame of a stack outside the allocator and the framework, as the report's other views name it. */
+/** A stack's site (the first frame outside the allocator and the framework), as the report's other views name it. */
 export function userFrame(data: ReportData, stack: number): string | null {
   if (stack < 0) return null;
-  const frames = data.stacks[stack];
-  if (!frames?.length) return null;
-  const k = Math.min(frames.length - 1, data.memory?.stackFolded[stack] ?? 0);
-  return data.strings[frames[k]] ?? null;
+  const site = data.memory?.stackSite[stack] ?? 0;
+  return site > 0 ? (data.strings[site] ?? null) : null;
 }
 
 export function streamName(s: number): string {

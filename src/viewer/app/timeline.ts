@@ -230,6 +230,11 @@ export function wholeNumber(n: number): string {
   return n < 0 && digits !== '0' ? `-${out}` : out;
 }
 
+/** A count and its noun, plural unless one ("1 event", "2,048 events"). */
+export function countOf(n: number, noun: string): string {
+  return `${wholeNumber(n)} ${noun}${n === 1 ? '' : 's'}`;
+}
+
 /** A color per series: the category's color, darker for each further device. */
 export function seriesColors(data: ReportData): string[] {
   const devices = [...new Set(data.series.map((s) => s.device))];
@@ -290,11 +295,17 @@ export function niceBytesStep(x: number): number {
   return niceStep(x / 1024 ** 4) * 1024 ** 4;
 }
 
-/** A byte axis label: the value in its own unit, trailing zeros dropped ("1.5 GiB", "512 KiB"). */
+/**
+ * A byte axis label, exact: the value in the largest unit that states it with at most one decimal
+ * ("1.5 GiB", "512 KiB", "7,400 MiB" for a tick of a 200 MiB step, never a rounded "7.23 GiB").
+ */
 export function axisBytes(v: number): string {
   if (v === 0) return '0 B';
   for (const [u, name] of BYTE_UNITS) {
-    if (Math.abs(v) >= u) return `${Number((v / u).toFixed(2))} ${name}`;
+    if (Math.abs(v) >= u && (v * 10) % u === 0) {
+      const tenths = Math.round((Math.abs(v) * 10) / u) % 10;
+      return `${wholeNumber(Math.trunc(v / u))}${tenths ? `.${tenths}` : ''} ${name}`;
+    }
   }
   return `${v} B`;
 }
