@@ -103,6 +103,22 @@ describe('snapshot report in the browser', () => {
     const summedTip = await tipAt(plotBox.x + 80, plotBox.y + plotBox.height - 28);
     expect(summedTip).toMatch(/^\s*[\d.]+ \w?i?B in [\d,]+ allocations? under a pixel each, (from |summed in "smaller allocations")/);
 
+    // Zooming the byte axis under a resting pointer: the tooltip describes what is under it now
+    // (what a fresh hover there gives), and the byte ticks stay exact in the step's unit.
+    const rest = { x: plotBox.x + plotBox.width * 0.3, y: plotBox.y + plotBox.height * 0.8 };
+    const before = await tipAt(rest.x, rest.y);
+    await page.keyboard.down('Shift');
+    for (let k = 0; k < 6; k++) await redrawn(page, () => page.mouse.wheel(0, -100));
+    await page.keyboard.up('Shift');
+    const afterZoom = await page.locator('#tooltip').innerText();
+    expect(afterZoom).not.toBe(before);
+    await page.mouse.move(rest.x + 1, rest.y);
+    expect(await tipAt(rest.x, rest.y)).toBe(afterZoom);
+    const zoomedTicks = (await canvas.getAttribute('data-y-ticks'))!.split('|');
+    expect(zoomedTicks.length).toBeGreaterThan(1);
+    for (const t of zoomedTicks) expect(t).toMatch(/^(0 B|[1-9][\d,]*(\.\d)? (B|KiB|MiB|GiB|TiB))$/);
+    await redrawn(page, () => page.mouse.dblclick(rest.x, rest.y));
+
     // The overview strip: dragging the window pans (same span), dragging its right edge zooms.
     const strip = page.locator('#overview');
     const stripBox = (await strip.boundingBox())!;

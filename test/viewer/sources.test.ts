@@ -22,6 +22,7 @@ import { launchChromium } from '../support/browser.js';
 import { openReportPage } from '../support/report-page.js';
 import { fixture, repoRoot } from '../support/fixtures.js';
 import { sourceCli } from '../support/child.js';
+import { pythonPickle } from '../torch/python.js';
 
 const artifacts = resolve(repoRoot, 'test-artifacts');
 const work = mkdtempSync(join(tmpdir(), 'memscope-sources-'));
@@ -129,6 +130,31 @@ describe('PyTorch snapshots', () => {
   it('show no sections about captures: no leaks, modules or kernels', async () => {
     const { page, errors } = await open(await torchReport(fixture('torch/small_3seg.pickle')), 'snapshot-small');
     for (const id of ['#leaks', '#modules', '#kernels']) expect(await page.locator(id).isVisible()).toBe(false);
+    expect(errors).toEqual([]);
+    await page.close();
+  });
+});
+
+describe('a source with nothing to draw', () => {
+  // As real files come: a snapshot of a process that never allocated on the device (0 segments,
+  // one empty trace, its settings), a profiler trace recorded without profile_memory, a capture of
+  // a program that made no tensor.
+  it.each([
+    ['empty.pickle', 'Nothing to draw: the snapshot holds no segment and no trace event.'],
+    ['no-memory.json', 'Nothing to draw: the trace has no memory events (PyTorch\u2019s profiler records them with profile_memory=True).'],
+    ['empty.capture.ndjson', 'Nothing to draw: the capture recorded no allocation.'],
+  ])('%s: one line where the chart would be, no empty sections, no error', async (name, line) => {
+    const file = join(work, name);
+    if (name.endsWith('.pickle')) writeFileSync(file, pythonPickle("{'segments': [], 'device_traces': [[]], 'allocator_settings': {'max_split_size': -1}}", 4));
+    else if (name.endsWith('.json')) writeFileSync(file, JSON.stringify({ traceEvents: [{ name: 'aten::add', ph: 'X', ts: 1, dur: 2, pid: 1, tid: 1 }] }));
+    else writeFileSync(file, `${JSON.stringify({ format: 'memscope-capture', version: 1, clock: 'ms', created: 'x', argv: ['t.mjs'], backend: 'cpu', stacks: false, maxEntries: null })}\n["e",1,{"events":0,"dropped":0,"exitCode":0,"error":null}]\n`);
+    const r = await sourceCli(['report', file, '-o', `${file}.html`]);
+    expect(r.status, r.stderr).toBe(0);
+    const { page, errors } = await openReportPage(browser, `${file}.html`);
+    expect(await page.locator('#nothing-to-draw').innerText()).toBe(line);
+    for (const id of ['timeline', 'search', 'kernels', 'allocations', 'segments', 'flames']) expect(await page.locator(`#${id}`).isVisible(), id).toBe(false);
+    if (name.endsWith('.pickle')) expect(await page.locator('#settings-table').isVisible()).toBe(true);
+    await page.screenshot({ path: join(artifacts, `nothing-to-draw-${name}.png`) });
     expect(errors).toEqual([]);
     await page.close();
   });

@@ -181,6 +181,20 @@ describe('allocator state history, segment timeline and settings in the browser'
       expect(await state(page), `event ${n}`).toEqual(want[String(n)]);
     }
     expect(await page.evaluate(() => window.memscopeSegments!.peak())).toBe(peakReserved(file, 0));
+    // Most of this file's 1,010 segments are under a pixel of the segment timeline (56.9 GiB over
+    // 300 px): hover over them gives their total, count and the largest, as the allocation timeline does.
+    const segChart = page.locator('#segment-timeline-chart');
+    await segChart.scrollIntoViewIfNeeded();
+    await page.waitForFunction(() => window.memscopeSegments!.frames > 0);
+    const segBox = (await segChart.boundingBox())!;
+    const segTips: string[] = [];
+    for (const fy of [0.85, 0.75]) {
+      await page.mouse.move(segBox.x + segBox.width * 0.5, segBox.y + segBox.height * fy);
+      const tip = page.locator('#segment-timeline-body .history-tip');
+      await expect.poll(() => tip.getAttribute('hidden')).toBeNull();
+      segTips.push(await tip.innerText());
+    }
+    for (const t of segTips) expect(t).toMatch(/^\s*[\d.]+ \w?i?B reserved in [\d,]+ segments? under a pixel each, summed/);
     // The event list names each event's site as the rest of the report does: never the allocator's
     // own frames; on a C++-only stack (the autograd thread) the ATen operator it runs.
     await page.evaluate(() => window.memscopeHistory!.select(0, 9000));
