@@ -15,7 +15,7 @@ import type { reportError } from './cli.js';
 import type { finishRun } from './commands/run.js';
 import { compileCacheDir, runWithCompileCache } from './compile-cache.js';
 import type { runPytorchFileVerb } from './pytorch-file-cli.js';
-import { finishPlainRun, parseRunArgs, runWithCapture, type RunRequest } from './run-child.js';
+import { finishPlainRun, parseRunArgs, RunRefusal, runWithCapture, type RunRequest } from './run-child.js';
 import { PYTORCH_FILE_VERBS } from './verbs.js';
 
 const verb = process.argv[2];
@@ -32,7 +32,8 @@ async function runFast({ script, args, opts }: RunRequest): Promise<void> {
   try {
     result = await runWithCapture(script, args, opts);
   } catch (err) {
-    process.stderr.write(`memscope: cannot start ${process.execPath}: ${err instanceof Error ? err.message : String(err)}\n`);
+    const line = err instanceof RunRefusal ? err.message : `cannot start ${process.execPath}: ${err instanceof Error ? err.message : String(err)}`;
+    process.stderr.write(`memscope: ${line}\n`);
     process.exitCode = 1;
     return;
   }

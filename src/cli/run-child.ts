@@ -7,10 +7,11 @@
  * the one-line usage errors, and runs the child through the same function.
  */
 import { spawn } from 'node:child_process';
-import { accessSync, constants, statSync } from 'node:fs';
+import { accessSync, closeSync, constants, openSync, statSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { basename, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
+import { writeProblem } from '../core/file-problems.js';
 
 export interface RunOptions {
   output?: string;
@@ -97,6 +98,13 @@ function preloadArgs(): string[] {
   return ['--import', tsx, '--import', new URL('./run-preload.ts', here).href];
 }
 
+/**
+ * A run memscope refuses before the program starts, in one line (a capture path it cannot write).
+ * Not a MemscopeError: this module runs in the bin's fast path, which loads no copy of that class;
+ * the caller words it as one.
+ */
+export class RunRefusal extends Error {}
+
 /** Where the capture goes when `-o` is not given: memscope-<script>.<pid>.capture.ndjson here. */
 function defaultOutput(scriptPath: string): string {
   return `memscope-${basename(scriptPath).replace(/\.[cm]?[jt]s$/, '')}.${process.pid}.capture.ndjson`;
@@ -110,6 +118,13 @@ function defaultOutput(scriptPath: string): string {
 export async function runWithCapture(script: string, args: readonly string[], opts: RunOptions): Promise<{ exitCode: number; output: string }> {
   const scriptPath = resolve(script);
   const output = resolve(opts.output ?? defaultOutput(scriptPath));
+  // The capture's file is made here, before the program starts: a path that cannot be written is
+  // one line from memscope, not the child's stack trace after the program ran for nothing.
+  try {
+    closeSync(openSync(output, 'w'));
+  } catch (err) {
+    throw new RunRefusal(`${output}: cannot write it: ${writeProblem(err)}`);
+  }
   const env: NodeJS.ProcessEnv = {
     ...process.env,
     MEMSCOPE_RUN_OUTPUT: output,
@@ -121,8 +136,15 @@ export async function runWithCapture(script: string, args: readonly string[], op
   const child = spawn(process.execPath, [...preloadArgs(), scriptPath, ...args], { stdio: ['inherit', opts.json ? 'pipe' : 'inherit', 'inherit'], env });
   child.stdout?.pipe(process.stderr);
   // Ctrl-C reaches the child through the terminal's process group; the parent just waits for it.
+  // SIGTERM and SIGHUP sent to memscope alone (a supervisor, a CI timeout, a closed session) are
+  // passed on, so the program ends as if it had them, its capture finished, and memscope after it.
   const ignore = (): void => {};
+  const pass = (signal: NodeJS.Signals) => (): void => {
+    if (child.exitCode === null && child.signalCode === null) child.kill(signal);
+  };
+  const passed = [['SIGTERM', pass('SIGTERM')], ['SIGHUP', pass('SIGHUP')]] as const;
   process.on('SIGINT', ignore);
+  for (const [signal, handler] of passed) process.on(signal, handler);
   try {
     const exitCode = await new Promise<number>((res, rej) => {
       child.on('error', rej);
@@ -131,10 +153,11 @@ export async function runWithCapture(script: string, args: readonly string[], op
     return { exitCode, output };
   } finally {
     process.removeListener('SIGINT', ignore);
+    for (const [signal, handler] of passed) process.removeListener(signal, handler);
   }
 }
 
-const SIGNAL_NUMBERS: Partial<Record<NodeJS.Signals, number>> = { SIGINT: 2, SIGKILL: 9, SIGTERM: 15 };
+const SIGNAL_NUMBERS: Partial<Record<NodeJS.Signals, number>> = { SIGHUP: 1, SIGINT: 2, SIGKILL: 9, SIGTERM: 15 };
 
 /**
  * The end of a run without `--json`: where the capture went, on stderr (unless `-q`), and the

@@ -14,7 +14,7 @@
  *   calls (memscope/tfjs), so leak detection works for inference programs too.
  * - Records stream to the capture file through synchronous writes, flushed
  *   every 200 ms and at every step end; the end record is written on exit
- *   (including uncaught errors and SIGINT/SIGTERM).
+ *   (including uncaught errors and SIGINT/SIGTERM/SIGHUP).
  *
  * Settings come from the environment (`MEMSCOPE_RUN_*`), set by `memscope run`.
  */
@@ -129,7 +129,7 @@ async function startCapture(path: string): Promise<void> {
     uncaught = err instanceof Error ? `${err.name}: ${err.message}` : String(err);
   });
   process.on('exit', (code) => finish(code));
-  for (const signal of ['SIGINT', 'SIGTERM'] as const) {
+  for (const signal of ['SIGINT', 'SIGTERM', 'SIGHUP'] as const) {
     const onSignal = (): void => {
       if (process.listenerCount(signal) > 1) {
         // The program handles this signal itself (e.g. saves and exits): keep recording, just flush.

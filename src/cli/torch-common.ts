@@ -6,7 +6,7 @@
 import { endQuietlyOnClosedPipe } from './closed-pipe.js';
 import { writeFileSync } from 'node:fs';
 import pc from 'picocolors';
-import { MemscopeError } from '../core/errors.js';
+import { unwritableFile } from '../core/input-file.js';
 import type { TextStyle } from '../torch/text-reports.js';
 import { openMemoryFile, openSnapshotFile, type MemoryFile } from '../torch/open-node.js';
 import type { MemorySnapshot } from '../torch/snapshot.js';
@@ -40,9 +40,7 @@ export function writeOutput(path: string, content: string, what: string, options
   try {
     writeFileSync(path, content);
   } catch (err) {
-    const code = (err as NodeJS.ErrnoException).code;
-    const problem = code === 'EISDIR' ? 'is a directory' : code === 'ENOENT' ? 'no such directory' : code === 'EACCES' ? 'permission denied' : (code ?? (err as Error).message);
-    throw new MemscopeError('write-failed', `${path}: cannot write it: ${problem}`);
+    throw unwritableFile(path, err);
   }
   if (!options.quiet) process.stderr.write(`memscope: wrote ${what} to ${path} (${content.length.toLocaleString('en-US')} bytes)\n`);
 }

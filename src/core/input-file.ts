@@ -6,37 +6,21 @@
  */
 import { closeSync, openSync, readSync, statSync } from 'node:fs';
 import { isMemscopeError, MemscopeError } from './errors.js';
+import { readProblem, writeProblem } from './file-problems.js';
 
 // The platform-free half (what a file's first bytes look like, errors named by file) lives in
 // file-content.ts so the browser viewer reads dropped files with the same wording.
 export { describeContent, inFile, isCaptureDescription } from './file-content.js';
 
-/** What an operating-system error code means for a file someone asked memscope to read. */
-function problemOf(err: unknown): string {
-  const code = (err as NodeJS.ErrnoException | null)?.code;
-  switch (code) {
-    case 'ENOENT':
-      return 'no such file';
-    case 'EISDIR':
-      return 'is a directory';
-    case 'EACCES':
-    case 'EPERM':
-      return 'permission denied';
-    case 'ENOTDIR':
-      return 'no such file (a part of the path is not a directory)';
-    case 'ELOOP':
-      return 'too many symbolic links';
-    case 'ENAMETOOLONG':
-      return 'the name is too long';
-    default:
-      return `cannot read it (${code ?? (err instanceof Error ? err.message : String(err))})`;
-  }
+/** `PATH: cannot write it: <problem>` for an error from creating or writing `path`. */
+export function unwritableFile(path: string, err: unknown): MemscopeError {
+  return new MemscopeError('write-failed', `${path}: cannot write it: ${writeProblem(err)}`, { cause: err });
 }
 
 /** `PATH: <problem>` for an error from opening, stating or reading `path`. A MemscopeError passes through. */
 export function unreadableFile(path: string, err: unknown): MemscopeError {
   if (isMemscopeError(err)) return err;
-  return new MemscopeError('unreadable-file', `${path}: ${problemOf(err)}`, { cause: err });
+  return new MemscopeError('unreadable-file', `${path}: ${readProblem(err)}`, { cause: err });
 }
 
 /**

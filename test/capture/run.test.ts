@@ -1,6 +1,7 @@
 // `memscope run` as a process: what the capture holds when the program ends
 // normally, throws, or is killed; --max-entries and --backend.
 import { describe, it, expect, afterAll, vi } from 'vitest';
+import { spawn } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
@@ -98,6 +99,29 @@ describe('memscope run', () => {
     const cap = handled.capture();
     expect(cap.end).toMatchObject({ events: 2, exitCode: 3, error: null });
     expect(cap.allocs.toArray().map((a) => a.bytes)).toEqual([40, 20]);
+  });
+
+  it('SIGTERM or SIGHUP sent to memscope alone reaches the program, which finishes its capture; memscope waits for it', async () => {
+    const signal = join(root, 'test/fixtures/scripts/signal.mjs');
+    for (const sig of ['SIGTERM', 'SIGHUP'] as const) {
+      const out = join(work, `parent-${sig}.ndjson`);
+      const child = spawn(process.execPath, ['--import', 'tsx', join(root, 'src/cli/main.ts'), 'run', '-q', '-o', out, signal, 'wait'], { cwd: root, stdio: ['ignore', 'pipe', 'pipe'] });
+      let stdout = '';
+      await new Promise<void>((ready) => child.stdout!.on('data', (d: Buffer) => (stdout += d) && stdout.includes('ready') && ready()));
+      const exited = new Promise<number | null>((done) => child.on('exit', (code) => done(code)));
+      child.kill(sig);
+      // Before, memscope died of the signal at once and left the program running, its capture unfinished.
+      expect(await exited, sig).toBe(128 + (sig === 'SIGTERM' ? 15 : 1));
+      expect(parseCapture(readFileSync(out, 'utf8'), out).end, sig).toMatchObject({ error: `killed by ${sig}` });
+    }
+  });
+
+  it('a capture path that cannot be written is one line before the program starts', async () => {
+    for (const [output, problem] of [[join(work, 'no-such-dir', 'c.ndjson'), 'no such directory'], [work, 'is a directory']] as const) {
+      const r = await cli(['run', '-q', '-o', output, script]);
+      expect(r.status).toBe(1);
+      expect(r.stderr).toBe(`memscope: ${output}: cannot write it: ${problem}\n`);
+    }
   });
 
   it('bad arguments are one clear line', async () => {

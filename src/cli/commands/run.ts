@@ -3,7 +3,8 @@ import { findLeaks } from '../../capture/leaks.js';
 import { readCaptureFile } from '../../capture/read-node.js';
 import { requireReadableFile } from '../../core/input-file.js';
 import { nonNegativeInt } from '../options.js';
-import { finishPlainRun, runWithCapture, type RunOptions } from '../run-child.js';
+import { finishPlainRun, RunRefusal, runWithCapture, type RunOptions } from '../run-child.js';
+import { MemscopeError } from '../../core/errors.js';
 import { leaksJson } from './leaks.js';
 
 /**
@@ -34,7 +35,13 @@ export function register(program: Command): void {
     .passThroughOptions()
     .action(async (script: string, args: string[], opts: RunOptions) => {
       requireReadableFile(script);
-      const { exitCode, output } = await runWithCapture(script, args, opts);
+      let run: { exitCode: number; output: string };
+      try {
+        run = await runWithCapture(script, args, opts);
+      } catch (err) {
+        throw err instanceof RunRefusal ? new MemscopeError('write-failed', err.message) : err;
+      }
+      const { exitCode, output } = run;
       await finishRun(exitCode, output, opts);
     });
 }
