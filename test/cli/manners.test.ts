@@ -7,6 +7,7 @@ import path from 'node:path';
 import { describe, expect, it, vi } from 'vitest';
 import { fixture, repoRoot } from '../support/fixtures.js';
 import { runNode, type ChildOutcome } from '../support/child.js';
+import { pythonPickle } from '../torch/python.js';
 
 vi.setConfig({ testTimeout: 180_000 });
 
@@ -131,6 +132,34 @@ describe('every verb names an unusable input file and the problem in the same wo
       const r = await memscope(verb, 'truncated.pickle');
       expect({ verb, ...failure(r) }).toEqual({ verb, status: 1, lines: [expect.stringMatching(/^memscope: truncated\.pickle: pickle offset \d+: .+/)] });
     }
+  });
+
+  it('replay: nothing to replay is one line and exit 1 in every mode; a bad --allocator is usage (2); the one traced device is the default', async () => {
+    const noTrace = ["", "--capacity 24GiB", "--allocator native", "--alloc-conf expandable_segments:True"];
+    for (const extra of noTrace) {
+      expect(failure(await memscope('replay', snapshot, ...extra.split(' ').filter(Boolean))), extra).toEqual({
+        status: 1,
+        lines: [`memscope: ${snapshot}: no device trace to replay (record with _record_memory_history(enabled='all'))`],
+      });
+    }
+    const traced = fixture('torch/newest_format_trace.pickle');
+    expect(failure(await memscope('replay', traced, '--allocator', 'foo'))).toEqual({ status: 2, lines: ['memscope: --allocator foo: not native, cudaMallocAsync, or an existing .mjs/.js file (see memscope replay --help)'] });
+    // A file whose only trace is on device 1: the what-if replays it without --device.
+    const onDevice1 = path.join(work, 'device1.pickle');
+    writeFileSync(onDevice1, pythonPickle("{'segments': [], 'device_traces': [[], [{'action': a, 'addr': 2**30, 'size': s, 'stream': 0, 'time_us': i, 'frames': []} for i, (a, s) in enumerate([('segment_alloc', 2**21), ('alloc', 512), ('free_requested', 512), ('free_completed', 512)])]]}", 4));
+    const r = await memscope('replay', onDevice1, '--capacity', '24GiB', '--json');
+    expect(failure(r)).toEqual({ status: 0, lines: [] });
+    expect(JSON.parse(r.stdout)).toMatchObject({ device: 1 });
+    expect(failure(await memscope('replay', onDevice1, '--capacity', '24GiB', '--device', '0'))).toEqual({
+      status: 2,
+      lines: [`memscope: ${onDevice1}: device 0 has no trace to replay (traced: 1) (see memscope replay --help)`],
+    });
+  });
+
+  it('trace on a profiler trace without memory events says how to record them with the profiler', async () => {
+    writeFileSync(path.join(work, 'nomem.json'), JSON.stringify({ traceEvents: [{ name: 'aten::add', ph: 'X', ts: 1, dur: 2, pid: 1, tid: 1 }] }));
+    const r = await memscope('trace', 'nomem.json');
+    expect({ status: r.status, stdout: r.stdout }).toEqual({ status: 0, stdout: '(no memory events: record them with torch.profiler.profile(profile_memory=True))\n' });
   });
 
   it('an output that cannot be written is one line naming it', async () => {

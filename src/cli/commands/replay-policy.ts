@@ -5,13 +5,14 @@ import { replayThroughAllocator, type PolicyReplayResult } from '../../allocator
 import type { ParsedSnapshot } from '../../allocator/replay.js';
 import { parseAllocatorConf } from '../../allocator/settings.js';
 import { renderTable } from '../../render/table.js';
-import { nonNegativeInt, usageError, usageOf } from '../options.js';
+import { usageError, usageOf } from '../options.js';
 
 export interface PolicyReplayOptions {
   allocator: string;
   allocConf?: string;
   capacity: number | null;
-  device: string;
+  /** A device with a trace (the caller checks). */
+  device: number;
   json?: boolean;
 }
 
@@ -56,8 +57,7 @@ export function renderPolicyReplay(file: string, r: PolicyReplayResult): string 
 
 /** `memscope replay FILE --allocator native|cudaMallocAsync|./policy.mjs`. */
 export async function runPolicyReplay(file: string, snap: ParsedSnapshot, opts: PolicyReplayOptions): Promise<void> {
-  const device = nonNegativeInt(opts.device, '--device');
-  if (!snap.traces[device]?.length) throw usageError(`${file}: device ${device} has no trace to replay`);
+  const device = opts.device;
   const factory = await loadAllocatorPolicy(opts.allocator);
   const settings = opts.allocConf === undefined ? snap.settings : usageOf(() => parseAllocatorConf(opts.allocConf!));
   if (settings.backend === 'cudaMallocAsync' && opts.allocator !== 'cudaMallocAsync') {

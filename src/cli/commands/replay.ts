@@ -7,6 +7,9 @@ import { readReplaySnapshot } from '../../allocator/read-snapshot-node.js';
 import { renderTable } from '../../render/table.js';
 import { runPolicyReplay } from './replay-policy.js';
 import { byteSize, nonNegativeInt, usageError, usageOf } from '../options.js';
+import { existsSync } from 'node:fs';
+import { resolve } from 'node:path';
+import { MemscopeError } from '../../core/errors.js';
 
 function pct(r: Rate): string {
   return `${r.matched}/${r.total}  ${(r.rate * 100).toFixed(2)}%`;
@@ -94,26 +97,32 @@ export function register(program: Command): void {
     .argument('<snapshot>', 'a snapshot from torch.cuda.memory._dump_snapshot (pickle or JSON) with a trace')
     .option('--alloc-conf <conf>', 'what-if: PYTORCH_CUDA_ALLOC_CONF-style settings, e.g. expandable_segments:True')
     .option('--capacity <bytes>', 'what-if: device capacity (e.g. 24GiB); the run stops at the first OOM')
-    .option('--device <n>', 'device whose trace to use in what-if mode', '0')
+    .option('--device <n>', 'device whose trace to use in what-if mode (default: the traced device, or 0 when several are)')
     .option('--allocator <policy>', "replay through an allocator: native, cudaMallocAsync, or a path to your ES module (see docs/ALLOCATOR.md)")
     .option('--json', 'print the result as JSON')
-    .action((file: string, opts: { allocConf?: string; capacity?: string; device: string; json?: boolean; allocator?: string }) => {
+    .action((file: string, opts: { allocConf?: string; capacity?: string; device?: string; json?: boolean; allocator?: string }) => {
       // Option values are checked before the file is read: a usage error costs no read.
       const requestedCapacity = opts.capacity === undefined ? null : byteSize(opts.capacity, '--capacity');
-      const device = nonNegativeInt(opts.device, '--device');
+      const askedDevice = opts.device === undefined ? null : nonNegativeInt(opts.device, '--device');
       const proposedSettings = opts.allocConf === undefined ? null : usageOf(() => parseAllocatorConf(opts.allocConf!));
+      const spec = opts.allocator;
+      if (spec !== undefined && spec !== 'native' && spec !== 'cudaMallocAsync' && !existsSync(resolve(spec))) {
+        throw usageError(`--allocator ${spec}: not native, cudaMallocAsync, or an existing .mjs/.js file`);
+      }
       const snap = readReplaySnapshot(file);
+      const traced = snap.traces.flatMap((t, d) => (t.length ? [d] : []));
+      // Nothing to replay is the file's lack, whatever the mode: one line, exit 1.
+      if (!traced.length) throw new MemscopeError('nothing-to-replay', `${file}: no device trace to replay (record with _record_memory_history(enabled='all'))`);
+      const device = askedDevice ?? (traced.length === 1 ? traced[0]! : 0);
+      const whatIfMode = opts.allocator !== undefined || opts.allocConf !== undefined || opts.capacity !== undefined;
+      if (whatIfMode && !snap.traces[device]?.length) throw usageError(`${file}: device ${device} has no trace to replay (traced: ${traced.join(', ')})`);
       if (opts.allocator !== undefined) {
-        return runPolicyReplay(file, snap, { ...opts, allocator: opts.allocator, capacity: requestedCapacity });
+        return runPolicyReplay(file, snap, { ...opts, allocator: opts.allocator, capacity: requestedCapacity, device });
       }
       if (opts.allocConf === undefined && opts.capacity === undefined) {
         const report = replaySnapshot(snap);
         if (opts.json) {
           process.stdout.write(JSON.stringify({ file, ...report }, null, 2) + '\n');
-          return;
-        }
-        if (report.devices.length === 0) {
-          process.stdout.write(`${file}: no device trace to replay (record with _record_memory_history(enabled='all'))\n`);
           return;
         }
         const out: string[] = [];
@@ -126,7 +135,6 @@ export function register(program: Command): void {
       if (proposedSettings?.backend === 'cudaMallocAsync') {
         throw usageError(`--alloc-conf ${opts.allocConf}: the what-if replay runs the native caching allocator; replay through the cudaMallocAsync model with --allocator cudaMallocAsync`);
       }
-      if (!snap.traces[device]?.length) throw usageError(`${file}: device ${device} has no trace to replay`);
       // A run that died of an OOM is asked about the device it died on: PyTorch's reserved plus free bytes then.
       let capacity = requestedCapacity;
       let capacityNote = '';

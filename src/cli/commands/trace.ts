@@ -24,12 +24,13 @@ export function register(program: Command): void {
         });
         return;
       }
-      const empty = '(no trace events: record them with torch.cuda.memory._record_memory_history() before taking the snapshot)\n';
       if (opened.kind !== 'snapshot') {
+        const empty = '(no memory events: record them with torch.profiler.profile(profile_memory=True))\n';
         const lines = traceEventLines(opened.trace, { limit });
         printText(lines.length === 0 ? empty : lines.join('\n') + '\n');
         return;
       }
+      const empty = '(no trace events: record them with torch.cuda.memory._record_memory_history() before taking the snapshot)\n';
       // Written out in batches as the lines are made: a snapshot's trace can have millions.
       const batch: string[] = [];
       let any = false;
