@@ -436,7 +436,8 @@ function readHeader(line: string, source: string): CaptureHeader {
     throw new MemscopeError('bad-capture', `${source}: line 1 is not a memscope capture header`);
   }
   if (!header || header.format !== CAPTURE_FORMAT) {
-    throw new MemscopeError('bad-capture', `${source}: line 1 is not a memscope capture header (format ${JSON.stringify(header?.format)})`);
+    const format = header && typeof header === 'object' && 'format' in header ? `its "format" is ${JSON.stringify(header.format)}` : 'no "format" field';
+    throw new MemscopeError('bad-capture', `${source}: line 1 is not a memscope capture header (${format}, not "${CAPTURE_FORMAT}")`);
   }
   if (typeof header.version !== 'number' || header.version > CAPTURE_VERSION) {
     throw new MemscopeError('bad-capture', `${source}: capture format version ${header.version} is newer than this memscope reads (${CAPTURE_VERSION})`);

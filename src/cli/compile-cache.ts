@@ -13,7 +13,7 @@
  * rejected or unwritable cache only means compiling as usual. A cache is written, at exit, only
  * when there was none to use, so it holds the functions of a whole run.
  */
-import { accessSync, closeSync, constants, fstatSync, mkdirSync, openSync, readdirSync, readFileSync, renameSync, unlinkSync, writeFileSync } from 'node:fs';
+import { accessSync, closeSync, constants, existsSync, fstatSync, mkdirSync, openSync, readdirSync, readFileSync, renameSync, unlinkSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { homedir } from 'node:os';
 import { basename, dirname, join } from 'node:path';
@@ -100,12 +100,31 @@ export function runWithCompileCache(file: string, options: RunWithCompileCacheOp
   return { exports: module.exports, cache, cacheFile };
 }
 
+/**
+ * Makes `dir` and the parents it lacks, one level at a time. Not `mkdirSync(…, { recursive })`:
+ * Node's spins for ever where a parent exists but refuses a child (a cache directory set under
+ * /proc), which would hang the command after its output.
+ */
+function makeDirectory(dir: string): void {
+  try {
+    mkdirSync(dir, { mode: 0o700 });
+    return;
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code;
+    if (code === 'EEXIST') return;
+    const parent = dirname(dir);
+    if (code !== 'ENOENT' || parent === dir || existsSync(parent)) throw err;
+  }
+  makeDirectory(dirname(dir));
+  mkdirSync(dir, { mode: 0o700 });
+}
+
 function writeCacheAtExit(script: Script, dir: string, cacheFile: string, prefix: string): void {
   process.once('exit', () => {
     try {
       // Where the directory cannot be made or written to, skip serialising (~2.5 ms for the CLI's
       // bundle) rather than pay it on every run for a file that cannot be kept.
-      mkdirSync(dir, { recursive: true, mode: 0o700 });
+      makeDirectory(dir);
       accessSync(dir, constants.W_OK);
       const data = script.createCachedData();
       // Written whole, then renamed: a concurrent run reads either no file or a complete one.

@@ -7,7 +7,7 @@
  * the one-line usage errors, and runs the child through the same function.
  */
 import { spawn } from 'node:child_process';
-import { accessSync, closeSync, constants, openSync, statSync } from 'node:fs';
+import { accessSync, closeSync, constants, existsSync, openSync, statSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { basename, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
@@ -164,6 +164,15 @@ const SIGNAL_NUMBERS: Partial<Record<NodeJS.Signals, number>> = { SIGHUP: 1, SIG
  * program's exit code as memscope's.
  */
 export function finishPlainRun(exitCode: number, output: string, opts: RunOptions): void {
-  if (!opts.quiet) process.stderr.write(`memscope: capture written to ${output}\n  next: memscope report ${output} -o report.html · memscope leaks ${output}\n`);
+  // No file: the run was refused before the program started (a bad --backend), and said why.
+  if (!opts.quiet && existsSync(output)) {
+    const arg = shellWord(output);
+    process.stderr.write(`memscope: capture written to ${output}\n  next: memscope report ${arg} -o report.html · memscope leaks ${arg}\n`);
+  }
   process.exitCode = exitCode;
+}
+
+/** `path` as one shell word, quoted only when it must be, so the hint pastes as it is. */
+function shellWord(path: string): string {
+  return /^[\w@%+=:,./-]+$/.test(path) ? path : `'${path.replace(/'/g, "'\\''")}'`;
 }

@@ -18,6 +18,7 @@
  *
  * Settings come from the environment (`MEMSCOPE_RUN_*`), set by `memscope run`.
  */
+import { rmSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { dirname, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -149,8 +150,12 @@ async function startCapture(path: string): Promise<void> {
     try {
       await selectBackend(backend, argv[0]);
     } catch (err) {
-      // A bad --backend is memscope's usage error: one line, exit 2, before the program runs.
+      // A bad --backend is memscope's usage error: one line, exit 2, before the program runs,
+      // and no capture of a program that never ran (memscope then says none was written).
       process.stderr.write(`memscope: ${err instanceof Error ? err.message : String(err)}\n`);
+      finished = true;
+      sink.close();
+      rmSync(path, { force: true });
       process.exit(2);
     }
   }

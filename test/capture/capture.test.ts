@@ -117,6 +117,8 @@ describe('capture format', () => {
     const lines = h.text().split('\n');
     lines[3] = '["a",1,2';
     expect(() => parseCapture(lines.join('\n'), 'x.ndjson')).toThrow(/x\.ndjson: line 4 is not a JSON record/);
+    expect(() => parseCapture('{"a":1}\n', 'c.ndjson')).toThrow('c.ndjson: line 1 is not a memscope capture header (no "format" field, not "memscope-capture")');
+    expect(() => parseCapture('{"format":"other"}\n', 'c.ndjson')).toThrow('c.ndjson: line 1 is not a memscope capture header (its "format" is "other", not "memscope-capture")');
     expect(() => parseCapture('hello\n')).toThrow(/not a memscope capture header/);
   });
 

@@ -2,7 +2,7 @@
 // normally, throws, or is killed; --max-entries and --backend.
 import { describe, it, expect, afterAll, vi } from 'vitest';
 import { spawn } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { parseCapture } from '../../src/capture/reader.js';
@@ -134,5 +134,17 @@ describe('memscope run', () => {
     const backend = await run('bad-backend', ['--backend', 'nosuch'], []);
     expect(backend.status).toBe(2);
     expect(backend.stderr.trim()).toBe('memscope: --backend nosuch: the program cannot load @tensorflow/tfjs-backend-nosuch');
+    // The program never ran: no capture is left, and (without -q) none is said to be written.
+    expect(existsSync(join(work, 'bad-backend.ndjson'))).toBe(false);
+    const loud = await cli(['run', '-o', join(work, 'loud bad.ndjson'), '--backend', 'nosuch', script]);
+    expect(loud.stderr.trim()).toBe('memscope: --backend nosuch: the program cannot load @tensorflow/tfjs-backend-nosuch');
+  });
+
+  it('the "next:" hint names a capture path with spaces as one shell word', async () => {
+    const out = join(work, "my run's capture.ndjson");
+    const r = await cli(['run', '-o', out, join(root, 'test/fixtures/scripts/step-marks.mjs'), '--clean']);
+    expect(r.status, r.stderr).toBe(0);
+    const quoted = `'${out.replace(/'/g, "'\\''")}'`;
+    expect(r.stderr).toContain(`next: memscope report ${quoted} -o report.html · memscope leaks ${quoted}`);
   });
 });

@@ -100,6 +100,20 @@ describe('runWithCompileCache (src/cli/compile-cache.ts)', () => {
     expect(runModule(file, cacheDir, '../escape')).toMatchObject({ cache: 'hit', answer: first.answer });
   }, 60_000);
 
+  it('a cache directory that cannot be made (under /proc) costs the cache, never the command: it ends at once', () => {
+    const dir = mkdtempSync(path.join(tmpdir(), 'memscope-cc-'));
+    const file = path.join(dir, 'proc.cjs');
+    writeFileSync(file, moduleSource('delta'));
+    // Node's own recursive mkdir spins for ever there; bounded here so that a hang fails.
+    const driver = `
+      import { runWithCompileCache } from ${JSON.stringify(path.join(repoRoot, 'src/cli/compile-cache.ts'))};
+      const m = runWithCompileCache(${JSON.stringify(file)}, { cacheDir: '/proc/memscope-no-such/cache' });
+      console.log(m.exports.answer());
+    `;
+    const r = spawnSync(tsx, ['--eval', driver], { encoding: 'utf8', timeout: 30_000 });
+    expect({ status: r.status, signal: r.signal, out: r.stdout.trim() }).toEqual({ status: 0, signal: null, out: 'delta:1:function' });
+  }, 60_000);
+
   it('compileCacheDir: MEMSCOPE_COMPILE_CACHE names the directory or turns it off; else XDG_CACHE_HOME, else ~/.cache', () => {
     expect(compileCacheDir({ MEMSCOPE_COMPILE_CACHE: '/x/y' })).toBe('/x/y');
     expect(compileCacheDir({ MEMSCOPE_COMPILE_CACHE: 'off', XDG_CACHE_HOME: '/c' })).toBeNull();

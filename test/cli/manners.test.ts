@@ -144,12 +144,16 @@ describe('every verb names an unusable input file and the problem in the same wo
     }
     const traced = fixture('torch/newest_format_trace.pickle');
     expect(failure(await memscope('replay', traced, '--allocator', 'foo'))).toEqual({ status: 2, lines: ['memscope: --allocator foo: not native, cudaMallocAsync, or an existing .mjs/.js file (see memscope replay --help)'] });
-    // A file whose only trace is on device 1: the what-if replays it without --device.
+    // A file whose only trace is on device 1 (device 0 has a segment, no trace): the what-if replays it without --device.
     const onDevice1 = path.join(work, 'device1.pickle');
-    writeFileSync(onDevice1, pythonPickle("{'segments': [], 'device_traces': [[], [{'action': a, 'addr': 2**30, 'size': s, 'stream': 0, 'time_us': i, 'frames': []} for i, (a, s) in enumerate([('segment_alloc', 2**21), ('alloc', 512), ('free_requested', 512), ('free_completed', 512)])]]}", 4));
+    const segment0 = "{'device': 0, 'address': 2**32, 'total_size': 2**21, 'allocated_size': 0, 'active_size': 0, 'requested_size': 0, 'stream': 0, 'segment_type': 'small', 'blocks': [{'address': 2**32, 'size': 2**21, 'requested_size': 0, 'state': 'inactive', 'frames': []}]}";
+    writeFileSync(onDevice1, pythonPickle("{'segments': [" + segment0 + "], 'device_traces': [[], [{'action': a, 'addr': 2**30, 'size': s, 'stream': 0, 'time_us': i, 'frames': []} for i, (a, s) in enumerate([('segment_alloc', 2**21), ('alloc', 512), ('free_requested', 512), ('free_completed', 512)])]]}", 4));
     const r = await memscope('replay', onDevice1, '--capacity', '24GiB', '--json');
     expect(failure(r)).toEqual({ status: 0, lines: [] });
     expect(JSON.parse(r.stdout)).toMatchObject({ device: 1 });
+    // summary's table for device 0 says that device has no trace, not the snapshot.
+    const summary = await memscope('summary', onDevice1);
+    expect(summary.stdout).toContain('This device has no trace in the snapshot: Peak Usage equals Cur Usage');
     expect(failure(await memscope('replay', onDevice1, '--capacity', '24GiB', '--device', '0'))).toEqual({
       status: 2,
       lines: [`memscope: ${onDevice1}: device 0 has no trace to replay (traced: 1) (see memscope replay --help)`],

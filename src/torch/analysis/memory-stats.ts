@@ -275,7 +275,7 @@ export function snapshotMemoryStats(snapshot: MemorySnapshot, device: number): S
         "leaving out how much larger each block was (its rounding and any unsplit remainder), which the trace does not record for blocks freed since. Non-releasable memory is not in the trace, so its peak is the current value.",
     );
   } else {
-    notes.push('This snapshot has no trace: Peak Usage equals Cur Usage and Tot Alloc / Tot Freed are 0 (not recorded).');
+    notes.push(`${snapshot.traces.some((t) => t.count > 0) ? 'This device has no trace in the snapshot' : 'This snapshot has no trace'}: Peak Usage equals Cur Usage and Tot Alloc / Tot Freed are 0 (not recorded).`);
   }
   const stats: Record<string, number> = {};
   for (const family of Object.keys(families)) {
