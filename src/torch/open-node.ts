@@ -13,6 +13,7 @@ import { looksLike, looksLikeTextPickle, startsLikeJson, textPickleRefusal } fro
 import type { MemoryTrace } from './memory-trace.js';
 import { readSnapshotFile } from './snapshot-node.js';
 import { readSnapshotStream } from './snapshot-stream.js';
+import { looksLikeJsonSnapshot, readJsonSnapshotChunks } from './snapshot-json.js';
 import type { MemorySnapshot } from './snapshot.js';
 
 export type MemoryFile =
@@ -36,9 +37,15 @@ async function memoryFileHead(path: string): Promise<{ head: Uint8Array; gz: boo
   return { head, gz };
 }
 
-async function readSnapshotContent(path: string, gz: boolean, options: OpenOptions): Promise<MemorySnapshot> {
+/** Whether a file's first bytes are a snapshot saved as JSON (snapshot-json.ts). */
+function isJsonSnapshot(head: Uint8Array): boolean {
+  return startsLikeJson(head) && looksLikeJsonSnapshot(new TextDecoder('utf-8').decode(head));
+}
+
+async function readSnapshotContent(path: string, gz: boolean, options: OpenOptions, json = false): Promise<MemorySnapshot> {
   const onProgress = options.onProgress ? (bytesRead: number, totalBytes: number) => options.onProgress!({ bytesRead, totalBytes }) : undefined;
   try {
+    if (json) return await readJsonSnapshotChunks(fileChunks(path, options), path);
     // Plain files go through readSnapshotFile, which reads big ones in pieces instead of holding
     // (and copying) the whole file; gzip has no random access, so its inflated chunks are read as
     // they come, one piece at a time (fileChunks reports progress and applies the gunzip limit).
@@ -55,7 +62,7 @@ async function readSnapshotContent(path: string, gz: boolean, options: OpenOptio
  */
 export async function openMemoryFile(path: string, options: OpenOptions = {}): Promise<MemoryFile> {
   const { head, gz } = await memoryFileHead(path);
-  if (head[0] === PROTO) return { kind: 'snapshot', path, snapshot: await readSnapshotContent(path, gz, options) };
+  if (head[0] === PROTO || isJsonSnapshot(head)) return { kind: 'snapshot', path, snapshot: await readSnapshotContent(path, gz, options, head[0] !== PROTO) };
   const looks = describeContent(head);
   if (!startsLikeJson(head) || isCaptureDescription(looks)) {
     throw new MemscopeError('not-a-memory-file', `${path}: not a PyTorch memory snapshot or Kineto trace: ${looksLike(looks)}`);
@@ -74,11 +81,11 @@ export async function openMemoryFile(path: string, options: OpenOptions = {}): P
  */
 export async function openSnapshotFile(path: string, verb: string, options: OpenOptions = {}): Promise<MemorySnapshot> {
   const { head, gz } = await memoryFileHead(path);
-  if (head[0] !== PROTO) {
+  if (head[0] !== PROTO && !isJsonSnapshot(head)) {
     throw new MemscopeError(
       'needs-snapshot',
       `${path}: not a PyTorch memory snapshot: ${looksLike(describeContent(head))}; \`memscope ${verb}\` needs a torch.cuda.memory._dump_snapshot pickle`,
     );
   }
-  return readSnapshotContent(path, gz, options);
+  return readSnapshotContent(path, gz, options, head[0] !== PROTO);
 }

@@ -16,6 +16,7 @@ import { looksLikeCapture, readCaptureChunks } from '../capture/reader.js';
 import { defaultGunzipLimit, gunzipLimitError, isGzip } from '../core/gzip.js';
 import { looksLike, looksLikeTextPickle, readJsonTraceChunks, startsLikeJson, textPickleRefusal } from '../torch/memory-file-stream.js';
 import { readSnapshotStream } from '../torch/snapshot-stream.js';
+import { looksLikeJsonSnapshot, readJsonSnapshotChunks } from '../torch/snapshot-json.js';
 import { captureToReport, DEFAULT_CAPS, type ReportCaps, type ReportData } from './report-data.js';
 import { snapshotToReport, traceToReport } from './torch-report.js';
 
@@ -183,10 +184,11 @@ export async function reportDataFromBlob(blob: Blob, name: string, options: Open
     return captureToReport(capture, name, caps);
   }
   if (looksLikeTextPickle(new TextDecoder('latin1').decode(head.subarray(0, 64)))) throw textPickleRefusal(name);
-  if (head[0] === 0x80) {
+  const json = head[0] !== 0x80 && startsLikeJson(head) && looksLikeJsonSnapshot(new TextDecoder('utf-8').decode(head));
+  if (head[0] === 0x80 || json) {
     let snapshot;
     try {
-      snapshot = await readSnapshotStream(() => content.chunks());
+      snapshot = json ? await readJsonSnapshotChunks(content.chunks(), name) : await readSnapshotStream(() => content.chunks());
     } catch (err) {
       throw inFile(name, err);
     }

@@ -13,7 +13,8 @@ import { openMemoryFile } from '../../src/torch/open-node.js';
 import { errorLine, reportDataFromBlob, type OpenProgress } from '../../src/viewer/open-file.js';
 import { DEFAULT_CAPS, type ReportData } from '../../src/viewer/report-data.js';
 import { sourceCli } from '../support/child.js';
-import { fixture } from '../support/fixtures.js';
+import { fixture, repoRoot } from '../support/fixtures.js';
+import { execFileSync } from 'node:child_process';
 
 const work = mkdtempSync(join(tmpdir(), 'memscope-drop-open-'));
 afterAll(() => rmSync(work, { recursive: true, force: true }));
@@ -57,11 +58,15 @@ describe('a file read in the browser way', () => {
   beforeAll(() => {
     const gz = join(work, 'transformer_forward_trace.pickle.gz');
     writeFileSync(gz, gzipSync(readFileSync(fixture('torch/transformer_forward_trace.pickle'))));
+    // A snapshot saved as JSON (json.dump of the unpickled dict), as users keep them.
+    const json = join(work, 'transformer_forward_trace.json');
+    execFileSync('python3', ['-c', 'import pickle, json, sys; json.dump(pickle.load(open(sys.argv[1], "rb")), open(sys.argv[2], "w"))', fixture('torch/transformer_forward_trace.pickle'), json]);
     const captureGz = join(work, 'train-leak.capture.ndjson.gz');
     writeFileSync(captureGz, gzipSync(readFileSync(fixture('captures/train-leak.capture.ndjson'))));
     inputs = {
       'snapshot pickle': fixture('torch/transformer_forward_trace.pickle'),
       'gzipped snapshot pickle': gz,
+      'snapshot saved as JSON': json,
       'protocol 5 pickle, gzipped': fixture('torch/torch20_history_protocol5.pickle.gz'),
       'state-only snapshot': fixture('torch/state_only_259seg.pickle'),
       'Kineto trace (.json.gz)': fixture('traces/kineto_modern_memory.json.gz'),
@@ -76,6 +81,7 @@ describe('a file read in the browser way', () => {
   it.each([
     'snapshot pickle',
     'gzipped snapshot pickle',
+    'snapshot saved as JSON',
     'protocol 5 pickle, gzipped',
     'state-only snapshot',
     'Kineto trace (.json.gz)',
@@ -92,6 +98,16 @@ describe('a file read in the browser way', () => {
     // Not an empty agreement: each kind yields the data its views draw.
     const drawn = fromBlob.timeline.dt.length + (fromBlob.memory?.devices.reduce((n, d) => n + d.bytes.length, 0) ?? 0) + fromBlob.segments.length;
     expect(drawn).toBeGreaterThan(0);
+  });
+
+  it('a snapshot saved as JSON is the pickle: the same report, the same summary', async () => {
+    const pickle = fixture('torch/transformer_forward_trace.pickle');
+    const json = inputs['snapshot saved as JSON']!;
+    const fromJson = await loadReportData(json, DEFAULT_CAPS);
+    const fromPickle = await loadReportData(pickle, DEFAULT_CAPS);
+    expect({ ...fromJson, source: fromPickle.source, title: fromPickle.title }).toEqual(fromPickle);
+    const summary = (file: string): string => execFileSync(process.execPath, [join(repoRoot, 'dist/cli/memscope.cjs'), 'summary', file], { encoding: 'utf8' });
+    expect(summary(json)).toBe(summary(pickle));
   });
 
   it('reads in pieces, reporting progress up to the whole file, then the building step', async () => {
@@ -131,7 +147,7 @@ describe('a file read in the browser way', () => {
       'junk.pickle': Uint8Array.from([0x80, 0x04, 0x95, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x7f, 0x00]),
       'numbers.json': '[1, 2, 3]',
       'protocol0.pickle': '(dp0\nVsegments\np1\n(lp2\ns.',
-      'allocator.json': JSON.stringify({ segments: [], device_traces: [] }),
+      'snapshot.json': JSON.stringify({ segments: 5, device_traces: [] }),
       'capture-cut.ndjson': '{"format":"memscope-capture","version":99}\n',
     };
     for (const [name, content] of Object.entries(bad)) {
