@@ -76,6 +76,8 @@ export interface ParsedSnapshot {
   readonly traces: TraceEntry[][];
   settings: AllocatorSettings;
   hasSettings: boolean;
+  /** What the reader read other than exactly as written (MemorySnapshot.warnings); empty for plain objects. */
+  readonly warnings: readonly string[];
 }
 
 /** Columns of trace entries that are already objects (the plain-object path). */
@@ -165,6 +167,7 @@ export function parsedFromSnapshot(snapshot: MemorySnapshot): ParsedSnapshot {
     columns,
     settings: settingsFromSnapshot(snapshot.allocatorSettings ?? undefined, 'allocator_settings'),
     hasSettings: snapshot.format.hasAllocatorSettings,
+    warnings: snapshot.warnings,
   });
 }
 
@@ -253,7 +256,7 @@ export function parseSnapshot(raw: unknown): ParsedSnapshot {
     return t.map((e, i) => parseEntry(e, `device_traces[${d}][${i}]`));
   });
   return withTraces(
-    { segments, columns: traces.map(columnsOf), settings: settingsFromSnapshot(raw.allocator_settings, 'allocator_settings'), hasSettings: raw.allocator_settings !== undefined },
+    { segments, columns: traces.map(columnsOf), settings: settingsFromSnapshot(raw.allocator_settings, 'allocator_settings'), hasSettings: raw.allocator_settings !== undefined, warnings: [] },
     traces,
   );
 }

@@ -5,6 +5,7 @@
  */
 import { MemscopeError, isMemscopeError } from '../core/errors.js';
 import { siteRule, type SiteRule } from '../core/site-rule.js';
+import { deviceLabel } from '../torch/device-type.js';
 
 /** The MemscopeError code of a usage error; src/cli/cli.ts maps it to exit code 2. */
 export const USAGE_ERROR = 'usage';
@@ -22,6 +23,21 @@ export function nonNegativeInt(value: string, flag: string): number {
   const n = Number(value);
   if (!/^\s*\d+\s*$/.test(value) || !Number.isSafeInteger(n)) throw usageError(`${flag} must be a non-negative integer, got ${JSON.stringify(value)}`);
   return n;
+}
+
+/** `--device`: an index (`1`) or a device label (`cuda:1`, `webgpu:0`), as the index. */
+export function deviceIndex(value: string, flag = '--device'): number {
+  const labelled = /^\s*[a-z][a-z0-9_]*:(\d+)\s*$/.exec(value);
+  return labelled ? nonNegativeInt(labelled[1]!, flag) : nonNegativeInt(value, flag);
+}
+
+/** A snapshot verb's `--device` naming a device the file has no segment on: usage, naming the ones it has. */
+export function requireSnapshotDevice(snapshot: { segments: readonly { device: number }[]; deviceType: string }, device: number | null, file: string): void {
+  if (device === null) return;
+  const devices = [...new Set(snapshot.segments.map((s) => s.device))].sort((a, b) => a - b);
+  if (devices.includes(device)) return;
+  const has = devices.map((d) => deviceLabel(snapshot.deviceType, d)).join(', ');
+  throw usageError(`--device ${device}: ${file} has ${has ? `segments on ${has} only` : 'no segments'}`);
 }
 
 /** An integer ≥ 1. */

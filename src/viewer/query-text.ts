@@ -23,6 +23,8 @@ export interface QueryAllocationJson {
 
 export interface QueryJson {
   readonly query: string;
+  /** The snapshot's reading notes (as every verb's --json gives them). */
+  readonly warnings: readonly string[];
   readonly count: number;
   readonly bytes: number;
   readonly peakBytes: number;
@@ -36,6 +38,7 @@ export function queryJson(data: ReportData, text: string, r: QueryResult): Query
   const str = (i: number): string => data.strings[i] ?? '';
   return {
     query: text,
+    warnings: data.warnings ?? [],
     count: r.count,
     bytes: r.bytes,
     peakBytes: r.peakBytes,

@@ -163,6 +163,8 @@ export interface ReportData {
   readonly source: { kind: 'capture' | 'snapshot' | 'trace'; file: string; detail: string };
   /** Things the reader should know: truncation, dropped events, what the caps left out. */
   readonly notices: string[];
+  /** A snapshot's reading notes (MemorySnapshot.warnings: what was read other than exactly as written); absent for other sources. */
+  readonly warnings?: readonly string[];
   readonly truncated: string | null;
   readonly timeUnit: 'ms' | 'event';
   readonly series: ReportSeries[];

@@ -174,6 +174,7 @@ export function snapshotToReport(snap: MemorySnapshot, file: string, caps: Repor
   return {
     ...emptyReport('snapshot', file, `${snap.deviceType === DEFAULT_DEVICE_TYPE ? 'PyTorch' : deviceTypeTitle(snap.deviceType)} memory snapshot · ${snap.segments.length} segments · ${snap.blocks.count} blocks · ${humanBytes(finalAllocated)} allocated of ${humanBytes(finalReserved)} reserved · ${entries.toLocaleString('en-US')} trace event${entries === 1 ? '' : 's'}`),
     notices,
+    warnings: [...snap.warnings],
     timeUnit,
     series: [],
     timeline: { dt: [], series: [], bytes: [] },

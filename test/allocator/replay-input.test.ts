@@ -21,7 +21,7 @@ const tmp = mkdtempSync(path.join(tmpdir(), 'memscope-replay-input-'));
  * its typed-array views), so they are compared through the entries made from them.
  */
 function parsedView(p: ParsedSnapshot): Omit<ParsedSnapshot, 'columns'> {
-  return { segments: p.segments, traces: p.traces, settings: p.settings, hasSettings: p.hasSettings };
+  return { segments: p.segments, traces: p.traces, settings: p.settings, hasSettings: p.hasSettings, warnings: [] };
 }
 
 describe('readReplaySnapshot (columnar reader) against the plain-object path', () => {

@@ -49,7 +49,10 @@ describe('usage errors exit 2 with one line naming the option and the value', ()
     [['summary', snapshot, '--top', '-3'], /^memscope: --top must be a non-negative integer, got "-3" \(see memscope summary --help\)$/],
     [['summary', snapshot, '--frames', '2.5'], /^memscope: --frames must be a non-negative integer, got "2\.5"/],
     [['trace', snapshot, '--limit', 'all'], /^memscope: --limit must be a non-negative integer, got "all"/],
-    [['segments', snapshot, '--device', 'cuda:0'], /^memscope: --device must be a non-negative integer, got "cuda:0"/],
+    [['segments', snapshot, '--device', 'gpu zero'], /^memscope: --device must be a non-negative integer, got "gpu zero"/],
+    // A device the file has no segment on, by index or by label: the devices it has (it drew an empty graph).
+    [['segments', snapshot, '--device', '3'], /^memscope: --device 3: .*small_3seg\.pickle has segments on cuda:0 only/],
+    [['memory', snapshot, '--device', 'cuda:3'], /^memscope: --device 3: .*small_3seg\.pickle has segments on cuda:0 only/],
     [['compare', snapshot, snapshot, '--top', 'x'], /^memscope: --top must be a non-negative integer, got "x"/],
     [['plot', trace, '--device', 'cuda:7'], /^memscope: --device cuda:7: .* has cpu/],
     [['ops', '--capacity', 'lots'], /^memscope: --capacity must be a size in bytes such as 24GiB, 512MiB or 17179869184, got "lots" \(see memscope ops --help\)$/],
@@ -158,6 +161,30 @@ describe('every verb names an unusable input file and the problem in the same wo
       status: 2,
       lines: [`memscope: ${onDevice1}: device 0 has no trace to replay (traced: 1) (see memscope replay --help)`],
     });
+  });
+
+  it('every snapshot verb\u2019s --json carries the reading notes summary --json gives', async () => {
+    const file = fixture('torch/torch20_history.pickle');
+    const json = async (...args: string[]): Promise<{ warnings?: unknown }> => {
+      const r = await memscope(...args, '--json');
+      expect(failure(r), args.join(' ')).toEqual({ status: 0, lines: [] });
+      return JSON.parse(r.stdout) as { warnings?: unknown };
+    };
+    const { warnings } = await json('summary', file);
+    expect((warnings as string[]).length).toBeGreaterThan(0);
+    for (const args of [['replay', file], ['replay', file, '--capacity', '1GiB'], ['replay', file, '--allocator', 'native'], ['query', file, 'top:1'], ['report', file, '-o', 'warned.html'], ['stats', file], ['trace', file]]) {
+      expect((await json(...args)).warnings, args.join(' ')).toEqual(warnings);
+    }
+  });
+
+  it('--device takes an index or a label in every verb that has it', async () => {
+    const r = await memscope('segments', snapshot, '--device', 'cuda:0', '--json');
+    expect(failure(r)).toEqual({ status: 0, lines: [] });
+    expect(JSON.parse(r.stdout)).toEqual(JSON.parse((await memscope('segments', snapshot, '--device', '0', '--json')).stdout));
+    const byIndex = await memscope('plot', fixture('traces/kineto_modern_memory.json.gz'), '--device', '1', '-o', 'plot1.html', '--json');
+    expect(failure(byIndex)).toEqual({ status: 0, lines: [expect.stringMatching(/^memscope: wrote the memory timeline to plot1\.html/)] });
+    const plotted = JSON.parse(byIndex.stdout) as { devices: { device: string }[]; warnings: unknown[] };
+    expect({ devices: plotted.devices.map((d) => d.device), warnings: plotted.warnings }).toEqual({ devices: ['cuda:1'], warnings: [] });
   });
 
   it('trace on a profiler trace without memory events says how to record them with the profiler', async () => {

@@ -4,6 +4,7 @@ import { MemscopeError } from '../../core/errors.js';
 import { renderMemoryPlotHtml } from '../../torch/memory-plot-html.js';
 import { snapshotTimeline } from '../../torch/snapshot-analysis.js';
 import { devicePeak } from '../../torch/memory-trace.js';
+import { deviceIndexOfLabel } from '../../torch/device-type.js';
 import { usageError } from '../options.js';
 import { openWithProgress, printJson, writeOutput } from '../torch-common.js';
 
@@ -19,7 +20,9 @@ export function register(program: Command): void {
       const opened = await openWithProgress(file);
       let trace = opened.kind === 'snapshot' ? snapshotTimeline(opened.snapshot) : opened.trace;
       if (opts.device !== undefined) {
-        const devices = trace.devices.filter((d) => d.device === opts.device);
+        // A label (cuda:1, cpu) or, as the snapshot verbs take it, an index (1 for cuda:1).
+        const want = opts.device.trim();
+        const devices = trace.devices.filter((d) => d.device === want || (/^\d+$/.test(want) && deviceIndexOfLabel(d.device) === Number(want)));
         if (devices.length === 0) {
           throw usageError(`--device ${opts.device}: ${file} has ${trace.devices.map((d) => d.device).join(', ') || 'no devices'}`);
         }
@@ -32,6 +35,6 @@ export function register(program: Command): void {
         );
       }
       writeOutput(opts.output, renderMemoryPlotHtml(trace, `Memory timeline: ${path.basename(file)}`), 'the memory timeline');
-      if (opts.json) printJson(trace.devices.map(devicePeak));
+      if (opts.json) printJson({ devices: trace.devices.map(devicePeak), warnings: opened.kind === 'snapshot' ? opened.snapshot.warnings : [] });
     });
 }

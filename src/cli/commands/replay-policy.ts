@@ -65,7 +65,7 @@ export async function runPolicyReplay(file: string, snap: ParsedSnapshot, opts: 
   }
   const result = replayThroughAllocator({ ...snap, settings }, factory, { capacity: opts.capacity, device });
   if (opts.json) {
-    process.stdout.write(JSON.stringify({ file, ...result }, null, 2) + '\n');
+    process.stdout.write(JSON.stringify({ file, warnings: snap.warnings, ...result }, null, 2) + '\n');
     return;
   }
   process.stdout.write(renderPolicyReplay(file, result));

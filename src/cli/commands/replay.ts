@@ -6,7 +6,7 @@ import { parseAllocatorConf } from '../../allocator/settings.js';
 import { readReplaySnapshot } from '../../allocator/read-snapshot-node.js';
 import { renderTable } from '../../render/table.js';
 import { runPolicyReplay } from './replay-policy.js';
-import { byteSize, nonNegativeInt, usageError, usageOf } from '../options.js';
+import { byteSize, deviceIndex, usageError, usageOf } from '../options.js';
 import { existsSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { MemscopeError } from '../../core/errors.js';
@@ -103,7 +103,7 @@ export function register(program: Command): void {
     .action((file: string, opts: { allocConf?: string; capacity?: string; device?: string; json?: boolean; allocator?: string }) => {
       // Option values are checked before the file is read: a usage error costs no read.
       const requestedCapacity = opts.capacity === undefined ? null : byteSize(opts.capacity, '--capacity');
-      const askedDevice = opts.device === undefined ? null : nonNegativeInt(opts.device, '--device');
+      const askedDevice = opts.device === undefined ? null : deviceIndex(opts.device);
       const proposedSettings = opts.allocConf === undefined ? null : usageOf(() => parseAllocatorConf(opts.allocConf!));
       const spec = opts.allocator;
       if (spec !== undefined && spec !== 'native' && spec !== 'cudaMallocAsync' && !existsSync(resolve(spec))) {
@@ -122,7 +122,7 @@ export function register(program: Command): void {
       if (opts.allocConf === undefined && opts.capacity === undefined) {
         const report = replaySnapshot(snap);
         if (opts.json) {
-          process.stdout.write(JSON.stringify({ file, ...report }, null, 2) + '\n');
+          process.stdout.write(JSON.stringify({ file, warnings: snap.warnings, ...report }, null, 2) + '\n');
           return;
         }
         const out: string[] = [];
@@ -149,7 +149,7 @@ export function register(program: Command): void {
       const recorded = whatIf(snap, snap.settings, capacity, device);
       const proposed = whatIf(snap, settings, capacity, device);
       if (opts.json) {
-        process.stdout.write(JSON.stringify({ file, device, recorded, whatIf: proposed }, null, 2) + '\n');
+        process.stdout.write(JSON.stringify({ file, warnings: snap.warnings, device, recorded, whatIf: proposed }, null, 2) + '\n');
         return;
       }
       const head = ['', `recorded settings (${snap.settings.conf || 'defaults'})`, `what-if (${settings.conf || 'defaults'})`];

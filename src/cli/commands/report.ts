@@ -31,6 +31,8 @@ export interface ReportJson {
   readonly leakGroups: number;
   /** Why the report holds less than the input (events merged, allocations left out), or null. */
   readonly truncated: string | null;
+  /** A snapshot's reading notes: what was read other than exactly as written (empty for other sources). */
+  readonly warnings: readonly string[];
 }
 
 /** Reads CAPTURE, SNAPSHOT or TRACE (told apart by their first bytes) into report data. */
@@ -77,6 +79,7 @@ export function register(program: Command): void {
         timelineEvents: data.timeline.dt.length + (data.memory?.devices.reduce((n, d) => n + d.eventDt.length, 0) ?? 0),
         leakGroups: data.leaks.length,
         truncated: data.truncated ?? null,
+        warnings: data.warnings ?? [],
       };
       if (opts.json) {
         process.stdout.write(JSON.stringify(json, null, 2) + '\n');

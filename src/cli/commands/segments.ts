@@ -1,6 +1,6 @@
 import type { Command } from 'commander';
 import { blockFlameStacks, renderSnapshotFlameGraph } from '../../torch/snapshot-flamegraph.js';
-import { nonNegativeInt } from '../options.js';
+import { deviceIndex, requireSnapshotDevice } from '../options.js';
 import { openSnapshotWithProgress, printJson, writeOutput } from '../torch-common.js';
 
 export function register(program: Command): void {
@@ -9,11 +9,12 @@ export function register(program: Command): void {
     .description('flame graph of what each allocator segment holds: segment → block state → allocating stack (like _memory_viz.py segments, no flamegraph.pl needed)')
     .argument('<snapshot>', 'a memory snapshot pickle (torch.cuda.memory._dump_snapshot)')
     .option('-o, --output <file>', 'SVG file to write', 'segments.svg')
-    .option('--device <n>', 'only this CUDA device', (v) => nonNegativeInt(v, '--device'))
+    .option('--device <n>', 'only this device: its index or label (1, cuda:1)', (v) => deviceIndex(v))
     .option('--json', 'print the weighted stacks as JSON instead of drawing them')
     .action(async (file: string, opts: { output: string; device?: number; json?: boolean }) => {
       const device = opts.device ?? null;
       const snapshot = await openSnapshotWithProgress(file, 'segments');
+      requireSnapshotDevice(snapshot, device, file);
       if (opts.json) {
         printJson({ deviceType: snapshot.deviceType, stacks: blockFlameStacks(snapshot, true, device), warnings: snapshot.warnings });
         return;
