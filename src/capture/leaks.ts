@@ -78,9 +78,11 @@ function stepOf(bounds: readonly Boundary[], seq: number): number {
  * library runs aside — or layer and phase when the capture has no stacks).
  *
  * A group is a leak when both hold:
- * - growth: its live bytes at step ends never shrink and grow in at least
- *   half of the step-to-step transitions (memory that keeps accumulating, not
- *   a cache made once or a buffer replaced every step);
+ * - growth: its live bytes at step ends never shrink, and grow in at least
+ *   half of the step-to-step transitions, or at least three times with the
+ *   last in the final third of the run (a tensor kept once per epoch of
+ *   several batches) — memory that keeps accumulating, not a cache made once
+ *   or a buffer replaced every step;
  * - still alive at the end: storages from at least two different steps were
  *   never freed before the capture ended (the program's exit). Memory a
  *   framework holds for its own bookkeeping while it runs — tfjs-layers'
@@ -141,7 +143,7 @@ export function findLeaks(capture: Capture, site: SiteRule = DEFAULT_SITE_RULE):
       if (liveAtStepEnd[j] > liveAtStepEnd[j - 1]) grows++;
       else if (liveAtStepEnd[j] < liveAtStepEnd[j - 1]) shrinks++;
     }
-    if (shrinks > 0 || grows < Math.max(1, Math.floor((n - 1) / 2))) continue;
+    if (shrinks > 0 || !(grows >= Math.max(1, Math.floor((n - 1) / 2)) || growsToTheEnd(liveAtStepEnd, grows))) continue;
 
     const perStep = new Map<number, { step: number; count: number; bytes: number }>();
     for (const a of survivors) {
@@ -168,6 +170,18 @@ export function findLeaks(capture: Capture, site: SiteRule = DEFAULT_SITE_RULE):
   }
   out.sort((a, b) => b.bytes - a.bytes);
   return { steps: n, stepKind, groups: out, note: null };
+}
+
+/**
+ * Growth once every few steps that goes on to the end of the run: a tensor kept per epoch of a
+ * `fit` over several batches grows its group in a fraction of the steps, but at least three
+ * times, the last in the last third of the run; a cache filled in the first steps stops early.
+ */
+function growsToTheEnd(liveAtStepEnd: readonly number[], grows: number): boolean {
+  if (grows < 3) return false;
+  let last = 0;
+  for (let j = 1; j < liveAtStepEnd.length; j++) if (liveAtStepEnd[j]! > liveAtStepEnd[j - 1]!) last = j;
+  return last >= Math.floor((2 * (liveAtStepEnd.length - 1)) / 3);
 }
 
 /**

@@ -53,6 +53,55 @@ describe('leak groups', () => {
   });
 });
 
+/**
+ * A capture of `steps` step() marks in which the program keeps one 256-byte tensor, made at one line,
+ * at each of the steps `kept` (0-based) and never frees it; every step also makes and frees a
+ * temporary at another line.
+ */
+function keptAtSteps(steps: number, kept: readonly number[]): string {
+  const lines: unknown[] = [
+    { format: 'memscope-capture', version: 1, clock: 'ms', created: '2026-01-01T00:00:00.000Z', argv: ['fit.mjs'], backend: null, stacks: true, maxEntries: null },
+    ['s', 1, 'Activation'],
+    ['s', 2, 'forward'],
+    ['s', 3, 'cpu'],
+    ['s', 4, 'Mean'],
+    ['s', 5, 'step'],
+    ['s', 6, 'onEpochEnd (fit.mjs:30:12)'],
+    ['s', 7, 'trainBatch (fit.mjs:18:5)'],
+    ['k', 1, [6]],
+    ['k', 2, [7]],
+  ];
+  let seq = 0;
+  let t = 1;
+  for (let s = 0; s < steps; s++) {
+    const tmp = seq++;
+    lines.push(['a', t++, tmp, 3, 1024, 1, 0, 2, 4, 0, s]);
+    lines.push(['t', tmp, 2]);
+    lines.push(['f', t++, tmp]);
+    if (kept.includes(s)) {
+      lines.push(['a', t++, seq, 3, 256, 1, 0, 2, 4, 0, s]);
+      lines.push(['t', seq++, 1]);
+    }
+    lines.push(['m', t++, 5]);
+  }
+  lines.push(['e', t, { events: seq, dropped: 0, exitCode: 0, error: null }]);
+  return lines.map((l) => JSON.stringify(l)).join('\n') + '\n';
+}
+
+describe('leaks that grow once every few steps', () => {
+  it('one tensor kept per epoch of four batches is a leak, at its line', () => {
+    // 8 epochs of 4 steps: the kept tensor grows the group in 7 of 31 transitions, under half.
+    const report = findLeaks(parseCapture(keptAtSteps(32, [3, 7, 11, 15, 19, 23, 27, 31])));
+    expect(report.groups.map((g) => [g.userFrame, g.count])).toEqual([['onEpochEnd (fit.mjs:30:12)', 7]]);
+  });
+
+  it('a cache filled in the first steps and then left alone is not', () => {
+    expect(findLeaks(parseCapture(keptAtSteps(32, [0, 1, 2, 3]))).groups).toEqual([]);
+    // Nor two tensors kept in the middle of a long run.
+    expect(findLeaks(parseCapture(keptAtSteps(32, [10, 20]))).groups).toEqual([]);
+  });
+});
+
 describe('the leaks text for a long run', () => {
   it('lists the first and last five steps and sums the steps between in one row', () => {
     const report = findLeaks(parseCapture(asyncLoopCapture(Array.from({ length: 40 }, () => 57))));
