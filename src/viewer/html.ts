@@ -8,7 +8,7 @@ const CSS = `
 :root { font: 14px/1.45 system-ui, -apple-system, "Segoe UI", sans-serif; color: #222; background: #fafafa; }
 body { margin: 0 auto; max-width: 1400px; padding: 12px 20px 40px; }
 h1 { font-size: 20px; margin: 8px 0 2px; } h2 { font-size: 16px; margin: 22px 0 8px; }
-.muted, #source { color: #666; } #source { font-size: 12px; word-break: break-all; }
+.muted, #source { color: #666; } #source { font-size: 12px; overflow-wrap: anywhere; }
 #truncated { background: #fff3cd; border: 1px solid #e0c36c; padding: 8px 12px; border-radius: 4px; margin: 10px 0; font-weight: 600; }
 #notices { color: #555; font-size: 12px; margin: 6px 0; padding-left: 18px; }
 [hidden] { display: none !important; }
@@ -23,8 +23,8 @@ h1 { font-size: 20px; margin: 8px 0 2px; } h2 { font-size: 16px; margin: 22px 0 
 #overview { display: block; width: 100%; height: 48px; margin-top: 4px; border: 1px solid #ddd; border-radius: 4px; cursor: grab; } #overview.dragging { cursor: grabbing; }
 #tooltip { position: absolute; pointer-events: none; background: rgba(255,255,255,0.97); border: 1px solid #bbb; border-radius: 4px; padding: 6px 8px; font-size: 12px; box-shadow: 0 2px 8px rgba(0,0,0,0.15); max-width: 520px; }
 #tooltip table { border: 0; } #tooltip td { border: 0; padding: 0 6px 0 0; }
-.tip-head { font-weight: 600; margin: 2px 0; } .tip-allocs { margin: 0; padding-left: 18px; word-break: break-all; }
-#search { font: inherit; padding: 4px 8px; width: 320px; }
+.tip-head { font-weight: 600; margin: 2px 0; } .tip-allocs { margin: 0; padding-left: 18px; overflow-wrap: anywhere; }
+#search { font: inherit; padding: 4px 8px; width: 420px; max-width: 100%; } #flame-search { width: 260px; max-width: 100%; }
 table { border-collapse: collapse; background: #fff; font-size: 13px; margin: 4px 0; }
 th, td { border: 1px solid #e2e2e2; padding: 3px 8px; text-align: left; vertical-align: top; }
 th { background: #f2f2f2; } .num { text-align: right; font-variant-numeric: tabular-nums; }
@@ -44,6 +44,7 @@ ol.stack { font: 12px ui-monospace, monospace; margin: 4px 0; padding-left: 28px
 #history-slider { flex: 1 1 400px; } #history-label { font-size: 12px; color: #444; }
 #history-marks { display: block; width: 100%; height: 12px; cursor: pointer; }
 .history-grid { display: grid; grid-template-columns: minmax(640px, 7fr) 5fr; gap: 10px; align-items: start; }
+@media (max-width: 1000px) { .history-grid { grid-template-columns: minmax(0, 1fr); } }
 .history-events { font: 12px ui-monospace, monospace; background: #fff; border: 1px solid #ddd; border-radius: 4px; overflow: hidden; user-select: none; }
 .history-event { display: grid; grid-template-columns: 52px 74px 108px 118px 76px 86px minmax(0, 1fr); column-gap: 6px; padding: 1px 6px; white-space: pre; cursor: pointer; line-height: 17px; }
 .history-event > span { overflow: hidden; text-overflow: ellipsis; } .history-event .ev-wide { grid-column: 3 / 7; }
@@ -53,7 +54,7 @@ ol.stack { font: 12px ui-monospace, monospace; margin: 4px 0; padding-left: 28px
 .history-map-wrap { background: #fff; border: 1px solid #ddd; border-radius: 4px; }
 #history-map { display: block; width: 100%; }
 .history-stack { margin-top: 8px; max-height: 260px; overflow: auto; background: #fff; border: 1px solid #eee; border-radius: 4px; padding: 4px 8px; font-size: 12px; }
-.history-tip { position: absolute; pointer-events: none; background: rgba(255,255,255,0.97); border: 1px solid #bbb; border-radius: 4px; padding: 6px 8px; font-size: 12px; box-shadow: 0 2px 8px rgba(0,0,0,0.15); max-width: 560px; z-index: 2; word-break: break-all; }
+.history-tip { position: absolute; pointer-events: none; background: rgba(255,255,255,0.97); border: 1px solid #bbb; border-radius: 4px; padding: 6px 8px; font-size: 12px; box-shadow: 0 2px 8px rgba(0,0,0,0.15); max-width: 560px; z-index: 2; overflow-wrap: anywhere; }
 .oom-tip { color: #b4141d; }
 #settings-table { max-width: 100%; } #settings-table td { overflow-wrap: anywhere; } #settings-table code { white-space: pre-wrap; }
 #segment-timeline-chart { display: block; width: 100%; height: 320px; cursor: crosshair; }

@@ -95,7 +95,8 @@ describe('Kineto traces', () => {
     // The busiest device opens first; its peak is its own reserved bytes (allocated + cached).
     expect(await page.locator('#device').inputValue()).toBe('1');
     const cuda = devicePeak(f.trace.devices.find((x) => x.device === 'cuda:1')!);
-    expect(await page.locator('#range').innerText()).toContain(`peak ${humanBytes(cuda.peakReserved!)}`);
+    // Named as what they are: the stack's top is reserved, the allocated peak beside it (the trace's own figures).
+    expect(await page.locator('#range').innerText()).toContain(`peak ${humanBytes(cuda.peakReserved!)} reserved, ${humanBytes(cuda.peakAllocated)} allocated`);
     expect(await page.locator('#legend').innerText()).not.toMatch(/cpu/);
     const labels = await stepLabelSpans(page);
     expect(labels).toHaveLength(5);

@@ -150,6 +150,11 @@ class TimelineView {
     this.setRange(t0, t1);
   }
 
+  /** Whether the shown device's stack is reserved bytes: allocated plus cached (profiler traces). */
+  private stacksReserved(): boolean {
+    return this.slice.data.series.some((s) => s.category.startsWith('cached'));
+  }
+
   private hover(e: MouseEvent): void {
     const t = this.timeAt(e.clientX);
     const live = this.model.liveAt(t);
@@ -157,7 +162,7 @@ class TimelineView {
     for (const v of live) total += v;
     const tip = this.tooltip;
     tip.replaceChildren();
-    tip.append(el('div', { class: 'tip-head' }, `${formatTime(t, data.timeUnit)} · ${humanBytes(total)} live`));
+    tip.append(el('div', { class: 'tip-head' }, `${formatTime(t, data.timeUnit)} · ${humanBytes(total)} ${this.stacksReserved() ? 'reserved' : 'live'}`));
     const rows = el('table');
     this.slice.series.forEach((g, i) => {
       if (live[i] > 0) {
@@ -259,7 +264,10 @@ class TimelineView {
 
     c.dataset.t0 = String(this.view.t0);
     c.dataset.t1 = String(this.view.t1);
-    this.rangeLabel.textContent = `${formatTime(this.view.t0, data.timeUnit)} – ${formatTime(this.view.t1, data.timeUnit)} · ${countOf(this.model.n, 'event')} · peak ${humanBytes(this.model.peak)}`;
+    // A profiler trace stacks allocated and cached bytes: the top is reserved, and the allocated peak is its own.
+    const allocated = this.slice.data.series.findIndex((s) => s.category === 'allocated');
+    const peak = this.stacksReserved() && allocated >= 0 ? `peak ${humanBytes(this.model.peak)} reserved, ${humanBytes(this.model.seriesPeak[allocated]!)} allocated` : `peak ${humanBytes(this.model.peak)}`;
+    this.rangeLabel.textContent = `${formatTime(this.view.t0, data.timeUnit)} – ${formatTime(this.view.t1, data.timeUnit)} · ${countOf(this.model.n, 'event')} · ${peak}`;
     this.frames++;
     this.lastFrameMs = performance.now() - start;
     if (this.frames === 1) this.firstFrameMs = performance.now();

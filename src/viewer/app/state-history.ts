@@ -484,7 +484,7 @@ export class StateHistoryView {
 
 function listHeader(): HTMLElement {
   const row = el('div', { class: 'history-event history-head' });
-  for (const [cls, text] of [['ev-idx', '#'], ['ev-time', 'time'], ['ev-action', 'action'], ['ev-addr', 'address'], ['ev-size', 'size'], ['ev-stream', 'stream'], ['ev-site', 'first user frame']]) row.append(el('span', { class: cls }, text));
+  for (const [cls, text] of [['ev-idx', '#'], ['ev-time', 'time'], ['ev-action', 'action'], ['ev-addr', 'address'], ['ev-size', 'size'], ['ev-stream', 'stream'], ['ev-site', 'site']]) row.append(el('span', { class: cls }, text));
   return row;
 }
 

@@ -33,6 +33,8 @@ export class TimelineModel {
   readonly tMin: number;
   readonly tMax: number;
   readonly peak: number;
+  /** Per series: the most it held at once. */
+  readonly seriesPeak: Float64Array;
 
   constructor(data: ReportData) {
     const { dt, series, bytes } = data.timeline;
@@ -49,6 +51,7 @@ export class TimelineModel {
     this.blockMaxState = new Float64Array(nBlocks * nSeries);
     this.blockDelta = new Float64Array(nBlocks * nSeries);
     const live = new Float64Array(nSeries);
+    const seriesPeak = new Float64Array(nSeries);
     let us = 0;
     let total = 0;
     let peak = 0;
@@ -68,6 +71,7 @@ export class TimelineModel {
       this.series[i] = s;
       this.bytes[i] = b;
       live[s] += b;
+      if (live[s] > seriesPeak[s]) seriesPeak[s] = live[s];
       total += b;
       if (total > peak) peak = total;
       const base = block * nSeries;
@@ -79,6 +83,7 @@ export class TimelineModel {
       }
     }
     this.peak = peak;
+    this.seriesPeak = seriesPeak;
     const lastStep = data.steps.length ? data.steps[data.steps.length - 1].t : 0;
     this.tMax = Math.max(n ? this.time[n - 1] : 0, lastStep, 1e-3) * 1.0001;
     // Start just before the first event: a program's start-up (module loading) holds no tensors.
