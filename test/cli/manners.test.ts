@@ -187,6 +187,14 @@ describe('every verb names an unusable input file and the problem in the same wo
     expect({ devices: plotted.devices.map((d) => d.device), warnings: plotted.warnings }).toEqual({ devices: ['cuda:1'], warnings: [] });
   });
 
+  it('trace --json keeps --limit as the text does: each device\u2019s first events', async () => {
+    const r = await memscope('trace', trace, '--json', '--limit', '2');
+    expect(failure(r)).toEqual({ status: 0, lines: [] });
+    const devices = (JSON.parse(r.stdout) as { devices: { count: number; time: number[]; bytes: number[] }[] }).devices;
+    expect(devices.length).toBeGreaterThan(1);
+    for (const d of devices) expect([d.time.length, d.bytes.length, d.count > 2]).toEqual([2, 2, true]);
+  });
+
   it('trace on a profiler trace without memory events says how to record them with the profiler', async () => {
     writeFileSync(path.join(work, 'nomem.json'), JSON.stringify({ traceEvents: [{ name: 'aten::add', ph: 'X', ts: 1, dur: 2, pid: 1, tid: 1 }] }));
     const r = await memscope('trace', 'nomem.json');

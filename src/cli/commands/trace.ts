@@ -19,7 +19,12 @@ export function register(program: Command): void {
         const trace = opened.kind === 'snapshot' ? snapshotTimeline(opened.snapshot) : opened.trace;
         printJson({
           source: trace.source,
-          devices: trace.devices.map((d) => ({ device: d.device, count: d.count, time: d.time, bytes: d.bytes, allocated: d.allocated, reserved: d.reserved })),
+          // --limit keeps each device's first events, as the text keeps the first lines.
+          devices: trace.devices.map((d) => {
+            const n = Math.min(d.count, limit);
+            const cut = (xs: ArrayLike<number> | null): number[] | null => (xs ? Array.from(xs).slice(0, n) : null);
+            return { device: d.device, count: d.count, time: cut(d.time), bytes: cut(d.bytes), allocated: cut(d.allocated), reserved: cut(d.reserved) };
+          }),
           warnings: opened.kind === 'snapshot' ? opened.snapshot.warnings : [],
         });
         return;
