@@ -110,8 +110,8 @@ describe('snapshot report in the browser', () => {
     await page.keyboard.down('Shift');
     for (let k = 0; k < 6; k++) await redrawn(page, () => page.mouse.wheel(0, -100));
     await page.keyboard.up('Shift');
+    await expect.poll(() => page.locator('#tooltip').innerText()).not.toBe(before);
     const afterZoom = await page.locator('#tooltip').innerText();
-    expect(afterZoom).not.toBe(before);
     await page.mouse.move(rest.x + 1, rest.y);
     expect(await tipAt(rest.x, rest.y)).toBe(afterZoom);
     const zoomedTicks = (await canvas.getAttribute('data-y-ticks'))!.split('|');

@@ -67,7 +67,8 @@ export interface PanZoomChart {
 /**
  * Binds wheel, drag, click and double-click on `canvas` to `chart`. Returns what the chart calls
  * after each redraw: hover again where the pointer rests, since a zoom or a pan moves what is under
- * it without the pointer moving (the tooltip would describe what was there before).
+ * it without the pointer moving (the tooltip would describe what was there before). The hover runs
+ * in a task of its own, after the frame is shown, so a zoom's frames do not wait for it.
  */
 export function bindPanZoom(canvas: HTMLCanvasElement, chart: PanZoomChart): () => void {
   let drag: { x: number; range: ViewRange; moved: boolean } | null = null;
@@ -116,7 +117,13 @@ export function bindPanZoom(canvas: HTMLCanvasElement, chart: PanZoomChart): () 
     chart.leave();
   });
   canvas.addEventListener('dblclick', () => chart.reset());
+  let pending = false;
   return () => {
-    if (pointer && !drag?.moved) chart.hover(pointer);
+    if (pending || !pointer || drag?.moved) return;
+    pending = true;
+    setTimeout(() => {
+      pending = false;
+      if (pointer && !drag?.moved) chart.hover(pointer);
+    }, 0);
   };
 }
