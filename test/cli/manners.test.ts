@@ -180,6 +180,7 @@ describe('every verb names an unusable input file and the problem in the same wo
   it('--device takes an index or a label in every verb that has it', async () => {
     const r = await memscope('segments', snapshot, '--device', 'cuda:0', '--json');
     expect(failure(r)).toEqual({ status: 0, lines: [] });
+    expect(JSON.parse((await memscope('memory', snapshot, '--device', '0', '--json')).stdout)).toMatchObject({ deviceType: 'cuda' });
     expect(JSON.parse(r.stdout)).toEqual(JSON.parse((await memscope('segments', snapshot, '--device', '0', '--json')).stdout));
     const byIndex = await memscope('plot', fixture('traces/kineto_modern_memory.json.gz'), '--device', '1', '-o', 'plot1.html', '--json');
     expect(failure(byIndex)).toEqual({ status: 0, lines: [expect.stringMatching(/^memscope: wrote the memory timeline to plot1\.html/)] });

@@ -12,6 +12,7 @@ import { renderReportHtml } from '../../src/viewer/html.js';
 import { viewerBundle } from '../../src/viewer/bundle-node.js';
 import { launchChromium } from '../support/browser.js';
 import { fixture } from '../support/fixtures.js';
+import { pythonPickle } from '../torch/python.js';
 import { openReportPage } from '../support/report-page.js';
 
 
@@ -68,6 +69,15 @@ describe('PyTorch inputs', () => {
     expect(d.notices.join(' ')).toMatch(/no allocation history/);
     expect(d.segments).toHaveLength(672);
     expect(d.segments.reduce((s, x) => s + x.blocks.size.length, 0)).toBe(6633);
+  });
+
+  it('a trace holding only a snapshot entry (an OOM dump) is named as that, and counted in the header', async () => {
+    const file = join(mkdtempSync(join(tmpdir(), 'memscope-torch-report-')), 'oom-dump.pickle');
+    const segment = "{'device': 0, 'address': 2**32, 'total_size': 2**21, 'allocated_size': 2**20, 'active_size': 2**20, 'requested_size': 2**20, 'stream': 0, 'segment_type': 'small', 'blocks': [{'address': 2**32, 'size': 2**20, 'requested_size': 2**20, 'state': 'active_allocated', 'frames': []}, {'address': 2**32 + 2**20, 'size': 2**20, 'requested_size': 0, 'state': 'inactive', 'frames': []}]}";
+    writeFileSync(file, pythonPickle(`{'segments': [${segment}], 'device_traces': [[{'action': 'snapshot', 'addr': 0, 'size': 2**21, 'stream': 0}]]}`, 4));
+    const d = await load(file);
+    expect(d.notices).toContain('This snapshot has no allocation history (its 1 trace event is no allocation or segment event): the timeline shows only its final state; the segments view and the largest blocks are exact.');
+    expect(d.source.detail).toMatch(/ · 1\.00 MiB allocated of 2\.00 MiB reserved · 1 trace event$/);
   });
 
   it('a 2021 Kineto trace: relative totals, said so, and operators', async () => {
