@@ -1,5 +1,4 @@
 import { humanBytes } from '../../core/units.js';
-import { MemscopeError } from '../../core/errors.js';
 import { loadAllocatorPolicy } from '../../allocator/policy-module-node.js';
 import { replayThroughAllocator, type PolicyReplayResult } from '../../allocator/policy-replay.js';
 import type { ParsedSnapshot } from '../../allocator/replay.js';
