@@ -168,7 +168,13 @@ export async function readCaptureChunks(chunks: AsyncIterable<Uint8Array>, sourc
   // (which knows it), and bytes that are not UTF-8 become U+FFFD.
   const decoder = new TextDecoder('utf-8', { ignoreBOM: true });
   const parser = new CaptureParser(source);
-  for await (const chunk of chunks) parser.push(decoder.decode(chunk, { stream: true }));
+  try {
+    for await (const chunk of chunks) parser.push(decoder.decode(chunk, { stream: true }));
+  } catch (err) {
+    // A gzipped capture cut short is read as a plain one would be: what inflated is kept, and the
+    // parser names the cut (no end record, or a record cut off mid-write).
+    if (!(err instanceof MemscopeError && err.code === 'gzip-truncated')) throw err;
+  }
   parser.push(decoder.decode());
   return parser.end();
 }

@@ -8,7 +8,7 @@ import { open, stat } from 'node:fs/promises';
 import { createRequire } from 'node:module';
 import type { Readable } from 'node:stream';
 import { MemscopeError } from './errors.js';
-import { defaultGunzipLimit, gunzipLimitError, isGzip } from './gzip.js';
+import { defaultGunzipLimit, gunzipLimitError, gzipTruncatedError, isGzip, isTruncatedGzipMessage } from './gzip.js';
 import { requireReadableFile, unreadableFile } from './input-file.js';
 
 // node:zlib is loaded when a gzipped file comes (see fileChunks), by `require`: the `memscope` bin
@@ -92,6 +92,7 @@ export async function* fileChunks(path: string, options: FileReadOptions = {}): 
   } catch (err) {
     if (err instanceof MemscopeError) throw err;
     const e = err as NodeJS.ErrnoException;
+    if (gz && e.code === 'Z_BUF_ERROR' && isTruncatedGzipMessage(e.message)) throw gzipTruncatedError(path, e.message, err);
     if (gz && (e.code?.startsWith('Z_') || e.errno !== undefined)) {
       throw new MemscopeError('bad-gzip', `${path}: corrupt or truncated gzip data (${e.message})`, { cause: err });
     }
@@ -106,10 +107,15 @@ export async function* fileChunks(path: string, options: FileReadOptions = {}): 
 async function firstContentBytes(path: string, length: number): Promise<Uint8Array> {
   const parts: Uint8Array[] = [];
   let have = 0;
-  for await (const chunk of fileChunks(path)) {
-    parts.push(chunk);
-    have += chunk.length;
-    if (have >= length) break;
+  try {
+    for await (const chunk of fileChunks(path)) {
+      parts.push(chunk);
+      have += chunk.length;
+      if (have >= length) break;
+    }
+  } catch (err) {
+    // The head of a file cut short is its head: whether the cut matters is its reader's call.
+    if (!(err instanceof MemscopeError && err.code === 'gzip-truncated')) throw err;
   }
   const out = new Uint8Array(Math.min(have, length));
   let at = 0;

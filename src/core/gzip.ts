@@ -28,3 +28,17 @@ export function gunzipLimitError(path: string, limit: number, compressedBytes: n
       'a real file this large can be read with a higher MEMSCOPE_MAX_GUNZIP_BYTES (or the maxDecompressedBytes option)',
   );
 }
+
+/**
+ * The refusal of gzip data that stops before its end (a file cut short, or still being written).
+ * Code `gzip-truncated`: a reader whose format survives a cut (a capture) takes what inflated
+ * before it; every other reader refuses the file.
+ */
+export function gzipTruncatedError(path: string, detail: string, cause?: unknown): MemscopeError {
+  return new MemscopeError('gzip-truncated', `${path}: the gzip data ends early (${detail}): the file was cut short or is still being written`, { cause });
+}
+
+/** Whether a platform inflater's error says its input stopped early (Node's zlib, Chromium, Firefox). */
+export function isTruncatedGzipMessage(message: string): boolean {
+  return /unexpected end of file|truncated|incomplete/i.test(message);
+}

@@ -13,7 +13,7 @@
 import { MemscopeError } from '../core/errors.js';
 import { describeContent, inFile, isCaptureDescription } from '../core/file-content.js';
 import { looksLikeCapture, readCaptureChunks } from '../capture/reader.js';
-import { defaultGunzipLimit, gunzipLimitError, isGzip } from '../core/gzip.js';
+import { defaultGunzipLimit, gunzipLimitError, gzipTruncatedError, isGzip, isTruncatedGzipMessage } from '../core/gzip.js';
 import { looksLike, looksLikeTextPickle, readJsonTraceChunks, startsLikeJson, textPickleRefusal } from '../torch/memory-file-stream.js';
 import { readSnapshotStream } from '../torch/snapshot-stream.js';
 import { looksLikeJsonSnapshot, readJsonSnapshotChunks } from '../torch/snapshot-json.js';
@@ -116,6 +116,8 @@ class BlobContent {
       try {
         next = await chunks.next();
       } catch (err) {
+        const message = err instanceof Error ? err.message : String(err);
+        if (isTruncatedGzipMessage(message)) throw gzipTruncatedError(this.name, message, err);
         throw new MemscopeError('bad-gzip', `${this.name}: corrupt or truncated gzip data (${err instanceof Error ? err.message : String(err)})`, { cause: err });
       }
       if (next.done) return;
@@ -143,6 +145,9 @@ class BlobContent {
         out.set(next.value.subarray(0, n), have);
         have += n;
       }
+    } catch (err) {
+      // The head of a file cut short is its head: whether the cut matters is its reader's call.
+      if (!(err instanceof MemscopeError && err.code === 'gzip-truncated')) throw err;
     } finally {
       await chunks.return(undefined);
     }

@@ -3,11 +3,13 @@
 // damaged tail or a bad record is reported at the same line in the same words.
 import { describe, it, expect, afterAll } from 'vitest';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { gzipSync } from 'node:zlib';
+import { gunzipSync, gzipSync } from 'node:zlib';
+import { spawnSync } from 'node:child_process';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { CaptureParser, MAX_CAPTURE_LINE, parseCapture, readCaptureChunks, type Capture, type CapturedAlloc } from '../../src/capture/reader.js';
 import { readCaptureFile } from '../../src/capture/read-node.js';
+import { FileCaptureSink } from '../../src/capture/file-sink-node.js';
 import { errorLine } from '../../src/viewer/open-file.js';
 import { fixture } from '../support/fixtures.js';
 import { prng } from '../support/prng.js';
@@ -142,6 +144,61 @@ describe('a capture read in pieces', () => {
     // At the limit, the line is read as any other: here, a tail cut mid-record.
     const atLimit = await readCaptureChunks(overlong(MAX_CAPTURE_LINE, ''), 'c.ndjson');
     expect(atLimit.truncated).toEqual({ reason: 'the last record was cut off mid-write', line: 3, bytesIgnored: MAX_CAPTURE_LINE });
+  });
+});
+
+describe('a capture written gzipped (a .gz output path)', () => {
+  const text = readFileSync(fixture('captures/train-leak.capture.ndjson'), 'utf8');
+  /** The capture's text as the writer hands it over: flushes of a few records each. */
+  const flushes = text.split(/(?<=\n)/).reduce<string[]>((out, line, i) => {
+    if (i % 7 === 0) out.push('');
+    out[out.length - 1] += line;
+    return out;
+  }, []);
+
+  it('is one gzip stream that gunzip, python3 and readCaptureFile read as the plain capture', async () => {
+    expect(flushes.length).toBeGreaterThan(10);
+    const path = join(work, 'sink.ndjson.gz');
+    const sink = new FileCaptureSink(path);
+    for (const chunk of flushes) sink.write(chunk);
+    sink.close();
+    const bytes = readFileSync(path);
+    expect(gunzipSync(bytes).toString('utf8')).toBe(text);
+    expect(bytes.length).toBeLessThan(Buffer.byteLength(text) / 3);
+    // Another gzip reader checks the trailer's CRC-32 and length.
+    const py = spawnSync('python3', ['-c', 'import gzip,sys; sys.stdout.write(str(len(gzip.open(sys.argv[1]).read())))', path], { encoding: 'utf8' });
+    expect(py.stderr).toBe('');
+    expect(py.stdout).toBe(String(Buffer.byteLength(text)));
+    expect(await readCaptureFile(path)).toEqual(parseCapture(text, path));
+  });
+
+  it('left without its trailer (the program was killed) or cut mid-write, reads as the plain capture cut there', async () => {
+    const path = join(work, 'killed.ndjson.gz');
+    const sink = new FileCaptureSink(path);
+    const kept = flushes.slice(0, 5);
+    for (const chunk of kept) sink.write(chunk);
+    // No close: the process died here, after its last synchronous write.
+    const killed = await readCaptureFile(path);
+    expect(killed).toEqual(parseCapture(kept.join(''), path));
+    expect(killed.truncated?.reason).toMatch(/^the capture has no end record/);
+    expect(killed.allocs.length).toBeGreaterThan(0);
+    sink.close();
+    // Cut inside the deflate data: what inflated is kept, and the record cut is named.
+    const whole = readFileSync(path);
+    writeFileSync(path, whole.subarray(0, Math.floor(whole.length * 0.6)));
+    const cut = await readCaptureFile(path);
+    expect(cut.truncated).not.toBeNull();
+    expect(cut.allocs.length).toBeGreaterThan(0);
+    expect(cut.allocs.length).toBeLessThanOrEqual(killed.allocs.length);
+  });
+
+  it('a snapshot or trace whose gzip ends early is still refused, naming the cut', async () => {
+    const path = join(work, 'cut.json.gz');
+    writeFileSync(path, gzipSync(JSON.stringify({ traceEvents: [{ name: '[memory]', ph: 'i' }] })).subarray(0, 30));
+    const { readJsonTraceFile } = await import('../../src/torch/chrome-trace-node.js');
+    expect(await outcomeOf(() => readJsonTraceFile(path) as unknown as Promise<Capture>)).toBe(
+      `memscope: ${path}: the gzip data ends early (unexpected end of file): the file was cut short or is still being written`,
+    );
   });
 });
 

@@ -91,6 +91,14 @@ describe('memscope leaks on real programs', () => {
     const gz = await cli(['leaks', '--json', `${cap}.gz`]);
     expect(gz.status, gz.stderr).toBe(3);
     expect({ ...JSON.parse(gz.stdout), capture: cap }).toEqual(json);
+    // Written gzipped by `run -o *.gz`: a gzip file, with the same leaks.
+    const written = join(work, 'steps-written.ndjson.gz');
+    const run = await cli(['run', '-q', '--stacks', '-o', written, script]);
+    expect(run.status, run.stderr).toBe(0);
+    expect([...readFileSync(written).subarray(0, 2)]).toEqual([0x1f, 0x8b]);
+    const fromRun = await cli(['leaks', '--json', written]);
+    expect(fromRun.status, fromRun.stderr).toBe(3);
+    expect(JSON.parse(fromRun.stdout).leaks.map((g: { kernel: string; count: number }) => [g.kernel, g.count])).toEqual([['Square', 4]]);
   });
 
   it('GraphModel.executeAsync calls are inference steps (a stand-in tfjs-converter package in a temporary app)', async () => {

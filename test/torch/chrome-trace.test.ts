@@ -311,12 +311,12 @@ describe('trace files', () => {
     expect(a.memoryEventCount).toBe(5);
   });
 
-  it('reports garbage and truncated gzip as bad-gzip', async () => {
+  it('reports garbage gzip as bad-gzip and gzip cut short as gzip-truncated', async () => {
     writeFileSync(path.join(tmp, 'garbage.json.gz'), Buffer.from([0x1f, 0x8b, 0x08, 0, 0, 0, 0, 0, 0, 3, 0xde, 0xad, 0xbe, 0xef, 1, 2, 3]));
     await expectAsyncError(readJsonTraceFile(path.join(tmp, 'garbage.json.gz')), 'bad-gzip', /garbage\.json\.gz: corrupt or truncated gzip data/);
     const real = readFileSync(LEGACY);
     writeFileSync(path.join(tmp, 'cut.json.gz'), real.subarray(0, 40_000));
-    await expectAsyncError(readJsonTraceFile(path.join(tmp, 'cut.json.gz')), 'bad-gzip', /unexpected end of file/);
+    await expectAsyncError(readJsonTraceFile(path.join(tmp, 'cut.json.gz')), 'gzip-truncated', /cut\.json\.gz: the gzip data ends early \(unexpected end of file\)/);
   });
 
   it('reports a missing file, an empty file and a non-trace file clearly', async () => {

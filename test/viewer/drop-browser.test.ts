@@ -10,6 +10,7 @@ import type { Browser, Page } from 'playwright-core';
 import { loadReportData } from '../../src/cli/commands/report.js';
 import { DeviceMemory } from '../../src/allocator/api.js';
 import { dumpSnapshot } from '../../src/allocator/snapshot-node.js';
+import { FileCaptureSink } from '../../src/capture/file-sink-node.js';
 import { errorLine } from '../../src/viewer/open-file.js';
 import { DEFAULT_CAPS, type ReportData } from '../../src/viewer/report-data.js';
 import { renderReportHtml } from '../../src/viewer/html.js';
@@ -95,6 +96,15 @@ async function pageListeners(page: Page): Promise<number> {
   return n;
 }
 
+/** What `memscope run -o x.ndjson.gz` leaves when the program is killed: its gzip stream has no end. */
+function killedGzipCapture(): string {
+  const path = join(work, 'killed.capture.ndjson.gz');
+  const sink = new FileCaptureSink(path);
+  const lines = readFileSync(fixture('captures/train-leak.capture.ndjson'), 'utf8').split(/(?<=\n)/);
+  for (let i = 0; i < lines.length * 0.7; i += 50) sink.write(lines.slice(i, i + 50).join(''));
+  return path;
+}
+
 function allocatorSnapshot(): string {
   const m = new DeviceMemory();
   m.recordMemoryHistory({ enabled: 'all', context: 'all' });
@@ -125,6 +135,7 @@ describe('the viewer reads a dropped file', () => {
     ['a Kineto trace (.json.gz)', () => fixture('traces/kineto_modern_memory.json.gz'), 'trace'],
     ['export_memory_timeline JSON', () => fixture('traces/memory_timeline_small.json'), 'trace'],
     ['a memscope capture', () => fixture('captures/train-leak.capture.ndjson'), 'capture'],
+    ['a gzipped capture its program left unfinished (no gzip trailer)', killedGzipCapture, 'capture'],
   ];
   it.each(kinds)('%s, opened with the button and dropped: drawn from the data memscope report embeds', { timeout: 240_000 }, async (_kind, file, sourceKind) => {
     const path = file();

@@ -26,7 +26,7 @@ export function register(program: Command): void {
     .description('run a TensorFlow.js Node program unchanged and stream a memory capture to disk')
     .argument('<script>', 'the program to run')
     .argument('[args...]', 'arguments passed to the program')
-    .option('-o, --output <file>', 'capture file (default memscope-<script>.<pid>.capture.ndjson)')
+    .option('-o, --output <file>', 'capture file (default memscope-<script>.<pid>.capture.ndjson; a name ending in .gz is written gzipped)')
     .option('--stacks', 'record the JS stack of every allocation (slower; needed to locate leaks by line)')
     .option('--max-entries <n>', 'record at most N allocations individually; later ones only count in step totals', (v: string) => nonNegativeInt(v, '--max-entries'))
     .option('--backend <name>', 'TFJS backend to make current before the program starts (cpu, wasm, ...)')
