@@ -3,9 +3,18 @@
  * naming the option and the value), never a silent default. Each reader works as a commander
  * argument parser too: `.option('--top <n>', 'rows', (v) => nonNegativeInt(v, '--top'), 10)`.
  */
+import { Option } from 'commander';
 import { MemscopeError, isMemscopeError } from '../core/errors.js';
 import { siteRule, type SiteRule } from '../core/site-rule.js';
 import { deviceLabel } from '../torch/device-type.js';
+
+/**
+ * An option whose default, a number or word read by the verb itself, shows in help as written
+ * (`(default: 8)`), where commander would quote a string default (`(default: "8")`).
+ */
+export function optionWithDefault(flags: string, description: string, value: string): Option {
+  return new Option(flags, description).default(value, value);
+}
 
 /** The MemscopeError code of a usage error; src/cli/cli.ts maps it to exit code 2. */
 export const USAGE_ERROR = 'usage';

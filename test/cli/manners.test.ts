@@ -233,6 +233,20 @@ describe('one spelling per idea: ops --capacity takes sizes with units, --alloc-
     expect(help).not.toContain('--allocator-conf');
     expect(help).toContain('--capacity <bytes>');
   });
+
+  it('help shows numeric defaults as numbers, not quoted strings', async () => {
+    const wants: [string, string][] = [
+      ['leaks', '(default: 8)'],
+      ['demo', '(default: 3)'],
+      ['demo', '(default: 16)'],
+      ['ops', '(default: 20)'],
+    ];
+    for (const [verb, want] of wants) {
+      const help = (await memscope(verb, '--help')).stdout;
+      expect(help, verb).toContain(want);
+      expect(help, verb).not.toMatch(/\(default: "\d+"\)/);
+    }
+  });
 });
 
 describe('--json on the verbs that report', () => {

@@ -1,7 +1,7 @@
 import type { Command } from 'commander';
 import { UNITS } from '../../core/units.js';
 import type { MemTrackerSnapshot, ModuleMemStats } from '../../tracking/mem-types.js';
-import { choice, positiveInt, usageOf } from '../options.js';
+import { choice, optionWithDefault, positiveInt, usageOf } from '../options.js';
 
 export interface DemoOptions {
   /** Absent: the first installed of cpu, wasm. */
@@ -92,10 +92,10 @@ export function register(program: Command): void {
     .command('demo')
     .description("train a small built-in TFJS model under MemTracker and print PyTorch-style memory tables (no download)")
     .option('--backend <name>', 'TFJS backend: cpu or wasm (default: cpu if installed, else wasm)')
-    .option('--steps <n>', 'training steps', '3')
-    .option('--batch-size <n>', 'examples per step', String(16))
-    .option('--units <unit>', 'B, KiB, MiB or GiB', 'KiB')
-    .option('--depth <n>', 'module levels shown in the module-wise tables (the model is level 1)', '2')
+    .addOption(optionWithDefault('--steps <n>', 'training steps', '3'))
+    .addOption(optionWithDefault('--batch-size <n>', 'examples per step', '16'))
+    .addOption(optionWithDefault('--units <unit>', 'B, KiB, MiB or GiB', 'KiB'))
+    .addOption(optionWithDefault('--depth <n>', 'module levels shown in the module-wise tables (the model is level 1)', '2'))
     .option('--json', 'print the tables\' figures (bytes per category, per device and per module) as JSON')
     .action(async (opts: DemoOptions) => {
       await runDemo(opts, (text) => process.stdout.write(`${text}\n`));

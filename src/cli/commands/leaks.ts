@@ -1,7 +1,7 @@
 import type { Command } from 'commander';
 import { findLeaks, frameLocation, type LeakReport } from '../../capture/leaks.js';
 import { readCaptureFile } from '../../capture/read-node.js';
-import { nonNegativeInt, SITE_SKIP_HELP, siteRuleOption, siteSkipOption } from '../options.js';
+import { nonNegativeInt, optionWithDefault, SITE_SKIP_HELP, siteRuleOption, siteSkipOption } from '../options.js';
 import { formatLeaks } from '../../capture/leaks-text.js';
 
 export const EXIT_LEAKS_FOUND = 3;
@@ -27,7 +27,7 @@ export function register(program: Command): void {
     .description('list storages that outlive their step, keep growing and are still alive at exit (tensors never disposed)')
     .argument('<capture>', 'a capture written by `memscope run`')
     .option('--json', 'print the leak groups as JSON')
-    .option('--frames <n>', 'stack frames to print per leak', '8')
+    .addOption(optionWithDefault('--frames <n>', 'stack frames to print per leak', '8'))
     .option('--site-skip <regex>', SITE_SKIP_HELP, siteSkipOption)
     .action(async (file: string, opts: { json?: boolean; frames: string; siteSkip?: string[] }) => {
       const frames = nonNegativeInt(opts.frames, '--frames');

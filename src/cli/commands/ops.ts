@@ -1,7 +1,7 @@
 import path from 'node:path';
 import { Option, type Command } from 'commander';
 import type { OpTraceSummary } from '../../tracking/op-traces.js';
-import { byteSize, nonNegativeInt, positiveInt, usageOf } from '../options.js';
+import { byteSize, nonNegativeInt, optionWithDefault, positiveInt, usageOf } from '../options.js';
 
 export interface OpsOptions {
   backend: string;
@@ -96,10 +96,10 @@ export function register(program: Command): void {
   program
     .command('ops')
     .description("operator-level memory traces (PyTorch's MemoryTracker) of the built-in demo: summary and plots")
-    .option('--backend <name>', 'TFJS backend: cpu or wasm', 'cpu')
-    .option('-o, --out-dir <dir>', 'directory for the SVG plots, memory_traces.html and memory_traces.json', 'memscope-ops')
-    .option('--steps <n>', 'training steps', '2')
-    .option('--top <n>', 'operators in the summary', '20')
+    .addOption(optionWithDefault('--backend <name>', 'TFJS backend: cpu or wasm', 'cpu'))
+    .addOption(optionWithDefault('-o, --out-dir <dir>', 'directory for the SVG plots, memory_traces.html and memory_traces.json', 'memscope-ops'))
+    .addOption(optionWithDefault('--steps <n>', 'training steps', '2'))
+    .addOption(optionWithDefault('--top <n>', 'operators in the summary', '20'))
     .option('--stats <file>', 'where to save the stats JSON (default <out-dir>/memory_traces.json)')
     .option('--allocator', "take reserved bytes, retries and OOMs from memscope's caching-allocator model (PyTorch's CUDA allocator)")
     .option('--alloc-conf <conf>', 'PYTORCH_CUDA_ALLOC_CONF-style settings for the allocator model, e.g. expandable_segments:True (implies --allocator)')
