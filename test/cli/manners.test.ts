@@ -7,7 +7,7 @@ import path from 'node:path';
 import { describe, expect, it, vi } from 'vitest';
 import { fixture, repoRoot } from '../support/fixtures.js';
 import { runNode, type ChildOutcome } from '../support/child.js';
-import { pythonPickle } from '../torch/python.js';
+import { python, pythonPickle } from '../torch/python.js';
 
 vi.setConfig({ testTimeout: 180_000 });
 
@@ -194,6 +194,34 @@ describe('every verb names an unusable input file and the problem in the same wo
     const devices = (JSON.parse(r.stdout) as { devices: { count: number; time: number[]; bytes: number[] }[] }).devices;
     expect(devices.length).toBeGreaterThan(1);
     for (const d of devices) expect([d.time.length, d.bytes.length, d.count > 2]).toEqual([2, 2, true]);
+  });
+
+  it("trace --json of a snapshot: each entry's action, address, size and stream as python3 reads them, and the site the text's --frames names", async () => {
+    const file = fixture('torch/transformer_forward_trace.pickle');
+    const r = await memscope('trace', file, '--json', '--limit', '300');
+    expect(failure(r)).toEqual({ status: 0, lines: [] });
+    const [d] = (JSON.parse(r.stdout) as { devices: { count: number; action: string[]; address: number[]; size: number[]; stream: number[]; site: (string | null)[]; time: number[] }[] }).devices;
+    const want = JSON.parse(
+      python(
+        "import pickle,sys,json\nt=pickle.load(open(sys.argv[1],'rb'))['device_traces'][0]\nprint(json.dumps({'n':len(t),'e':[[e['action'],e.get('addr',0),e['size'],e['stream']] for e in t[:300]]}))",
+        undefined,
+        [file],
+      ).toString(),
+    ) as { n: number; e: [string, number, number, number][] };
+    expect(d!.count).toBe(want.n);
+    expect(d!.action.map((a, i) => [a, d!.address[i], d!.size[i], d!.stream[i]])).toEqual(want.e);
+    expect(d!.time).toHaveLength(300);
+    // The site of each entry is the frame the text's --frames line ends with.
+    const lines = (await memscope('trace', file, '--frames')).stdout.split('\n').slice(1, 301);
+    expect(d!.site.map((s) => s ?? '')).toEqual(lines.map((l) => /    @ (.*)$/.exec(l)?.[1] ?? ''));
+    expect(d!.site.filter((s) => s !== null).length).toBeGreaterThan(250);
+  });
+
+  it("trace --json of a profiler trace: each event's address and enclosing operator, as the text lines show them", async () => {
+    const r = await memscope('trace', fixture('traces/kineto_modern_memory.json.gz'), '--json', '--limit', '3');
+    const cuda = (JSON.parse(r.stdout) as { devices: { device: string; address: number[]; operator: (string | null)[] }[] }).devices.find((d) => d.device === 'cuda:1')!;
+    expect(cuda.address.map((a) => `0x${a.toString(16)}`)).toEqual(['0x7f41c2000000', '0x7f423a000000', '0x7f41c2000000']);
+    expect(cuda.operator).toEqual(['aten::empty_strided', 'aten::bmm', 'CompiledFunction']);
   });
 
   it('trace on a profiler trace without memory events says how to record them with the profiler', async () => {
