@@ -306,6 +306,7 @@ export class EnginePatches {
         try {
           ctx.kernel = params.kernelName ?? compositeKernelName(this.state.activeScope?.name);
           if (d.wantKernels) start = attribution.kernelStart(ctx.kernel, params);
+          else if (d.meetKernelInputs) identity.meetInputs(params.inputs);
         } catch (err) {
           d.internalError(err);
         }

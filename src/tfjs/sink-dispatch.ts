@@ -49,6 +49,8 @@ export class SinkDispatch {
   /** Subscribed sinks that are not StorageBatchSinks: each may key on TensorRefs. */
   plainSinkCount = 0;
   wantKernels = false;
+  /** Allocation sinks listen but no kernel sink: kernel inputs are still met (StorageIdentity.meetInputs). */
+  meetKernelInputs = false;
   watchScopeStart = false;
   watchScopeEnd = false;
 
@@ -94,6 +96,7 @@ export class SinkDispatch {
     this.optEndSinks = pick('onOptimizerStepEnd');
     this.assignSinks = pick('onVariableAssign');
     this.wantKernels = this.kernelStartSinks.length > 0 || this.kernelEndSinks.length > 0;
+    this.meetKernelInputs = !this.wantKernels && this.allocSinks.length > 0;
     this.watchScopeStart = this.scopeStartSinks.length > 0;
     this.watchScopeEnd = this.scopeEndSinks.length > 0;
   }

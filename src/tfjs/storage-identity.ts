@@ -156,6 +156,19 @@ export class StorageIdentity {
     return s;
   }
 
+  /**
+   * Announces the storages of a kernel's inputs that memscope has not met (made before it was
+   * installed), as `refFor` does when kernel events are wanted: a storage a kernel reads is counted
+   * from then on whichever trackers listen.
+   */
+  meetInputs(inputs: Record<string, unknown> | null | undefined): void {
+    if (inputs == null) return;
+    for (const k in inputs) {
+      const t = inputs[k];
+      if (isTensorLike(t) && this.storages.get(t.dataId) === undefined) this.adopt(t, true);
+    }
+  }
+
   /** Forgets every kept storage (at uninstall): dataIds still alive carry nothing of memscope's. */
   forgetAll(): void {
     for (const s of this.live) {

@@ -371,7 +371,15 @@ export class MemRecorder implements StorageBatchSink {
 
   onVariableAssign(variable: TensorRef, previous: StorageRef): void {
     const slot = this.storages.find(previous.id);
-    const category = categoryAfterAssign(this.variableCategory.get(variable.id), slot >= 0 ? categoryOf(this.storages.tagAt(slot)) : undefined);
+    const remembered = this.variableCategory.get(variable.id);
+    if (slot < 0 && remembered === undefined) {
+      // A variable this tracker never counted (made before start() and not given to
+      // trackExternal, as PyTorch leaves such a tensor): PyTorch would update it in place, so its
+      // new storage is not counted either — not as optimizer state for being made in a step.
+      if (variable.storage.id !== previous.id) this.remove(variable.storage.id);
+      return;
+    }
+    const category = categoryAfterAssign(remembered, slot >= 0 ? categoryOf(this.storages.tagAt(slot)) : undefined);
     if (category !== undefined) this.classify(variable.storage, category);
     // The old storage outlives the assign only while other tensors still hold it.
     if (slot >= 0 && this.storages.find(previous.id) >= 0 && previous.id !== variable.storage.id) {

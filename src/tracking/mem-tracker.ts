@@ -77,6 +77,8 @@ export class MemTracker implements Disposable {
   private moduleRegistered = false;
   private startedOnce = false;
   private warnedNoModule = false;
+  /** Models whose companions are watched while tracking (watchCompanions), and how to stop each watch. */
+  private companionWatches = new Map<object, () => void>();
 
   constructor(readonly adapter: FrameworkAdapter) {}
 
@@ -130,6 +132,13 @@ export class MemTracker implements Disposable {
       this.moduleRegistered = true;
       this.recorder.trackModuleWeights(module);
       for (const companion of this.companionsOf(obj)) this.resolveExternal(session, companion, index);
+      if (!this.companionWatches.has(obj as object)) {
+        const unwatch = this.watchCompanions(obj, () => {
+          if (this.session === null) return;
+          for (const companion of this.companionsOf(obj)) this.resolveExternal(this.session, companion, index);
+        });
+        if (unwatch !== null) this.companionWatches.set(obj as object, unwatch);
+      }
       return;
     }
     const optimizer = tryKind(() => session.optimizer(obj));
@@ -152,6 +161,15 @@ export class MemTracker implements Disposable {
    */
   protected companionsOf(_model: unknown): unknown[] {
     return [];
+  }
+
+  /**
+   * Calls `changed` while tracking whenever a tracked model's companions may have changed (a TFJS
+   * model compiled again gets a new optimizer); returns how to stop watching, or null when the
+   * binding has nothing to watch. None here.
+   */
+  protected watchCompanions(_model: unknown, _changed: () => void): (() => void) | null {
+    return null;
   }
 
   /**
@@ -211,6 +229,8 @@ export class MemTracker implements Disposable {
     const session = this.session;
     if (session === null) return;
     this.session = null;
+    for (const unwatch of [...this.companionWatches.values()].reverse()) unwatch();
+    this.companionWatches.clear();
     this.recorder.closeOpenCalls();
     session.detach();
   }

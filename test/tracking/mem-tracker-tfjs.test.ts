@@ -352,4 +352,60 @@ describe('MemTracker on TFJS models (cpu)', () => {
     // The forward that ran before the error was recorded.
     expect(stats(tracker).get('boom')!.snapshots['Pre-Forward']).toHaveLength(1);
   });
+
+  it('a model compiled, or compiled again, while tracking: its new optimizer is tracked, its state Optstate; compile is restored at stop', async () => {
+    const model = mlp('late');
+    model.compile({ optimizer: tf.train.sgd(0.01), loss: 'meanSquaredError' });
+    const compileBefore = Object.prototype.hasOwnProperty.call(model, 'compile');
+    const xs = tf.randomNormal([6, 8], 0, 1, 'float32', 3);
+    const ys = tf.randomNormal([6, 4], 0, 1, 'float32', 4);
+    const tracker = new MemTracker();
+    tracker.trackExternal(model, xs, ys);
+    await tracker.track(async () => {
+      await model.fit(xs, ys, { batchSize: 6, epochs: 1, verbose: 0 });
+      // Fine-tuning: the same model, a new optimizer.
+      model.compile({ optimizer: tf.train.adam(0.01), loss: 'meanSquaredError' });
+      await model.fit(xs, ys, { batchSize: 6, epochs: 1, verbose: 0 });
+    });
+    const now = tracker.snapshot('current').cpu!;
+    // Adam's m, v and two scalars, and SGD's learning-rate scalar (4 B), still alive.
+    expect(now.Optstate).toBe(adamStateBytes(model) + 4);
+    expect(now.Activation).toBe(0);
+    expect(Object.prototype.hasOwnProperty.call(model, 'compile')).toBe(compileBefore);
+    tf.dispose([xs, ys]);
+  });
+
+  it('a tensor made before start() and read by a kernel is counted once met, with or without another tracker attached', () => {
+    const big = tf.zeros([1000]); // 4000 B
+    const withOnly = (extra: boolean): number => {
+      const tracker = new MemTracker();
+      const other = extra ? tfjsAdapter.attach({ onKernelStart: () => {} }) : null;
+      try {
+        const out = tracker.track(() => tf.add(big, 1));
+        const total = tracker.snapshot('current').cpu!.Total;
+        out.dispose();
+        return total;
+      } finally {
+        other?.detach();
+      }
+    };
+    expect(withOnly(false)).toBe(8000);
+    expect(withOnly(true)).toBe(8000);
+    big.dispose();
+  });
+
+  it('a variable made before start() and never given to trackExternal stays uncounted when an optimizer step assigns it', () => {
+    const x = tf.randomNormal([8, 10]);
+    const w = tf.variable(tf.zeros([10, 20]), true, 'bare_w'); // 800 B
+    const optimizer = tf.train.sgd(0.1);
+    const tracker = new MemTracker();
+    tracker.trackExternal(optimizer);
+    tracker.track(() => {
+      for (let i = 0; i < 2; i++) optimizer.minimize(() => tf.sum(tf.matMul(x, w)) as tf.Scalar);
+    });
+    // PyTorch updates such a weight in place and never counts it: its new storage is not optimizer state.
+    expect(tracker.snapshot('current').cpu!.Optstate).toBe(4);
+    tf.dispose([x, w]);
+    optimizer.dispose();
+  });
 });
