@@ -1,18 +1,19 @@
 import { humanBytes } from '../core/units.js';
-import { frameLocation, type LeakGroup, type LeakReport } from './leaks.js';
+import { frameLocation, leakStepCells, type LeakGroup, type LeakReport } from './leaks.js';
 import { renderTable } from '../render/table.js';
 
 /** `memscope leaks` output: one block per leak group, largest first. */
 export function formatLeaks(report: LeakReport, opts: { frames?: number; stacksRecorded?: boolean } = {}): string {
-  if (report.note) return `No verdict: ${report.note}.\n`;
-  const steps = `${report.steps} ${report.stepKind === 'inference' ? 'inference ' : ''}steps`;
+  const coverage = report.coverage ? `Partial capture: ${report.coverage}.\n` : '';
+  if (report.note) return `No verdict: ${report.note}.\n${coverage}`;
+  const steps = `${report.steps} ${report.stepKind === 'inference' || report.stepKind === 'marked' ? `${report.stepKind} ` : ''}steps`;
   if (report.groups.length === 0) {
-    return `No leaks: no unowned storage kept growing across the capture's ${steps} and stayed alive to the end.\n`;
+    return `No leaks: no unowned storage kept growing across the capture's ${steps} and stayed alive to the end.\n${coverage}`;
   }
   const frames = opts.frames ?? 8;
   const out: string[] = [];
   const total = report.groups.reduce((s, g) => s + g.bytes, 0);
-  out.push(`${report.groups.length} leak${report.groups.length === 1 ? '' : 's'} over ${steps}: ${humanBytes(total)} still alive when the program ended.\n`);
+  out.push(`${report.groups.length} leak${report.groups.length === 1 ? '' : 's'} over ${steps}: ${humanBytes(total)} still alive when the program ended.\n${coverage}`);
   report.groups.forEach((g, i) => {
     out.push(`#${i + 1} ${humanBytes(g.bytes)} in ${g.count} storage${g.count === 1 ? '' : 's'} · kernel ${g.kernel ?? '(none)'} · ${g.device} · ${g.categories.join('/')}`);
     out.push(`   allocated at ${allocationSite(g, opts.stacksRecorded ?? g.stack.length > 0)}`);
@@ -47,7 +48,7 @@ const END_ROWS = 5;
  * their sums (`--json` keeps every step).
  */
 function stepRows(g: LeakGroup): string[][] {
-  const row = (r: LeakGroup['perStep'][number]): string[] => [String(r.step), String(r.count), humanBytes(r.bytes), humanBytes(g.liveAtStepEnd[r.step - 1] ?? 0)];
+  const row = (r: LeakGroup['perStep'][number]): string[] => leakStepCells(g, r);
   if (g.perStep.length <= MAX_STEP_ROWS) return g.perStep.map(row);
   const middle = g.perStep.slice(END_ROWS, -END_ROWS);
   const count = middle.reduce((n, r) => n + r.count, 0);

@@ -1,5 +1,6 @@
 import { DEFAULT_SITE_RULE, siteFrame, type SiteRule } from '../core/site-rule.js';
 import { OWNED_CATEGORIES } from './types.js';
+import { humanBytes } from '../core/units.js';
 import type { Capture, CapturedAllocs } from './reader.js';
 
 /** Leaked storages from one allocation site: the same kernel reached by the same stack. */
@@ -12,9 +13,12 @@ export interface LeakGroup {
   readonly stack: string[];
   /** The site (src/core/site-rule.ts): the first frame outside the allocator and the framework, the program's own line, if any. */
   readonly userFrame: string | null;
-  /** Per completed step: how many storages (and bytes) allocated in it were still alive when the capture ended. */
+  /**
+   * Per step: how many storages (and bytes) allocated in it were still alive when the capture
+   * ended. Step `steps + 1` is the program's run after its last step end.
+   */
   readonly perStep: { step: number; count: number; bytes: number }[];
-  /** Bytes of this group's candidate storages alive at each step end (index 0 = end of step 1). */
+  /** Bytes of this group's storages alive at each step end (index 0 = end of step 1). */
   readonly liveAtStepEnd: number[];
   /** Totals over all steps of the survivors (alive when the capture ended). */
   readonly count: number;
@@ -24,11 +28,20 @@ export interface LeakGroup {
 export interface LeakReport {
   /** Step ends the capture holds (optimizer steps, inference calls and step() marks). */
   readonly steps: number;
-  /** What the steps are: 'training', 'inference' or 'mixed' (none: 'none'). */
-  readonly stepKind: 'training' | 'inference' | 'mixed' | 'none';
+  /**
+   * What the steps are: 'training' (optimizer updates), 'inference' (top-level predict/execute
+   * calls), 'marked' (the program's step() calls), 'mixed' for more than one kind, 'none'.
+   */
+  readonly stepKind: 'training' | 'inference' | 'marked' | 'mixed' | 'none';
   readonly groups: LeakGroup[];
   /** Why no verdict could be reached (too few steps), or null. */
   readonly note: string | null;
+  /**
+   * What part of the run the verdict can cover, when not all of it: allocations past the
+   * capture's `--max-entries` were not recorded, so leaks made after them cannot be seen. Null for
+   * a capture that recorded every allocation.
+   */
+  readonly coverage: string | null;
 }
 
 /** Step ends needed: one to allocate in, one to survive, one more to see growth. */
@@ -92,13 +105,15 @@ function stepOf(bounds: readonly Boundary[], seq: number): number {
 export function findLeaks(capture: Capture, site: SiteRule = DEFAULT_SITE_RULE): LeakReport {
   const bounds = stepBoundaries(capture);
   const n = bounds.length;
-  const stepKind = capture.steps.length && capture.marks.length ? 'mixed' : capture.steps.length ? 'training' : capture.marks.length ? 'inference' : 'none';
+  const stepKind = stepKindOf(capture);
+  const coverage = coverageOf(capture, n);
   if (n < MIN_STEPS_FOR_LEAKS) {
     return {
       steps: n,
       stepKind,
       groups: [],
       note: `leak detection needs at least ${MIN_STEPS_FOR_LEAKS} completed steps (optimizer steps, top-level predict/execute calls or step() marks); this capture has ${n}`,
+      coverage,
     };
   }
   const allocs = capture.allocs;
@@ -118,23 +133,40 @@ export function findLeaks(capture: Capture, site: SiteRule = DEFAULT_SITE_RULE):
     return key;
   };
   const groups = new Map<string, number[]>();
+  // Storages made in the last step or after the last step end and alive at the end: no later step
+  // end can show them outliving their step, so they are no candidates, but where their site
+  // leaks they are leaked too, and counted with it.
+  const tails = new Map<string, number[]>();
+  const keyOf = (a: number): string => {
+    const stack = allocs.stack[a]!;
+    return `${allocs.deviceOf(a)}\u0000${allocs.kernelOf(a) ?? ''}\u0000${stack ? siteKey(stack) : `${allocs.layerOf(a) ?? ''}\u0000${allocs.phaseOf(a)}`}`;
+  };
+  const add = (into: Map<string, number[]>, a: number): void => {
+    const key = keyOf(a);
+    let list = into.get(key);
+    if (!list) into.set(key, (list = []));
+    list.push(a);
+  };
   for (let a = 0; a < allocs.length; a++) {
     if (OWNED_CATEGORIES.has(allocs.categoryOf(a))) continue;
     const k = stepOf(bounds, allocs.seq[a]!); // 0-based step this allocation happened in
-    if (k + 1 >= n) continue; // needs a later step end to outlive
+    if (k + 1 >= n) {
+      // Needs a later step end to outlive.
+      if (!allocs.isFreed(a)) {
+        stepOfAlloc[a] = k + 1;
+        add(tails, a);
+      }
+      continue;
+    }
     if (allocs.isFreed(a) && allocs.freeSeq[a]! < bounds[k + 1].seq) continue; // freed by the end of the next step
     stepOfAlloc[a] = k + 1;
-    const stack = allocs.stack[a]!;
-    const key = `${allocs.deviceOf(a)}\u0000${allocs.kernelOf(a) ?? ''}\u0000${stack ? siteKey(stack) : `${allocs.layerOf(a) ?? ''}\u0000${allocs.phaseOf(a)}`}`;
-    let list = groups.get(key);
-    if (!list) groups.set(key, (list = []));
-    list.push(a);
+    add(groups, a);
   }
 
   const out: LeakGroup[] = [];
-  for (const list of groups.values()) {
-    const survivors = list.filter((a) => !allocs.isFreed(a));
-    const stepsWithSurvivors = new Set(survivors.map((a) => stepOfAlloc[a]!));
+  for (const [key, list] of groups) {
+    const candidates = list.filter((a) => !allocs.isFreed(a));
+    const stepsWithSurvivors = new Set(candidates.map((a) => stepOfAlloc[a]!));
     if (stepsWithSurvivors.size < 2) continue;
     const liveAtStepEnd = liveBytesAtBoundaries(allocs, list, bounds, stepOfAlloc);
     let grows = 0;
@@ -144,6 +176,13 @@ export function findLeaks(capture: Capture, site: SiteRule = DEFAULT_SITE_RULE):
       else if (liveAtStepEnd[j] < liveAtStepEnd[j - 1]) shrinks++;
     }
     if (shrinks > 0 || !(grows >= Math.max(1, Math.floor((n - 1) / 2)) || growsToTheEnd(liveAtStepEnd, grows))) continue;
+    const tail = tails.get(key) ?? [];
+    const survivors = [...candidates, ...tail];
+    // The last step's survivors are alive at its end.
+    if (tail.length > 0) {
+      const shown = liveBytesAtBoundaries(allocs, [...list, ...tail], bounds, stepOfAlloc);
+      for (let k = 0; k < n; k++) liveAtStepEnd[k] = shown[k]!;
+    }
 
     const perStep = new Map<number, { step: number; count: number; bytes: number }>();
     for (const a of survivors) {
@@ -169,7 +208,27 @@ export function findLeaks(capture: Capture, site: SiteRule = DEFAULT_SITE_RULE):
     });
   }
   out.sort((a, b) => b.bytes - a.bytes);
-  return { steps: n, stepKind, groups: out, note: null };
+  return { steps: n, stepKind, groups: out, note: null, coverage };
+}
+
+/** LeakReport.coverage: null unless the capture dropped allocations past its --max-entries. */
+function coverageOf(capture: Capture, steps: number): string | null {
+  const dropped = capture.end?.dropped ?? 0;
+  if (dropped <= 0) return null;
+  const cap = capture.header.maxEntries;
+  const ends = capture.steps.length + capture.marks.length;
+  const merged = ends > steps ? `; of its ${ends.toLocaleString('en-US')} step ends, those with no recorded allocation or free since the one before count as one` : '';
+  return (
+    `${dropped.toLocaleString('en-US')} allocations past the capture's --max-entries${cap === null ? '' : ` ${cap.toLocaleString('en-US')}`} were not recorded: ` +
+    `leaks made after the first recorded ones cannot be seen${merged} (record again with a higher --max-entries, or none)`
+  );
+}
+
+function stepKindOf(capture: Capture): LeakReport['stepKind'] {
+  const kinds = new Set<LeakReport['stepKind']>();
+  if (capture.steps.length > 0) kinds.add('training');
+  for (const m of capture.marks) kinds.add(m.kind === 'step' ? 'marked' : 'inference');
+  return kinds.size > 1 ? 'mixed' : ([...kinds][0] ?? 'none');
 }
 
 /**
@@ -199,6 +258,18 @@ function liveBytesAtBoundaries(allocs: CapturedAllocs, list: readonly number[], 
   let live = 0;
   for (let k = 0; k < n; k++) out.push((live += delta[k]));
   return out;
+}
+
+/**
+ * One row of a leak group's step table as text: the step (`after N` for the run after the last
+ * step end), storages still alive from it, their bytes, and the group's bytes alive at that step's
+ * end ('—' after the last).
+ */
+export function leakStepCells(g: Pick<LeakGroup, 'liveAtStepEnd'>, r: LeakGroup['perStep'][number]): string[] {
+  const ends = g.liveAtStepEnd.length;
+  return r.step > ends
+    ? [`after ${ends}`, String(r.count), humanBytes(r.bytes), '—']
+    : [String(r.step), String(r.count), humanBytes(r.bytes), humanBytes(g.liveAtStepEnd[r.step - 1] ?? 0)];
 }
 
 /** `path:line:col` of a V8 frame ("fn (path:line:col)" or "path:line:col"). */

@@ -117,6 +117,28 @@ export function createModelTracking(session: ModelRegistry, onError: (err: unkno
     });
   };
 
+  /**
+   * Wraps an optimizer class's own `applyGradients`: the first call on an optimizer registers it,
+   * which puts the session's wrapper on the instance, and that first step then runs through it so
+   * it is seen as a step too; later calls reach here from the instance's wrapper and go straight on.
+   */
+  const wrapApplyGradients = (proto: Record<string, unknown>): void => {
+    const original = proto['applyGradients'];
+    if (typeof original !== 'function' || !Object.prototype.hasOwnProperty.call(proto, 'applyGradients')) return;
+    const wrapped = function (this: Record<string, unknown>, ...args: unknown[]): unknown {
+      if (!optimizers.has(this)) {
+        trackOptimizer(this);
+        const own = Object.prototype.hasOwnProperty.call(this, 'applyGradients') ? this['applyGradients'] : undefined;
+        if (typeof own === 'function' && own !== wrapped) return (own as (...a: unknown[]) => unknown).apply(this, args);
+      }
+      return (original as (...a: unknown[]) => unknown).apply(this, args);
+    };
+    proto['applyGradients'] = wrapped;
+    restores.push(() => {
+      if (proto['applyGradients'] === wrapped) proto['applyGradients'] = original;
+    });
+  };
+
   const seenExports = new WeakSet<object>();
   const watch = (exports: unknown, only?: TfjsPackage): void => {
     if (exports == null || typeof exports !== 'object' || seenExports.has(exports)) return;
@@ -155,6 +177,13 @@ export function createModelTracking(session: ModelRegistry, onError: (err: unkno
       matched = true;
       const proto = (ex.Optimizer as { prototype: Record<string, unknown> }).prototype;
       wrap(proto, 'minimize', (self) => trackOptimizer(self), { nests: false });
+      // Custom loops that compute gradients themselves (tf.variableGrads) call `applyGradients`,
+      // which each optimizer class defines for itself: each exported class's own is wrapped.
+      for (const descriptor of Object.values(Object.getOwnPropertyDescriptors(ex))) {
+        const cls = descriptor.value as { prototype?: unknown } | undefined;
+        if (typeof cls !== 'function' || typeof cls.prototype !== 'object' || cls.prototype === null) continue;
+        if (proto.isPrototypeOf(cls.prototype)) wrapApplyGradients(cls.prototype as Record<string, unknown>);
+      }
     }
     if (matched) seenExports.add(exports);
   };

@@ -181,6 +181,8 @@ export interface ReportData {
   readonly kernels: ReportKernel[];
   readonly leaks: ReportLeak[];
   readonly leakNote: string | null;
+  /** What part of the run the leak verdict covers when a capture dropped allocations (LeakReport.coverage). */
+  readonly leakCoverage: string | null;
   readonly segments: ReportSegment[];
   readonly blockStates: string[];
   /** Per-allocation timelines (PyTorch snapshots); null for other sources. */
@@ -502,6 +504,7 @@ export function captureToReport(capture: Capture, file: string, caps: ReportCaps
     kernels,
     leaks,
     leakNote: leakReport.note,
+    leakCoverage: leakReport.coverage,
     segments: [],
     blockStates: [],
     memory: null,

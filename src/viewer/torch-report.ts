@@ -72,6 +72,7 @@ function emptyReport(kind: 'snapshot' | 'trace', file: string, detail: string): 
     kernels: [],
     leaks: [],
     leakNote: 'leak detection needs a memscope capture spanning several training steps (memscope run)',
+    leakCoverage: null,
     segments: [],
     blockStates: [],
     memory: null,

@@ -4,6 +4,7 @@ import { CaptureRecorder } from '../../src/capture/recorder.js';
 import { CaptureWriter } from '../../src/capture/writer.js';
 import { parseCapture } from '../../src/capture/reader.js';
 import { findLeaks } from '../../src/capture/leaks.js';
+import { formatLeaks } from '../../src/capture/leaks-text.js';
 import { foldFrames } from '../../src/capture/recorder.js';
 
 /** A hand-driven event stream: the recorder's contract is the event sink, not TFJS. */
@@ -205,14 +206,19 @@ describe('leak detection', () => {
     expect(report.groups).toHaveLength(1);
     const g = report.groups[0];
     expect(g.kernel).toBe('Add');
-    // Made after the optimizer step of steps 1..4, so each belongs to the next step (2..5); step 5's
-    // own has no later step end to outlive and is not counted.
+    // Made after the optimizer step of steps 1..5, so each belongs to the next step (2..5, and 6:
+    // after the last step end). Those of steps 2–4 outlive a later step end and make the verdict;
+    // step 5's and the one after the last step end come from the same site and are counted with it.
     expect(g.perStep).toEqual([
       { step: 2, count: 1, bytes: 400 },
       { step: 3, count: 1, bytes: 400 },
       { step: 4, count: 1, bytes: 400 },
+      { step: 5, count: 1, bytes: 400 },
+      { step: 6, count: 1, bytes: 400 },
     ]);
-    expect(g.liveAtStepEnd).toEqual([0, 400, 800, 1200, 1200]);
+    expect([g.count, g.bytes]).toEqual([5, 2000]);
+    expect(g.liveAtStepEnd).toEqual([0, 400, 800, 1200, 1600]);
+    expect(formatLeaks(report)).toMatch(/│ after 5 │ +1 │ 400 B │ +— │/);
   });
 
   it('reports nothing for a clean loop, and says when there are too few steps', () => {

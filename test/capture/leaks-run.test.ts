@@ -46,7 +46,7 @@ describe('memscope leaks on real programs', () => {
     const r = await cli(['leaks', '--frames', '60', cap]);
     expect(r.status).toBe(3);
     const lines = r.stdout.split('\n');
-    expect(lines[0]).toMatch(/^1 leak over 6 inference steps: 640 B still alive when the program ended\.$/);
+    expect(lines[0]).toMatch(/^1 leak over 6 inference steps: 768 B still alive when the program ended\.$/);
     const at = lines.find((l) => l.includes('allocated at'))!;
     expect(at.trim()).toMatch(new RegExp(`^allocated at ${escape(lineOf(script, 'model.predict(xs)'))}\\d+$`));
     expect(r.stdout).not.toMatch(/unknown site|run with --stacks/);
@@ -70,7 +70,7 @@ describe('memscope leaks on real programs', () => {
     expect(json).toMatchObject({ exitCode: 0, capture: out, steps: 6, stepKind: 'inference', note: null });
     expect(json.leaks).toHaveLength(1);
     expect(json.leaks[0].site).toMatch(new RegExp(`^${escape(lineOf(script, 'model.predict(x)'))}\\d+$`));
-    expect(json.leaks[0].perStep.map((s: { step: number }) => s.step)).toEqual([1, 2, 3, 4, 5]);
+    expect(json.leaks[0].perStep.map((s: { step: number }) => s.step)).toEqual([1, 2, 3, 4, 5, 6]);
     const clean = JSON.parse((await cli(['run', '--json', '--stacks', '-o', join(work, 'async-clean.ndjson'), script, '--clean'])).stdout);
     expect(clean.leaks).toEqual([]);
   });
@@ -82,8 +82,8 @@ describe('memscope leaks on real programs', () => {
     const r = await cli(['leaks', '--json', cap]);
     expect(r.status).toBe(3);
     const json = JSON.parse(r.stdout);
-    expect(json).toMatchObject({ steps: 5, stepKind: 'inference' });
-    expect(json.leaks.map((g: { site: string; kernel: string; count: number }) => [g.kernel, g.count])).toEqual([['Square', 4]]);
+    expect(json).toMatchObject({ steps: 5, stepKind: 'marked' });
+    expect(json.leaks.map((g: { site: string; kernel: string; count: number }) => [g.kernel, g.count])).toEqual([['Square', 5]]);
     expect(json.leaks[0].site).toContain(lineOf(script, 'tf.square(base)'));
     expect((await cli(['leaks', await capture('steps-clean', script, ['--clean'])])).status).toBe(0);
     // Gzipped (as a capture is kept or sent), the same leaks.
@@ -98,7 +98,29 @@ describe('memscope leaks on real programs', () => {
     expect([...readFileSync(written).subarray(0, 2)]).toEqual([0x1f, 0x8b]);
     const fromRun = await cli(['leaks', '--json', written]);
     expect(fromRun.status, fromRun.stderr).toBe(3);
-    expect(JSON.parse(fromRun.stdout).leaks.map((g: { kernel: string; count: number }) => [g.kernel, g.count])).toEqual([['Square', 4]]);
+    expect(JSON.parse(fromRun.stdout).leaks.map((g: { kernel: string; count: number }) => [g.kernel, g.count])).toEqual([['Square', 5]]);
+  });
+
+  it('a custom loop of tf.variableGrads and optimizer.applyGradients: training steps, the leak at its line, Adam state owned', async () => {
+    const script = join(scripts, 'apply-gradients-leak.mjs');
+    const r = await cli(['leaks', '--json', await capture('apply-gradients', script)]);
+    expect(r.status, r.stderr).toBe(3);
+    const json = JSON.parse(r.stdout);
+    expect(json).toMatchObject({ steps: 8, stepKind: 'training', note: null, coverage: null });
+    expect(json.leaks.map((g: { kernel: string; count: number; bytes: number }) => [g.kernel, g.count, g.bytes])).toEqual([['Multiply', 8, 32]]);
+    expect(json.leaks[0].site).toContain(lineOf(script, 'tf.mul(value, 1)'));
+    expect((await cli(['leaks', await capture('apply-gradients-clean', script, ['--clean'])])).status).toBe(0);
+  });
+
+  it('a capture past its --max-entries says the verdict covers only what it recorded', async () => {
+    const script = join(scripts, 'apply-gradients-leak.mjs');
+    const out = join(work, 'capped.ndjson');
+    expect((await cli(['run', '-q', '--max-entries', '40', '-o', out, script])).status).toBe(0);
+    const text = await cli(['leaks', out]);
+    expect(text.stdout).toMatch(/^Partial capture: [\d,]+ allocations past the capture's --max-entries 40 were not recorded: leaks made after the first recorded ones cannot be seen; of its 8 step ends, .*\(record again with a higher --max-entries, or none\)\.$/m);
+    const json = JSON.parse((await cli(['leaks', '--json', out])).stdout);
+    expect(json.coverage).toMatch(/past the capture's --max-entries 40/);
+    expect(JSON.parse((await cli(['leaks', '--json', await capture('uncapped', script)])).stdout).coverage).toBeNull();
   });
 
   it('GraphModel.executeAsync calls are inference steps (a stand-in tfjs-converter package in a temporary app)', async () => {
@@ -141,7 +163,7 @@ describe('memscope leaks on real programs', () => {
     );
     const json = JSON.parse((await cli(['run', '--json', '--stacks', '-o', join(work, 'graph.ndjson'), script])).stdout);
     expect(json).toMatchObject({ exitCode: 0, steps: 5, stepKind: 'inference' });
-    expect(json.leaks.map((g: { kernel: string; count: number }) => [g.kernel, g.count])).toEqual([['BatchMatMul', 4]]);
+    expect(json.leaks.map((g: { kernel: string; count: number }) => [g.kernel, g.count])).toEqual([['BatchMatMul', 5]]);
     expect(json.leaks[0].site).toContain(lineOf(script, 'kept answers'));
   });
 

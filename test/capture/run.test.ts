@@ -71,14 +71,14 @@ describe('memscope run', () => {
     expect(groups).toHaveLength(1);
     expect(groups[0].kernel).toBe('Sigmoid');
     expect(groups[0].userFrame).toContain(`${fit}:${leakLine}:`);
-    // Each of steps 2..11 left one 96×12 float32 tensor (4,608 B) alive.
-    expect(groups[0].perStep.map((r) => [r.step, r.count, r.bytes])).toEqual(Array.from({ length: 10 }, (_, k) => [k + 2, 1, 96 * 12 * 4]));
+    // Each batch's end left one 96×12 float32 tensor (4,608 B) alive, in steps 2..12 and after the last (13).
+    expect(groups[0].perStep.map((r) => [r.step, r.count, r.bytes])).toEqual(Array.from({ length: 12 }, (_, k) => [k + 2, 1, 96 * 12 * 4]));
     expect(findLeaks((await run('fit-clean', ['--stacks'], [], fit)).capture()).groups).toEqual([]);
     // One tensor kept per epoch (6 epochs of 6 batches): the group grows once every six steps.
     const perEpoch = findLeaks((await run('fit-epoch-leak', ['--stacks'], ['--leak-per-epoch'], fit)).capture()).groups;
     const epochLine = readFileSync(fit, 'utf8').split('\n').findIndex((l) => l.includes('planted leak: one per epoch')) + 1;
     expect(perEpoch.map((g) => [g.kernel, g.userFrame?.includes(`${fit}:${epochLine}:`)])).toEqual([['Tanh', true]]);
-    expect(perEpoch[0]!.count).toBe(5); // the last epoch's has no later step end to outlive
+    expect(perEpoch[0]!.count).toBe(6); // every epoch's, the last one's too
   });
 
   it('a custom loop (optimizer.minimize around model.apply) is found too', async () => {

@@ -14,6 +14,7 @@ export function leaksJson(report: LeakReport, capture: string): object {
     steps: report.steps,
     stepKind: report.stepKind,
     note: report.note,
+    coverage: report.coverage,
     leaks: report.groups.map((g) => ({
       ...g,
       site: g.userFrame ? frameLocation(g.userFrame) : null,

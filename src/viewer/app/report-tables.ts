@@ -7,6 +7,7 @@ import type { ReportData } from '../report-data.js';
 import { el } from './dom.js';
 import { formatTime, humanBytes, wholeNumber } from './timeline.js';
 import { hexAddress } from './memory-view.js';
+import { leakStepCells } from '../../capture/leaks.js';
 
 /** A string of the report by index ('' for none). */
 function strings(data: ReportData): (i: number) => string {
@@ -63,6 +64,7 @@ export function label(data: ReportData, device: string, category: string): strin
 
 export function leaksSection(data: ReportData): void {
   const box = document.getElementById('leaks-body')!;
+  if (data.leakCoverage) box.append(el('p', { class: 'muted' }, `Partial capture: ${data.leakCoverage}.`));
   if (data.leaks.length === 0) {
     box.append(el('p', { class: 'muted' }, data.leakNote ? `No verdict: ${data.leakNote}.` : `No leaks: no unowned storage kept growing across ${data.steps.length} steps.`));
     return;
@@ -75,7 +77,7 @@ export function leaksSection(data: ReportData): void {
     card.append(
       table(
         ['step', 'still alive', 'bytes', 'live at step end'],
-        g.perStep.map((r) => ({ cells: [String(r.step), String(r.count), humanBytes(r.bytes), humanBytes(g.liveAtStepEnd[r.step - 1] ?? 0)], search: '' })),
+        g.perStep.map((r) => ({ cells: leakStepCells(g, r), search: '' })),
         [0, 1, 2, 3],
       ),
     );
