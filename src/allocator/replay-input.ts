@@ -160,25 +160,46 @@ export function parsedFromSnapshot(snapshot: MemorySnapshot): ParsedSnapshot {
     };
   });
   const columns: TraceColumns[] = [];
-  for (const t of snapshot.traces) columns[t.device] = columnsOfTable(snapshot, t);
+  const skipped = new Map<string, number>();
+  for (const t of snapshot.traces) columns[t.device] = columnsOfTable(snapshot, t, skipped);
   for (let d = 0; d < columns.length; d++) columns[d] ??= EMPTY_COLUMNS;
   return withTraces({
     segments,
     columns,
     settings: settingsFromSnapshot(snapshot.allocatorSettings ?? undefined, 'allocator_settings'),
     hasSettings: snapshot.format.hasAllocatorSettings,
-    warnings: snapshot.warnings,
+    warnings: [...snapshot.warnings, ...skippedActionWarnings(skipped)],
   });
 }
 
-/** A columnar reader's trace table as TraceColumns: its arrays as they are when its action codes are TRACE_ACTIONS'. */
-function columnsOfTable(snapshot: MemorySnapshot, t: TraceTable): TraceColumns {
+/**
+ * Trace actions replay does not know are replayed as nothing (as a `snapshot` entry is): a newer
+ * PyTorch's action that only records something (as `annotate` does) changes no memory, and one
+ * that does shows as mismatches from its first entry on — the file is not refused for it.
+ */
+function skippedActionWarnings(skipped: ReadonlyMap<string, number>): string[] {
+  return [...skipped].map(
+    ([action, n]) =>
+      `replay skips the ${n.toLocaleString('en-US')} trace ${n === 1 ? 'entry' : 'entries'} of action ${JSON.stringify(action)}, unknown to memscope: if ${n === 1 ? 'it changes' : 'they change'} memory, replay mismatches from the first of them`,
+  );
+}
+
+/**
+ * A columnar reader's trace table as TraceColumns: its arrays as they are when its action codes are
+ * TRACE_ACTIONS'. Entries of an action replay does not know become `snapshot` entries, counted by
+ * name into `skipped`.
+ */
+function columnsOfTable(snapshot: MemorySnapshot, t: TraceTable, skipped: Map<string, number>): TraceColumns {
   const names = snapshot.actionNames;
   const codes = names.map((name) => TRACE_ACTION_CODES.get(name) ?? -1);
   const n = t.count;
   const raw = t.action.subarray(0, n);
-  for (let i = 0; i < n; i++) {
-    if (codes[raw[i]] < 0) throw fail(`device_traces[${t.device}][${i}].action`, `unknown action ${JSON.stringify(names[raw[i]])}`);
+  if (codes.some((code) => code < 0)) {
+    for (let i = 0; i < n; i++) {
+      const name = names[raw[i]]!;
+      if (codes[raw[i]] < 0) skipped.set(name, (skipped.get(name) ?? 0) + 1);
+    }
+    for (let k = 0; k < codes.length; k++) if (codes[k]! < 0) codes[k] = SNAPSHOT;
   }
   const same = codes.every((code, k) => code === k);
   return {
@@ -229,10 +250,12 @@ function parseSegment(s: unknown, i: number): RawSegment {
   };
 }
 
-function parseEntry(e: unknown, where: string): TraceEntry {
+function parseEntry(e: unknown, where: string, skipped: Map<string, number>): TraceEntry {
   if (!isObj(e)) throw fail(where, 'expected a dict');
-  if (typeof e.action !== 'string' || !TRACE_ACTION_CODES.has(e.action)) throw fail(`${where}.action`, `unknown action ${JSON.stringify(e.action)}`);
-  const action = e.action as TraceEntry['action'];
+  if (typeof e.action !== 'string') throw fail(`${where}.action`, `expected a string, found ${JSON.stringify(e.action) ?? typeof e.action}`);
+  const known = TRACE_ACTION_CODES.has(e.action);
+  if (!known) skipped.set(e.action, (skipped.get(e.action) ?? 0) + 1);
+  const action = (known ? e.action : 'snapshot') as TraceEntry['action'];
   const entry: TraceEntry = {
     action,
     size: int(e.size ?? 0, `${where}.size`),
@@ -251,12 +274,19 @@ export function parseSnapshot(raw: unknown): ParsedSnapshot {
   const segments = raw.segments.map(parseSegment);
   const rawTraces = raw.device_traces ?? [];
   if (!Array.isArray(rawTraces)) throw fail('snapshot.device_traces', 'expected a list');
+  const skipped = new Map<string, number>();
   const traces = rawTraces.map((t, d) => {
     if (!Array.isArray(t)) throw fail(`device_traces[${d}]`, 'expected a list');
-    return t.map((e, i) => parseEntry(e, `device_traces[${d}][${i}]`));
+    return t.map((e, i) => parseEntry(e, `device_traces[${d}][${i}]`, skipped));
   });
   return withTraces(
-    { segments, columns: traces.map(columnsOf), settings: settingsFromSnapshot(raw.allocator_settings, 'allocator_settings'), hasSettings: raw.allocator_settings !== undefined, warnings: [] },
+    {
+      segments,
+      columns: traces.map(columnsOf),
+      settings: settingsFromSnapshot(raw.allocator_settings, 'allocator_settings'),
+      hasSettings: raw.allocator_settings !== undefined,
+      warnings: skippedActionWarnings(skipped),
+    },
     traces,
   );
 }

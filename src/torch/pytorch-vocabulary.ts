@@ -31,7 +31,11 @@ export const BLOCK_STATE_ALIASES: Readonly<Record<string, BlockState>> = {
   active_awaiting_free: 'active_pending_free',
 };
 
-/** Trace actions PyTorch writes in `device_traces`, in the order memscope's action codes use. */
+/**
+ * Trace actions PyTorch writes in `device_traces`, in the order memscope's action codes use.
+ * `annotate` (PyTorch main, `torch.cuda.memory._annotate_memory`) attaches `user_metadata` to a
+ * live allocation at `addr`: it allocates and frees nothing.
+ */
 export const KNOWN_TRACE_ACTIONS = [
   'alloc',
   'free_requested',
@@ -42,6 +46,7 @@ export const KNOWN_TRACE_ACTIONS = [
   'segment_unmap',
   'snapshot',
   'oom',
+  'annotate',
 ] as const;
 
 export type KnownTraceAction = (typeof KNOWN_TRACE_ACTIONS)[number];

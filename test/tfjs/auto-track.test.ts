@@ -38,7 +38,7 @@ describe('createModelTracking on tfjs-core', () => {
     tracking.watch(tf, 'core');
     expect(optimizerClasses.filter((c, i) => c.prototype.applyGradients === before[i])).toEqual([]);
     const w = tf.variable(tf.ones([4]));
-    for (const optimizer of [tf.train.adam(0.1), tf.train.momentum(0.1, 0.9), tf.train.sgd(0.1)]) {
+    for (const optimizer of [tf.train.adam(0.1), tf.train.momentum(0.1, 0.9), tf.train.sgd(0.1)] as tf.Optimizer[]) {
       for (let i = 0; i < 3; i++) {
         const { grads } = tf.variableGrads(() => tf.sum(tf.square(w)) as tf.Scalar);
         optimizer.applyGradients(grads);

@@ -160,6 +160,11 @@ export function emitTraceLines(snapshot: MemorySnapshot, options: { frames?: boo
         case 'snapshot':
           line = '# snapshot taken';
           break;
+        case 'annotate': {
+          const id = trace.userMetadata ? trace.userMetadata[i]! : -1;
+          line = `# annotate ${allocations.get(addr) ?? `0x${addr.toString(16)}`}: ${id >= 0 ? JSON.stringify(snapshot.strings[id]) : '(no user_metadata)'}`;
+          break;
+        }
         default:
           line = `# ${action} 0x${addr.toString(16)} ${humanBytes(size)}`;
       }
