@@ -19,6 +19,7 @@ import { SnapshotBuilder } from './snapshot-builder.js';
 import { FastPathBail, RawList, SnapshotTables, TRACE_KEYS } from './snapshot-tables.js';
 import { Assembler, describe, shapeError } from './snapshot-assembler.js';
 import { readWarnings } from './snapshot-warnings.js';
+import { completeSkippedFrees, pendingBlockAddresses } from './skipped-frees.js';
 import type { ExternalAnnotation, MemorySnapshot, StackTable } from './snapshot.js';
 import { DEFAULT_DEVICE_TYPE, DEVICE_TYPE_KEY, isDeviceType } from './device-type.js';
 
@@ -35,7 +36,8 @@ export function assemble(root: unknown, t: SnapshotTables): MemorySnapshot {
   }
   if (!top.has('segments')) throw shapeError('top level', "no 'segments' key: not a PyTorch memory snapshot");
   const { segments, blocks } = a.segments(top.get('segments'));
-  const traces = a.traces(top.get('device_traces'));
+  const frees = completeSkippedFrees(a.traces(top.get('device_traces')), t.actionNames, pendingBlockAddresses(segments, blocks, t.stateNames));
+  const traces = frees.traces;
   const settings = top.get('allocator_settings');
   const allocatorSettings = settings === undefined || settings === null ? null : a.plain(settings, 'allocator_settings');
   if (allocatorSettings !== null && (typeof allocatorSettings !== 'object' || Array.isArray(allocatorSettings))) {
@@ -95,7 +97,7 @@ export function assemble(root: unknown, t: SnapshotTables): MemorySnapshot {
     extra,
     warnings: [] as string[],
   };
-  model.warnings = readWarnings(model, t);
+  model.warnings = [...readWarnings(model, t), ...frees.warnings];
   if (rawDeviceType !== deviceType) {
     const found = typeof rawDeviceType === 'string' ? JSON.stringify(rawDeviceType.slice(0, 40)) : describe(rawDeviceType);
     model.warnings.push(`${DEVICE_TYPE_KEY}: ${found} is not a device type (lower-case letters, digits, _): read as ${DEFAULT_DEVICE_TYPE}`);
