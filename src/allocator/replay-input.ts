@@ -24,6 +24,8 @@ export interface RawSegment {
   stream: number;
   segment_type?: string;
   is_expandable?: boolean;
+  /** `segment_pool_id`: (0, 0) or absent for the default pool; anything else is a private pool. */
+  pool?: readonly [number, number];
   blocks: RawBlock[];
 }
 
@@ -156,6 +158,7 @@ export function parsedFromSnapshot(snapshot: MemorySnapshot): ParsedSnapshot {
       stream: seg.stream,
       segment_type: seg.segmentType,
       is_expandable: seg.isExpandable,
+      ...(seg.poolId ? { pool: seg.poolId } : {}),
       blocks,
     };
   });
@@ -163,13 +166,55 @@ export function parsedFromSnapshot(snapshot: MemorySnapshot): ParsedSnapshot {
   const skipped = new Map<string, number>();
   for (const t of snapshot.traces) columns[t.device] = columnsOfTable(snapshot, t, skipped);
   for (let d = 0; d < columns.length; d++) columns[d] ??= EMPTY_COLUMNS;
+  const pools = leavePrivatePoolsOut(segments, columns);
   return withTraces({
-    segments,
-    columns,
+    segments: pools.segments,
+    columns: pools.columns,
     settings: settingsFromSnapshot(snapshot.allocatorSettings ?? undefined, 'allocator_settings'),
     hasSettings: snapshot.format.hasAllocatorSettings,
-    warnings: [...snapshot.warnings, ...skippedActionWarnings(skipped)],
+    warnings: [...snapshot.warnings, ...skippedActionWarnings(skipped), ...pools.warnings],
   });
+}
+
+function isPrivatePool(s: RawSegment): boolean {
+  return s.pool !== undefined && (s.pool[0] !== 0 || s.pool[1] !== 0);
+}
+
+/**
+ * Replay without the snapshot's private-pool segments (CUDA graphs, torch.compile's cudagraph
+ * trees, MemPool): the model has only the default pools, and a private pool's free blocks would
+ * serve allocations PyTorch never let them serve. Those segments are left out of the start and end
+ * states, and the trace entries at their addresses are replayed as nothing (their indices kept).
+ * A private pool's segment released before the snapshot cannot be told from a default one.
+ */
+function leavePrivatePoolsOut(segments: RawSegment[], columns: TraceColumns[]): { segments: RawSegment[]; columns: TraceColumns[]; warnings: string[] } {
+  const privateSegments = segments.filter(isPrivatePool);
+  if (privateSegments.length === 0) return { segments, columns, warnings: [] };
+  let entries = 0;
+  const out = columns.map((c, device) => {
+    const ranges = privateSegments.filter((s) => s.device === device).map((s) => [s.address, s.address + s.total_size] as const);
+    if (ranges.length === 0 || c.count === 0) return c;
+    let action: Uint8Array | null = null;
+    for (let i = 0; i < c.count; i++) {
+      const a = c.action[i]!;
+      if (a === OOM || a === SNAPSHOT) continue;
+      const addr = c.addr[i]!;
+      if (!ranges.some(([lo, hi]) => addr >= lo && addr < hi)) continue;
+      action ??= c.action.slice();
+      action[i] = SNAPSHOT;
+      entries++;
+    }
+    return action === null ? c : { ...c, action };
+  });
+  const pools = [...new Set(privateSegments.map((s) => `(${s.pool![0]}, ${s.pool![1]})`))];
+  return {
+    segments: segments.filter((s) => !isPrivatePool(s)),
+    columns: out,
+    warnings: [
+      `replay leaves out ${privateSegments.length} private-pool segment${privateSegments.length === 1 ? '' : 's'} (segment_pool_id ${pools.join(', ')}: CUDA graphs, cudagraph trees or MemPool; memscope's model has the default pools only) ` +
+        `and the ${entries.toLocaleString('en-US')} trace ${entries === 1 ? 'entry' : 'entries'} at their addresses; a private pool's segments released before the snapshot cannot be told apart and may show as mismatches`,
+    ],
+  };
 }
 
 /**
@@ -225,6 +270,12 @@ function withTraces(snap: Omit<ParsedSnapshot, 'traces'>, traces?: TraceEntry[][
   });
 }
 
+/** `segment_pool_id` as RawSegment's `pool`, when it is a pair of ints. */
+function poolOf(v: unknown): { pool: readonly [number, number] } | null {
+  if (!Array.isArray(v) || v.length !== 2 || !v.every((x) => Number.isSafeInteger(x))) return null;
+  return { pool: [v[0] as number, v[1] as number] };
+}
+
 function parseSegment(s: unknown, i: number): RawSegment {
   const where = `segments[${i}]`;
   if (!isObj(s)) throw fail(where, 'expected a dict');
@@ -236,6 +287,7 @@ function parseSegment(s: unknown, i: number): RawSegment {
     stream: int(s.stream ?? 0, `${where}.stream`),
     segment_type: typeof s.segment_type === 'string' ? s.segment_type : undefined,
     is_expandable: s.is_expandable === true,
+    ...(poolOf(s.segment_pool_id) ?? {}),
     blocks: s.blocks.map((b, j): RawBlock => {
       const w = `${where}.blocks[${j}]`;
       if (!isObj(b)) throw fail(w, 'expected a dict');
@@ -279,14 +331,17 @@ export function parseSnapshot(raw: unknown): ParsedSnapshot {
     if (!Array.isArray(t)) throw fail(`device_traces[${d}]`, 'expected a list');
     return t.map((e, i) => parseEntry(e, `device_traces[${d}][${i}]`, skipped));
   });
+  const columns = traces.map(columnsOf);
+  const pools = leavePrivatePoolsOut(segments, columns);
   return withTraces(
     {
-      segments,
-      columns: traces.map(columnsOf),
+      segments: pools.segments,
+      columns: pools.columns,
       settings: settingsFromSnapshot(raw.allocator_settings, 'allocator_settings'),
       hasSettings: raw.allocator_settings !== undefined,
-      warnings: skippedActionWarnings(skipped),
+      warnings: [...skippedActionWarnings(skipped), ...pools.warnings],
     },
-    traces,
+    // The entry objects are made again from the columns when private pools changed some.
+    pools.columns.every((c, d) => c === columns[d]) ? traces : undefined,
   );
 }

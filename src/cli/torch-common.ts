@@ -54,3 +54,8 @@ export function printText(text: string): void {
 export function printJson(value: unknown): void {
   printText(JSON.stringify(value, (_k, v: unknown) => (ArrayBuffer.isView(v) ? Array.from(v as unknown as ArrayLike<number>) : v), 2) + '\n');
 }
+
+/** A snapshot's reading warnings (a verb's own included) under its text, as `summary` prints them. */
+export function notesText(warnings: readonly string[]): string {
+  return warnings.length === 0 ? '' : `notes:\n${warnings.map((w) => `  ${w}\n`).join('')}`;
+}

@@ -3,9 +3,8 @@
  * actions never reach `device_traces`. Every reader of a trace takes a free as two entries —
  * `free_requested` (the block leaves allocated memory) then `free_completed` (it leaves active
  * memory, once the streams that used it are done) — so a trace with one of them skipped would
- * count frees that never end, or never begin. A trace with `free_requested` entries and no
- * `free_completed` at all, or one with no `free_requested` that completes a free of an
- * allocation it kept, gets the missing half back: the entry PyTorch would
+ * count frees that never end, or never begin. A trace with one half of its frees and none of the
+ * other, which frees an allocation it kept, gets the missing half back: the entry PyTorch would
  * have written, next to the one it did. Which actions a trace skipped is not in the file; this is
  * the only reading of such a trace in which memory adds up.
  */
@@ -37,7 +36,7 @@ export function completeSkippedFrees(traces: readonly TraceTable[], actionNames:
       if (a === requested) nRequested++;
       else if (a === completed) nCompleted++;
     }
-    if (nRequested > 0 && nCompleted === 0) {
+    if (nRequested > 0 && nCompleted === 0 && freesARetainedAlloc(t, requested, actionNames.indexOf('alloc'))) {
       // Only a free_requested of a block still pending at the end, the last one of its address, had no completion.
       const pending = pendingAtEnd(t.device);
       const lastRequestOf = new Map<number, number>();
@@ -60,7 +59,7 @@ export function completeSkippedFrees(traces: readonly TraceTable[], actionNames:
       );
       return gather(t, rows, actions);
     }
-    if (nCompleted > 0 && nRequested === 0 && completesARetainedAlloc(t, completed, actionNames.indexOf('alloc'))) {
+    if (nCompleted > 0 && nRequested === 0 && freesARetainedAlloc(t, completed, actionNames.indexOf('alloc'))) {
       const rows: number[] = [];
       const actions: number[] = [];
       for (let i = 0; i < t.count; i++) {
@@ -82,17 +81,18 @@ export function completeSkippedFrees(traces: readonly TraceTable[], actionNames:
 }
 
 /**
- * Whether a `free_completed` frees an address the trace allocated before it. The allocator's ring
- * buffer keeps the newest entries, so a trace may begin with completions whose requests and
- * allocations it dropped; but a completion of an allocation it kept had its request kept too
- * (the request comes between them), unless requests were not recorded at all.
+ * Whether an entry of action `free` frees an address the trace allocated before it: the evidence
+ * that the other half of the free was not recorded. The allocator's ring buffer keeps the newest
+ * entries, so a trace may begin with completions whose requests and allocations it dropped; but a
+ * completion of an allocation it kept had its request kept too (the request comes between them),
+ * and a request of one it kept has its completion after it, kept too unless still pending.
  */
-function completesARetainedAlloc(t: TraceTable, completed: number, alloc: number): boolean {
+function freesARetainedAlloc(t: TraceTable, free: number, alloc: number): boolean {
   const allocated = new Set<number>();
   for (let i = 0; i < t.count; i++) {
     const a = t.action[i];
     if (a === alloc) allocated.add(t.addr[i]!);
-    else if (a === completed && allocated.has(t.addr[i]!)) return true;
+    else if (a === free && allocated.has(t.addr[i]!)) return true;
   }
   return false;
 }

@@ -5,6 +5,7 @@ import type { ParsedSnapshot } from '../../allocator/replay.js';
 import { parseAllocatorConf } from '../../allocator/settings.js';
 import { renderTable } from '../../render/table.js';
 import { usageError, usageOf } from '../options.js';
+import { notesText } from '../torch-common.js';
 
 export interface PolicyReplayOptions {
   allocator: string;
@@ -67,5 +68,5 @@ export async function runPolicyReplay(file: string, snap: ParsedSnapshot, opts: 
     process.stdout.write(JSON.stringify({ file, warnings: snap.warnings, ...result }, null, 2) + '\n');
     return;
   }
-  process.stdout.write(renderPolicyReplay(file, result));
+  process.stdout.write(renderPolicyReplay(file, result) + notesText(snap.warnings));
 }

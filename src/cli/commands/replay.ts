@@ -10,6 +10,7 @@ import { byteSize, deviceIndex, usageError, usageOf } from '../options.js';
 import { existsSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { MemscopeError } from '../../core/errors.js';
+import { notesText } from '../torch-common.js';
 
 function pct(r: Rate): string {
   return `${r.matched}/${r.total}  ${(r.rate * 100).toFixed(2)}%`;
@@ -129,7 +130,7 @@ export function register(program: Command): void {
         out.push(`replay of ${file} under its recorded settings (${describeSettings(report.hasSettings, report.settings)})`);
         for (const d of report.devices) out.push(...deviceLines(d));
         for (const device of report.untracedDevices) out.push(`device ${device}: no trace events; nothing to replay`);
-        process.stdout.write(out.join('\n') + '\n');
+        process.stdout.write(out.join('\n') + '\n' + notesText(snap.warnings));
         return;
       }
       if (proposedSettings?.backend === 'cudaMallocAsync') {
@@ -161,7 +162,8 @@ export function register(program: Command): void {
           renderTable(head, labels.map((l, i) => [l, a[i], b[i]]), { align: ['left', 'right', 'right'] }) +
           '\n' +
           recordedOomLines(recorded, proposed).join('') +
-          (proposed.oom ? `what-if OOM: ${proposed.oom.message}\n` : ''),
+          (proposed.oom ? `what-if OOM: ${proposed.oom.message}\n` : '') +
+          notesText(snap.warnings),
       );
     });
 }
