@@ -199,7 +199,7 @@ function rangeArray(from: number, to: number): Int32Array {
  * contains the event time (a free at an operator's last microsecond belongs to it;
  * at a boundary shared by two siblings, the one starting wins).
  */
-function attribute(
+export function attribute(
   time: Float64Array,
   thread: Int32Array,
   operators: OperatorsByThread,

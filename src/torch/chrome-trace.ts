@@ -17,8 +17,9 @@
  */
 import { MemscopeError } from '../core/errors.js';
 import { escapeControl } from '../render/escape.js';
-import { deviceString, type DeviceMemoryTimeline, type MemoryTrace, type TraceSource } from './memory-trace.js';
+import { deviceString, type DeviceMemoryTimeline, type MemoryTrace, type TraceOutOfMemory, type TraceSource } from './memory-trace.js';
 import {
+  attribute,
   buildDevice,
   buildOperators,
   compareDevices,
@@ -91,6 +92,7 @@ export class ChromeTraceReader {
   private layout: Layout | null = null;
   private layoutEvent = -1;
   private readonly devices = new Map<string, DeviceColumns>();
+  private readonly ooms: (Omit<TraceOutOfMemory, 'operator'> & { thread: number })[] = [];
   private readonly threads = new Interner();
   private readonly deviceNames: Record<number, string> = {};
 
@@ -356,6 +358,10 @@ export class ChromeTraceReader {
       this.onMemoryEvent(e, pos);
       return;
     }
+    if (e.name === '[OutOfMemory]') {
+      this.onOutOfMemoryEvent(e);
+      return;
+    }
     if (e.ph === 'X' && typeof e.cat === 'string' && OPERATOR_CATEGORIES.has(e.cat) && isFiniteNumber(e.ts)) {
       const dur = isFiniteNumber(e.dur) ? e.dur : 0;
       this.ops.name.push(this.ops.names.id(typeof e.name === 'string' ? e.name : String(e.name)));
@@ -431,6 +437,19 @@ export class ChromeTraceReader {
     this.memoryEventCount++;
   }
 
+  /**
+   * An `[OutOfMemory]` event: Device Type, Device Id, Bytes, Total Allocated, Total Reserved as a
+   * `[memory]` event has them. Kept whatever its args hold; a value it lacks is unknown.
+   */
+  private onOutOfMemoryEvent(e: { ts?: unknown; pid?: unknown; tid?: unknown; args?: unknown }): void {
+    const a = (e.args !== null && typeof e.args === 'object' && !Array.isArray(e.args) ? e.args : {}) as Record<string, unknown>;
+    const num = (k: string): number | null => (isFiniteNumber(a[k]) ? a[k] : null);
+    const type = num('Device Type');
+    const id = num('Device Id');
+    const device = type !== null && id !== null && Number.isInteger(type) && type >= 0 && Number.isInteger(id) && id >= -1 ? deviceString(type, id) : 'unknown device';
+    this.ooms.push({ device, time: isFiniteNumber(e.ts) ? e.ts : NaN, bytes: num('Bytes') ?? NaN, allocated: num('Total Allocated'), reserved: num('Total Reserved'), thread: this.threads.id(`${String(e.pid)}/${String(e.tid)}`) });
+  }
+
   /** Completes the read: sorts each device's events by time and attributes them to operators. */
   finish(): MemoryTrace {
     if (this.state === S_CAPTURE || this.state === S_KEY_STRING) {
@@ -449,6 +468,8 @@ export class ChromeTraceReader {
     const names = [...this.devices.keys()].sort(compareDevices);
     for (const name of names) devices.push(buildDevice(this.devices.get(name)!, operators, this.layout));
     const source: TraceSource = this.layout ?? 'kineto';
+    const ooms = [...this.ooms].sort((x, y) => x.time - y.time);
+    const oomOperator = attribute(Float64Array.from(ooms, (o) => o.time), Int32Array.from(ooms, (o) => o.thread), operators);
     return {
       source,
       devices,
@@ -457,6 +478,10 @@ export class ChromeTraceReader {
       memoryEventCount: this.memoryEventCount,
       eventsByCategory: Object.fromEntries(this.eventsByCategory),
       deviceNames: this.deviceNames,
+      outOfMemory: ooms.map(({ thread: _thread, ...o }, k) => {
+        const op = oomOperator[k]!;
+        return { ...o, operator: op >= 0 ? operators.spans.names[operators.spans.nameIndex[op]!]! : null };
+      }),
     };
   }
 
@@ -471,7 +496,7 @@ const PHASE_PATTERN = /"ph"\s*:\s*"([^"\\]*)"/;
  * treated as one memscope does not need.
  */
 function mayBeNeeded(text: string): boolean {
-  if (text.includes('[memory]')) return true;
+  if (text.includes('[memory]') || text.includes('[OutOfMemory]')) return true;
   for (const cat of OPERATOR_CATEGORIES) if (text.includes(cat)) return true;
   return false;
 }

@@ -139,6 +139,7 @@ function timelineTrace(
     operators: EMPTY_OPERATORS,
     eventCount: c.n,
     memoryEventCount: c.n,
+    outOfMemory: [],
     eventsByCategory: {},
     deviceNames: {},
     categoryNames: TIMELINE_CATEGORIES,

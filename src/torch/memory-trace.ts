@@ -7,6 +7,7 @@
  * real training-step trace has tens of thousands of events per device and
  * every consumer (summary, plot, operator attribution) scans them linearly.
  */
+import { humanBytes } from '../core/units.js';
 
 /** Where a trace came from; decides which columns are real and which were derived. */
 export type TraceSource =
@@ -83,6 +84,33 @@ export interface MemoryTrace {
   readonly deviceNames: Readonly<Record<number, string>>;
   /** Category names for `categoryBytes` (export_memory_timeline only). */
   readonly categoryNames?: readonly string[];
+  /** The profiler's `[OutOfMemory]` events, in time order (Kineto traces; empty for other sources). */
+  readonly outOfMemory: readonly TraceOutOfMemory[];
+}
+
+/**
+ * An allocation the device could not make, as torch.profiler records it (`[OutOfMemory]` instant
+ * events: the request and the device's totals then; torch/csrc/autograd/profiler_kineto.cpp).
+ */
+export interface TraceOutOfMemory {
+  readonly device: string;
+  /** Microseconds, on the trace's clock. */
+  readonly time: number;
+  /** Bytes requested. */
+  readonly bytes: number;
+  /** Bytes allocated on the device then; null when the event does not say. */
+  readonly allocated: number | null;
+  readonly reserved: number | null;
+  /** The innermost CPU operator enclosing the event (same thread), or null. */
+  readonly operator: string | null;
+}
+
+/** The time every device's times count from in text: the trace's first memory event. */
+export function traceStartTime(trace: MemoryTrace): number {
+  let t0 = Infinity;
+  for (const d of trace.devices) if (d.count > 0 && d.time[0]! < t0) t0 = d.time[0]!;
+  for (const o of trace.outOfMemory) if (o.time < t0) t0 = o.time;
+  return Number.isFinite(t0) ? t0 : 0;
 }
 
 export const EMPTY_OPERATORS: OperatorSpans = {
@@ -267,4 +295,18 @@ const DEVICE_TYPE_NAMES: Record<number, string> = {
 export function deviceString(type: number, id: number): string {
   const name = DEVICE_TYPE_NAMES[type] ?? `device_type_${type}`;
   return id < 0 ? name : `${name}:${id}`;
+}
+
+/**
+ * One profiler OOM in words: the device and the time since `t0` (null: the caller shows the time),
+ * the request, the device's totals then, and the operator that asked.
+ */
+export function outOfMemoryLine(o: TraceOutOfMemory, t0: number | null): string {
+  const when = t0 === null ? '' : ` at ${Number.isFinite(o.time) ? `${((o.time - t0) / 1000).toFixed(3)} ms` : 'an unknown time'}`;
+  const totals = [o.allocated === null ? null : `allocated ${humanBytes(o.allocated)}`, o.reserved === null ? null : `reserved ${humanBytes(o.reserved)}`].filter((x) => x !== null);
+  return (
+    `out of memory on ${o.device}${when}: ${Number.isFinite(o.bytes) ? humanBytes(o.bytes) : 'an unknown size'} requested` +
+    (totals.length ? `; ${totals.join(', ')} then` : '') +
+    (o.operator ? `; in ${o.operator}` : '')
+  );
 }

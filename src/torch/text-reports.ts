@@ -7,11 +7,7 @@ import { DEFAULT_SITE_RULE, type SiteRule } from '../core/site-rule.js';
 import { humanBytes } from '../core/units.js';
 import { renderMemorySummary } from './memory-summary.js';
 import { renderTable } from '../render/table.js';
-import {
-  devicePeak,
-  memoryByOperator,
-  type MemoryTrace,
-} from './memory-trace.js';
+import { devicePeak, memoryByOperator, outOfMemoryLine, traceStartTime, type MemoryTrace } from './memory-trace.js';
 import {
   compareSnapshots,
   fragmentation,
@@ -71,11 +67,13 @@ export function formatTraceSummary(trace: MemoryTrace, options: TraceSummaryOpti
   out.push('');
   if (trace.devices.length === 0) {
     out.push('No memory events in this trace: record them with torch.profiler.profile(profile_memory=True).');
+    for (const o of trace.outOfMemory) out.push(outOfMemoryLine(o, traceStartTime(trace)));
     return out.join('\n') + '\n';
   }
+  // One origin for every device: times compare across the table.
+  const t0 = traceStartTime(trace);
   const rows = trace.devices.map((d) => {
     const p = devicePeak(d);
-    const t0 = d.count ? d.time[0]! : 0;
     const gpu = /^cuda:(\d+)$/.exec(d.device);
     const name = gpu && trace.deviceNames[Number(gpu[1])] ? `${d.device} (${trace.deviceNames[Number(gpu[1])]})` : d.device;
     return [
@@ -97,6 +95,12 @@ export function formatTraceSummary(trace: MemoryTrace, options: TraceSummaryOpti
       { align: ['left', 'right', 'right', 'right', 'right', 'right', 'right', 'right', 'right'] },
     ),
   );
+  out.push(style.dim("peak at: time since the trace's first memory event."));
+  if (trace.outOfMemory.length > 0) {
+    out.push('');
+    out.push(style.heading(`Out-of-memory errors (${trace.outOfMemory.length})`));
+    for (const o of trace.outOfMemory) out.push(`  ${outOfMemoryLine(o, t0)}`);
+  }
   if (trace.devices.some((d) => d.allocatedIsRelative)) {
     out.push(
       style.dim(
@@ -169,6 +173,8 @@ export function traceSummaryJson(trace: MemoryTrace, top = 15): unknown {
       inconsistentTotals: d.inconsistentTotals,
       operators: trace.operators.count > 0 ? memoryByOperator(trace, d).slice(0, top) : [],
     })),
+    // NaN (a time or size the event lacked) is not JSON: null.
+    outOfMemory: trace.outOfMemory.map((o) => ({ ...o, time: Number.isFinite(o.time) ? o.time : null, bytes: Number.isFinite(o.bytes) ? o.bytes : null })),
   };
 }
 
@@ -397,12 +403,16 @@ export function traceEventLines(trace: MemoryTrace, options: { limit?: number } 
   const limit = options.limit ?? Infinity;
   const out: string[] = [];
   const ops = trace.operators;
+  // Times count from the trace's first memory event on every device, so lines of two devices compare.
+  const t0 = traceStartTime(trace);
   for (const d of trace.devices) {
     out.push(`Device ${d.device} ---------------- ${d.count} events${d.allocatedIsRelative ? ' (totals relative to the trace start)' : ''}`);
-    const t0 = d.count ? d.time[0]! : 0;
     let lastReserved = NaN;
     const n = Math.min(d.count, limit);
+    const ooms = trace.outOfMemory.filter((o) => o.device === d.device);
+    let nextOom = 0;
     for (let i = 0; i < n; i++) {
+      for (; nextOom < ooms.length && ooms[nextOom]!.time < d.time[i]!; nextOom++) out.push(`${((ooms[nextOom]!.time - t0) / 1000).toFixed(3).padStart(10)} ms  ${outOfMemoryLine(ooms[nextOom]!, null)}`);
       const b = d.bytes[i]!;
       const op = d.operator[i]!;
       const where = op >= 0 ? `  in ${ops.names[ops.nameIndex[op]!]}` : '';
@@ -417,8 +427,12 @@ export function traceEventLines(trace: MemoryTrace, options: { limit?: number } 
       );
     }
     if (n < d.count) out.push(`… ${d.count - n} more events (raise --limit)`);
+    else for (; nextOom < ooms.length; nextOom++) out.push(`${((ooms[nextOom]!.time - t0) / 1000).toFixed(3).padStart(10)} ms  ${outOfMemoryLine(ooms[nextOom]!, null)}`);
     const p = devicePeak(d);
     out.push(`peak ${humanBytes(p.peakAllocated)} at ${((p.peakAllocatedTime - t0) / 1000).toFixed(3)} ms; ${humanBytes(p.finalAllocated)} at the end`);
   }
+  // OOMs of a device that recorded no memory event.
+  const drawn = new Set(trace.devices.map((d) => d.device));
+  for (const o of trace.outOfMemory) if (!drawn.has(o.device)) out.push(`${((o.time - t0) / 1000).toFixed(3).padStart(10)} ms  ${outOfMemoryLine(o, null)}`);
   return out;
 }

@@ -5,7 +5,7 @@
  * models from src/torch.
  */
 import { humanBytes } from '../core/units.js';
-import { memoryByOperator, type DeviceMemoryTimeline, type MemoryTrace } from '../torch/memory-trace.js';
+import { memoryByOperator, outOfMemoryLine, type DeviceMemoryTimeline, type MemoryTrace } from '../torch/memory-trace.js';
 import { outOfMemoryEvents, type OomEvent } from '../torch/snapshot-analysis.js';
 import type { MemorySnapshot } from '../torch/snapshot.js';
 import { DEFAULT_DEVICE_TYPE, deviceTypeTitle } from '../torch/device-type.js';
@@ -295,6 +295,7 @@ export function traceToReport(trace: MemoryTrace, file: string, caps: ReportCaps
     }
   }
   kernels.sort((a, b) => b.bytesAllocated - a.bytesAllocated);
+  for (const o of trace.outOfMemory) notices.push(`${capitalised(outOfMemoryLine(o, tMin))}.`);
   if (kernels.length > caps.maxKernels) notices.push(`Operator table: the top ${caps.maxKernels} of ${kernels.length} by bytes allocated.`);
   const timeline = events.build(caps.maxTimelineEvents, notices);
   if (allocationsTotal > caps.maxAllocations) notices.push(`Allocation details embedded for the ${caps.maxAllocations.toLocaleString('en-US')} largest of ${allocationsTotal.toLocaleString('en-US')} allocations; hover and the table list only those.`);
@@ -311,4 +312,8 @@ export function traceToReport(trace: MemoryTrace, file: string, caps: ReportCaps
     allocationsTotal,
     kernels: kernels.slice(0, caps.maxKernels),
   };
+}
+
+function capitalised(s: string): string {
+  return s.charAt(0).toUpperCase() + s.slice(1);
 }

@@ -11,6 +11,7 @@ import { openMemoryFile } from '../../src/torch/open-node.js';
 import { spawnSync } from 'node:child_process';
 import { devicePeak, memoryByOperator, NO_OPERATOR, type MemoryTrace } from '../../src/torch/memory-trace.js';
 import { readMemoryTimeline, DEVICE_UNNAMED } from '../../src/torch/memory-timeline.js';
+import { formatTraceSummary, traceEventLines } from '../../src/torch/text-reports.js';
 import { fixture } from '../support/fixtures.js';
 
 
@@ -198,6 +199,39 @@ describe('ChromeTraceReader on crafted input', () => {
     const outer = rows.find((r) => r.name === 'outer')!;
     expect([outer.selfNet, outer.inclusiveNet, outer.inclusiveAllocated]).toEqual([-1000, 24, 1024]);
     expect(device(trace, 'cpu').count).toBe(1);
+  });
+
+  it("reads the profiler's [OutOfMemory] events: device, request, totals then, enclosing operator; summary and trace show them", () => {
+    // As torch.profiler writes them (profiler_kineto.cpp, OutOfMemory metadata): the args of a [memory] event without Addr.
+    const oom = (ts: number, device: number, bytes: number) => ({ ph: 'i', cat: 'cpu_instant_event', s: 't', name: '[OutOfMemory]', pid: 1, tid: 1, ts, args: { 'Device Type': 1, 'Device Id': device, Bytes: bytes, 'Total Allocated': 1000, 'Total Reserved': 2048, 'Ev Idx': 9 } });
+    const events = [
+      { ph: 'X', cat: 'cpu_op', name: 'aten::empty', pid: 1, tid: 1, ts: 100, dur: 50 },
+      { ph: 'i', cat: 'cpu_instant_event', s: 't', name: '[memory]', pid: 1, tid: 1, ts: 110, args: { 'Device Type': 1, 'Device Id': 0, Addr: 4096, Bytes: 1000, 'Total Allocated': 1000, 'Total Reserved': 2048, 'Ev Idx': 1 } },
+      oom(2120, 1, 1 << 30),
+      oom(120, 0, 1 << 20),
+    ];
+    const trace = readChromeTrace(JSON.stringify({ traceEvents: events }));
+    expect(trace.outOfMemory).toEqual([
+      { device: 'cuda:0', time: 120, bytes: 1 << 20, allocated: 1000, reserved: 2048, operator: 'aten::empty' },
+      { device: 'cuda:1', time: 2120, bytes: 1 << 30, allocated: 1000, reserved: 2048, operator: null },
+    ]);
+    const summary = formatTraceSummary(trace);
+    expect(summary).toContain('Out-of-memory errors (2)\n  out of memory on cuda:0 at 0.010 ms: 1.00 MiB requested; allocated 1000 B, reserved 2.00 KiB then; in aten::empty\n  out of memory on cuda:1 at 2.010 ms: 1.00 GiB requested; allocated 1000 B, reserved 2.00 KiB then\n');
+    expect(traceEventLines(trace)).toEqual([
+      'Device cuda:0 ---------------- 1 events',
+      '     0.000 ms  alloc      1000 B @0x1000  → 1000 B, reserved 2.00 KiB  in aten::empty',
+      '     0.010 ms  out of memory on cuda:0: 1.00 MiB requested; allocated 1000 B, reserved 2.00 KiB then; in aten::empty',
+      'peak 1000 B at 0.000 ms; 1000 B at the end',
+      '     2.010 ms  out of memory on cuda:1: 1.00 GiB requested; allocated 1000 B, reserved 2.00 KiB then',
+    ]);
+  });
+
+  it("times of every device count from the trace's first memory event", () => {
+    const mem = (ts: number, device: number, bytes: number, total: number) => ({ ph: 'i', name: '[memory]', pid: 1, tid: 1, ts, args: { 'Device Type': device < 0 ? 0 : 1, 'Device Id': device, Addr: 1, Bytes: bytes, 'Total Allocated': total, 'Total Reserved': 0 } });
+    const trace = readChromeTrace(JSON.stringify({ traceEvents: [mem(1000, -1, 8, 8), mem(101_000, 0, 100, 100), mem(151_000, 0, 50, 150)] }));
+    // cuda:0 peaks 150 ms after the trace's first memory event (cpu's), not 50 ms after its own first.
+    expect(formatTraceSummary(trace)).toMatch(/│ cuda:0 +│ +2 │ +2 │ +0 │ +150 B │ 150\.0 ms │/);
+    expect(traceEventLines(trace).at(-1)).toBe('peak 150 B at 150.000 ms; 150 B at the end');
   });
 
   it('accepts a bare array of events', () => {

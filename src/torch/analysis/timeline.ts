@@ -67,6 +67,7 @@ export function snapshotTimeline(snapshot: MemorySnapshot): MemoryTrace {
     operators: EMPTY_OPERATORS,
     eventCount: count,
     memoryEventCount: count,
+    outOfMemory: [],
     eventsByCategory: {},
     deviceNames: {},
   };
