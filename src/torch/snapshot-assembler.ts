@@ -101,6 +101,15 @@ export class Assembler {
     if (!d) throw shapeError(path, `expected a frame dict, found ${describe(v)}`);
     const id = this.t.internFrame(this.str(d.get('name'), path, 'name'), this.str(d.get('filename'), path, 'filename'), this.line(d.get('line'), path));
     this.frameIdByObject.set(v, id);
+    if (d.size > 3 || !d.has('name') || !d.has('filename') || !d.has('line')) {
+      let other = false;
+      for (const k of d.keys()) {
+        if (k === 'name' || k === 'filename' || k === 'line') continue;
+        other = true;
+        if (this.t.otherFrameKeys.size < 20) this.t.otherFrameKeys.add(String(k));
+      }
+      if (other) this.t.framesWithOtherKeys++;
+    }
     return id;
   }
 

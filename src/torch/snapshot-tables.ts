@@ -301,6 +301,9 @@ export class SnapshotTables {
   derivedBlockAddresses = 0;
   /** Trace entries other than `oom` without `addr`, and entries without `size` (read as 0). */
   entriesWithoutAddr = 0;
+  /** Frames with keys besides name, filename and line (augment_with_fx_traces adds fx_*), and those keys. */
+  framesWithOtherKeys = 0;
+  readonly otherFrameKeys = new Set<string>();
   entriesWithoutSize = 0;
 
   /**

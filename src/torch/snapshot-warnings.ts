@@ -26,6 +26,13 @@ export function readWarnings(s: MemorySnapshot, t: SnapshotTables): string[] {
   });
   const unknownLines = unknownLineFrames(s);
   if (unknownLines > 0) out.push(`${plural(unknownLines, 'frame')} with an unknown line number (-1, or 2^64-1 as PyTorch writes CPython's -1): shown as ?`);
+  if (t.framesWithOtherKeys > 0) {
+    const keys = [...t.otherFrameKeys].sort().map(quoted).join(', ');
+    const fx = [...t.otherFrameKeys].some((k) => k.startsWith('fx_'));
+    out.push(
+      `${plural(t.framesWithOtherKeys, 'frame')} with keys memscope does not show (${keys})${fx ? ', added by augment_with_fx_traces=True: the frame of the generated code is shown, not the model line it came from' : ''}`,
+    );
+  }
   if (t.entriesWithoutAddr > 0) out.push(`${plural(t.entriesWithoutAddr, 'trace entry', 'trace entries')} other than oom without addr: read as 0`);
   if (t.entriesWithoutSize > 0) out.push(`${plural(t.entriesWithoutSize, 'trace entry', 'trace entries')} without size: read as 0`);
   const extraActions = s.actionNames.length - KNOWN_TRACE_ACTIONS.length;

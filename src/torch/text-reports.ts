@@ -287,16 +287,19 @@ export function formatOom(o: OomEvent, indent = '', deviceType = 'cuda'): string
 }
 
 function summarisePools(snapshot: MemorySnapshot): string[][] {
-  const acc = new Map<string, { segments: number; reserved: number; allocated: number }>();
+  const acc = new Map<string, { device: number; pool: readonly [number, number]; type: string; segments: number; reserved: number; allocated: number }>();
   for (const s of snapshot.segments) {
     const key = `${deviceLabel(snapshot.deviceType, s.device)} ${s.poolId ? `(${s.poolId[0]}, ${s.poolId[1]})` : '(default)'} ${s.segmentType}`;
     let a = acc.get(key);
-    if (!a) acc.set(key, (a = { segments: 0, reserved: 0, allocated: 0 }));
+    if (!a) acc.set(key, (a = { device: s.device, pool: s.poolId ?? [-1, -1], type: s.segmentType, segments: 0, reserved: 0, allocated: 0 }));
     a.segments++;
     a.reserved += s.totalSize;
     a.allocated += s.allocatedSize;
   }
-  return [...acc].sort().map(([k, a]) => [k, count(a.segments), humanBytes(a.reserved), humanBytes(a.allocated)]);
+  // Devices and pool ids in numeric order (cuda:2 before cuda:10), then the pool type.
+  return [...acc]
+    .sort(([, x], [, y]) => x.device - y.device || x.pool[0] - y.pool[0] || x.pool[1] - y.pool[1] || (x.type < y.type ? -1 : x.type > y.type ? 1 : 0))
+    .map(([k, a]) => [k, count(a.segments), humanBytes(a.reserved), humanBytes(a.allocated)]);
 }
 
 export function snapshotSummaryJson(snapshot: MemorySnapshot, top = 10, frames = 3, site: SiteRule = DEFAULT_SITE_RULE): unknown {

@@ -13,6 +13,7 @@ import { DEFAULT_CAPS } from '../../src/viewer/report-data.js';
 import { snapshotToReport } from '../../src/viewer/torch-report.js';
 import { fixture } from '../support/fixtures.js';
 import { resolved } from './resolved-snapshot.js';
+import { python } from './python.js';
 
 const MB = 1 << 20;
 const bytesOf = (name: string): Uint8Array => new Uint8Array(readFileSync(fixture(`torch/${name}.pickle`)));
@@ -145,6 +146,37 @@ describe('hand-made layouts of real files', () => {
       { stage: 'END', name: 'step', device: 0, timeUs: 5 },
     ]);
     expect(s.warnings).toEqual([]);
+  });
+});
+
+describe('frames with the keys augment_with_fx_traces adds, on devices numbered past 9', () => {
+  // torch.cuda.memory._snapshot(augment_with_fx_traces=True) (torch/_utils.py,
+  // _augment_memory_snapshot_stack_traces) adds fx_node_op, fx_node_name, fx_node_target and
+  // fx_original_trace to frames of FX-generated code; nodes with more than ten GPUs have cuda:10.
+  const bytes = new Uint8Array(
+    python(
+      [
+        'import pickle, sys',
+        "gen = {'name': 'forward', 'filename': '/tmp/torchinductor/fx_graph_code_ab.py', 'line': 12, 'fx_node_op': 'call_function', 'fx_node_name': 'linear', 'fx_node_target': 'aten.linear', 'fx_original_trace': 'x = self.fc(x)'}",
+        "user = {'name': 'train', 'filename': '/home/u/train.py', 'line': 7}",
+        "seg = lambda d, a: {'device': d, 'address': a, 'total_size': 2 << 20, 'allocated_size': 512, 'active_size': 512, 'requested_size': 500, 'stream': 0, 'segment_type': 'small', 'segment_pool_id': (0, 0), 'is_expandable': False, 'frames': [], 'blocks': [{'address': a, 'size': 512, 'requested_size': 500, 'state': 'active_allocated', 'frames': [gen, user]}, {'address': a + 512, 'size': (2 << 20) - 512, 'requested_size': 0, 'state': 'inactive', 'frames': []}]}",
+        "s = {'segments': [seg(d, (d + 1) << 32) for d in (10, 3, 0, 11)], 'device_traces': [[] for _ in range(12)]}",
+        'sys.stdout.buffer.write(pickle.dumps(s, protocol=4))',
+      ].join('\n'),
+    ),
+  );
+
+  it('read alike by both paths, with one warning naming the keys not shown', () => {
+    const fast = readSnapshot(bytes);
+    expect(resolved(fast)).toEqual(resolved(normaliseSnapshot(readPickle(bytes))));
+    expect(fast.warnings).toEqual([
+      '1 frame with keys memscope does not show ("fx_node_name", "fx_node_op", "fx_node_target", "fx_original_trace"), added by augment_with_fx_traces=True: the frame of the generated code is shown, not the model line it came from',
+    ]);
+  });
+
+  it("summary's pool table lists devices in numeric order", () => {
+    const pools = formatSnapshotSummary(readSnapshot(bytes)).split('\n').filter((l) => /^│ cuda:\d+ \(0, 0\) small/.test(l));
+    expect(pools.map((l) => /cuda:(\d+)/.exec(l)![1])).toEqual(['0', '3', '10', '11']);
   });
 });
 
