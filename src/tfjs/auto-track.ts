@@ -38,6 +38,36 @@ export interface ModelTracking {
   restore(): void;
 }
 
+/**
+ * Wrappers whose tracking was restored while another wrapper lay over them (two trackings stopped
+ * in the order they started): they only forward now, and a restore that would put one back puts
+ * back what it wrapped instead.
+ */
+const retired = new WeakMap<object, { original: unknown; own: boolean }>();
+
+/**
+ * Puts `wrapped` on `proto[name]` over `original` (an own property of `proto` when `own`); returns
+ * the restore, which also retires `wrapped` when another wrapper lies over it.
+ */
+function install(proto: Record<string, unknown>, name: string, wrapped: object, original: unknown, own: boolean, retire: () => void): () => void {
+  proto[name] = wrapped;
+  return () => {
+    retire();
+    if (proto[name] !== wrapped) {
+      retired.set(wrapped, { original, own });
+      return;
+    }
+    let value = original;
+    let isOwn = own;
+    for (let r = typeof value === 'function' ? retired.get(value) : undefined; r !== undefined; r = typeof value === 'function' ? retired.get(value) : undefined) {
+      value = r.original;
+      isOwn = r.own;
+    }
+    if (isOwn) proto[name] = value;
+    else delete proto[name];
+  };
+}
+
 export function createModelTracking(session: ModelRegistry, onError: (err: unknown) => void): ModelTracking {
   const restores: Array<() => void> = [];
   const models = new WeakSet<object>();
@@ -84,7 +114,9 @@ export function createModelTracking(session: ModelRegistry, onError: (err: unkno
     const own = Object.prototype.hasOwnProperty.call(proto, name);
     if (typeof original !== 'function' || (!own && !inherited)) return;
     const kind = INFERENCE_KIND[name];
+    let active = true;
     const wrapped = function (this: object, ...args: unknown[]): unknown {
+      if (!active) return (original as (...a: unknown[]) => unknown).apply(this, args);
       if (!nests) {
         before(this, args);
         return (original as (...a: unknown[]) => unknown).apply(this, args);
@@ -109,12 +141,7 @@ export function createModelTracking(session: ModelRegistry, onError: (err: unkno
       if (topLevel && kind) inferenceEnd(kind);
       return result;
     };
-    proto[name] = wrapped;
-    restores.push(() => {
-      if (proto[name] !== wrapped) return;
-      if (own) proto[name] = original;
-      else delete proto[name];
-    });
+    restores.push(install(proto, name, wrapped, original, own, () => (active = false)));
   };
 
   /**
@@ -125,18 +152,16 @@ export function createModelTracking(session: ModelRegistry, onError: (err: unkno
   const wrapApplyGradients = (proto: Record<string, unknown>): void => {
     const original = proto['applyGradients'];
     if (typeof original !== 'function' || !Object.prototype.hasOwnProperty.call(proto, 'applyGradients')) return;
+    let active = true;
     const wrapped = function (this: Record<string, unknown>, ...args: unknown[]): unknown {
-      if (!optimizers.has(this)) {
+      if (active && !optimizers.has(this)) {
         trackOptimizer(this);
         const own = Object.prototype.hasOwnProperty.call(this, 'applyGradients') ? this['applyGradients'] : undefined;
         if (typeof own === 'function' && own !== wrapped) return (own as (...a: unknown[]) => unknown).apply(this, args);
       }
       return (original as (...a: unknown[]) => unknown).apply(this, args);
     };
-    proto['applyGradients'] = wrapped;
-    restores.push(() => {
-      if (proto['applyGradients'] === wrapped) proto['applyGradients'] = original;
-    });
+    restores.push(install(proto, 'applyGradients', wrapped, original, true, () => (active = false)));
   };
 
   const seenExports = new WeakSet<object>();

@@ -3,6 +3,7 @@
 import * as tf from '@tensorflow/tfjs-core';
 import '@tensorflow/tfjs-backend-cpu';
 import '@tensorflow/tfjs-core/dist/register_all_gradients';
+import * as tfl from '@tensorflow/tfjs-layers';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { createModelTracking } from '../../src/tfjs/auto-track.js';
 
@@ -51,5 +52,36 @@ describe('createModelTracking on tfjs-core', () => {
     tracking.restore();
     expect(optimizerClasses.map((c) => c.prototype.applyGradients)).toEqual(before);
     w.dispose();
+  });
+
+  it('two trackings stopped in the order they started put back every prototype; the first, once stopped, hears nothing', async () => {
+    const protos = [tfl.LayersModel.prototype, tfl.Sequential.prototype, tf.Optimizer.prototype, tf.AdamOptimizer.prototype] as unknown as Record<string, unknown>[];
+    const snapshot = () => protos.map((p) => Object.getOwnPropertyDescriptors(p));
+    const before = snapshot();
+    const heard = { a: 0, b: 0 };
+    const tracking = (who: 'a' | 'b') =>
+      createModelTracking(
+        { module: () => heard[who]++, optimizer: () => undefined },
+        (err) => {
+          throw err;
+        },
+      );
+    const a = tracking('a');
+    const b = tracking('b');
+    for (const t of [a, b]) {
+      t.watch(tf, 'core');
+      t.watch(tfl, 'layers');
+    }
+    const model = tfl.sequential({ layers: [tfl.layers.dense({ inputShape: [2], units: 1 })] });
+    const x = tf.ones([1, 2]);
+    tf.dispose(model.predict(x) as tf.Tensor);
+    expect(heard).toEqual({ a: 1, b: 1 });
+    a.restore();
+    const other = tfl.sequential({ layers: [tfl.layers.dense({ inputShape: [2], units: 1 })] });
+    tf.dispose(other.predict(x) as tf.Tensor);
+    expect(heard).toEqual({ a: 1, b: 2 });
+    b.restore();
+    expect(snapshot()).toEqual(before);
+    x.dispose();
   });
 });
