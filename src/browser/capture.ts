@@ -105,7 +105,7 @@ export function startCapture(options: BrowserCaptureOptions = {}): BrowserCaptur
   }
   const sink = new CaptureChunks();
   const program = options.program ?? (typeof location === 'undefined' ? 'page' : location.href);
-  const writer = new CaptureWriter(sink, { created: new Date().toISOString(), argv: [program], backend: null, stacks, maxEntries });
+  const writer = new CaptureWriter(sink, { created: new Date().toISOString(), argv: [program], backend: null, stacks, maxEntries, recorder: 'browser' });
   const recorder = new CaptureRecorder(writer, { stacks, maxEntries, internalFrames: options.libraryFrames ?? [] });
 
   let warned = false;

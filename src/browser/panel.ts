@@ -46,7 +46,7 @@ export interface MemoryPanel {
 }
 
 const CSS = `
-:host { all: initial; }
+:host { all: initial; direction: ltr; }
 .panel { position: fixed; z-index: 2147483647; width: 300px; box-sizing: border-box; padding: 8px 10px;
   font: 12px/1.4 system-ui, -apple-system, "Segoe UI", sans-serif; color: #1d1d1f; background: rgba(255,255,255,0.96);
   border: 1px solid #c8c8cc; border-radius: 6px; box-shadow: 0 2px 10px rgba(0,0,0,0.18); }

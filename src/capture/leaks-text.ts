@@ -3,7 +3,7 @@ import { frameLocation, leakStepCells, type LeakGroup, type LeakReport } from '.
 import { renderTable } from '../render/table.js';
 
 /** `memscope leaks` output: one block per leak group, largest first. */
-export function formatLeaks(report: LeakReport, opts: { frames?: number; stacksRecorded?: boolean } = {}): string {
+export function formatLeaks(report: LeakReport, opts: { frames?: number; stacksRecorded?: boolean; stacksOption?: string } = {}): string {
   const coverage = report.coverage ? `Partial capture: ${report.coverage}.\n` : '';
   if (report.note) return `No verdict: ${report.note}.\n${coverage}`;
   const steps = `${report.steps} ${report.stepKind === 'inference' || report.stepKind === 'marked' ? `${report.stepKind} ` : ''}steps`;
@@ -16,7 +16,7 @@ export function formatLeaks(report: LeakReport, opts: { frames?: number; stacksR
   out.push(`${report.groups.length} leak${report.groups.length === 1 ? '' : 's'} over ${steps}: ${humanBytes(total)} still alive when the program ended.\n${coverage}`);
   report.groups.forEach((g, i) => {
     out.push(`#${i + 1} ${humanBytes(g.bytes)} in ${g.count} storage${g.count === 1 ? '' : 's'} · kernel ${g.kernel ?? '(none)'} · ${g.device} · ${g.categories.join('/')}`);
-    out.push(`   allocated at ${allocationSite(g, opts.stacksRecorded ?? g.stack.length > 0)}`);
+    out.push(`   allocated at ${allocationSite(g, opts.stacksRecorded ?? g.stack.length > 0, opts.stacksOption ?? '--stacks')}`);
     out.push(
       renderTable(
         ['step', 'still alive', 'bytes', 'live at step end'],
@@ -62,10 +62,10 @@ function stepRows(g: LeakGroup): string[][] {
  * reaches it; else the layer; else what is missing (a capture without stacks,
  * or a stack made entirely of library frames, which is then printed below).
  */
-function allocationSite(g: LeakGroup, stacksRecorded: boolean): string {
+function allocationSite(g: LeakGroup, stacksRecorded: boolean, stacksOption: string): string {
   if (g.userFrame) return frameLocation(g.userFrame);
   const layer = g.layer ? `layer ${g.layer}` : null;
-  if (!stacksRecorded) return `${layer ?? 'an unknown site'} (run with --stacks for the program's line)`;
+  if (!stacksRecorded) return `${layer ?? 'an unknown site'} (record with ${stacksOption} for the program's line)`;
   if (g.stack.length > 0) return `${layer ?? 'a site'} inside library code (no frame of the program's own in the stack below)`;
   return layer ?? 'an unknown site (no stack was recorded for these storages)';
 }

@@ -1,5 +1,5 @@
 import { DEFAULT_SITE_RULE, siteFrame, type SiteRule } from '../core/site-rule.js';
-import { OWNED_CATEGORIES } from './types.js';
+import { OWNED_CATEGORIES, recordingOption } from './types.js';
 import { humanBytes } from '../core/units.js';
 import type { Capture, CapturedAllocs } from './reader.js';
 
@@ -219,8 +219,8 @@ function coverageOf(capture: Capture, steps: number): string | null {
   const ends = capture.steps.length + capture.marks.length;
   const merged = ends > steps ? `; of its ${ends.toLocaleString('en-US')} step ends, those with no recorded allocation or free since the one before count as one` : '';
   return (
-    `${dropped.toLocaleString('en-US')} allocations past the capture's --max-entries${cap === null ? '' : ` ${cap.toLocaleString('en-US')}`} were not recorded: ` +
-    `leaks made after the first recorded ones cannot be seen${merged} (record again with a higher --max-entries, or none)`
+    `${dropped.toLocaleString('en-US')} allocations past the capture's ${recordingOption(capture.header, 'maxEntries')}${cap === null ? '' : ` ${cap.toLocaleString('en-US')}`} were not recorded: ` +
+    `leaks made after the first recorded ones cannot be seen${merged} (record again with a higher ${recordingOption(capture.header, 'maxEntries')}, or none)`
   );
 }
 

@@ -146,6 +146,8 @@ function checkHeader(h: Record<string, unknown>, source: string): void {
   if (typeof h.stacks !== 'boolean') fail('stacks', 'true or false');
   if (h.maxEntries !== null && h.maxEntries !== undefined && typeof h.maxEntries !== 'number') fail('maxEntries', 'a number or null');
   if (h.created !== undefined && typeof h.created !== 'string') fail('created', 'a string');
+  // An unknown recorder reads as memscope run's: the field only changes how advice is worded.
+  if (h.recorder !== undefined && h.recorder !== 'run' && h.recorder !== 'browser') delete h.recorder;
 }
 
 /**

@@ -57,7 +57,8 @@ interface KernelStats {
 }
 
 interface OpenKernel {
-  stats: KernelStats;
+  /** Null for a composite (customGrad scope): opened and closed, never counted. */
+  stats: KernelStats | null;
   allocated: number;
   net: number;
   peakNet: number;
@@ -201,6 +202,12 @@ export class CaptureRecorder implements MemoryEventSink {
   }
 
   onKernelStart(kernel: KernelEvent, _ctx?: EventContext): void {
+    // A composite (a customGrad scope such as fusedMatMul__op) is no kernel: what it allocates is
+    // its inner kernels', which the table counts already. It is opened uncounted, to close as a pair.
+    if (kernel.composite) {
+      this.openKernels.push({ stats: null, allocated: 0, net: 0, peakNet: 0 });
+      return;
+    }
     let stats = this.kernels.get(kernel.name);
     if (!stats) {
       stats = { calls: 0, bytesAllocated: 0, bytesRetained: 0, peakAdded: 0 };
@@ -211,7 +218,7 @@ export class CaptureRecorder implements MemoryEventSink {
 
   onKernelEnd(_kernel?: KernelEvent, _ctx?: EventContext): void {
     const open = this.openKernels.pop();
-    if (!open) return;
+    if (!open || open.stats === null) return;
     const s = open.stats;
     s.calls++;
     s.bytesAllocated += open.allocated;

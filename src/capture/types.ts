@@ -36,6 +36,25 @@ export interface CaptureHeader {
   maxEntries: number | null;
   /** Unit of every `t` field. */
   clock: 'ms';
+  /**
+   * What recorded it: 'run' (`memscope run`; absent in captures that predate the field) or
+   * 'browser' (`startCapture` in a page, whose `argv` is the page's address).
+   */
+  recorder?: 'run' | 'browser';
+}
+
+/**
+ * How a capture's recorder spells an option, for advice that names it: `memscope run`'s flag, or
+ * the page's `startCapture` option.
+ */
+export function recordingOption(header: Pick<CaptureHeader, 'recorder'>, option: 'stacks' | 'maxEntries'): string {
+  if (header.recorder === 'browser') return option === 'stacks' ? 'startCapture({ stacks: true })' : "startCapture's maxEntries";
+  return option === 'stacks' ? '--stacks' : '--max-entries';
+}
+
+/** The capture's origin in words: the command line it ran, or the page it was taken in. */
+export function recordedFrom(header: Pick<CaptureHeader, 'recorder' | 'argv'>): string {
+  return header.recorder === 'browser' ? `startCapture in ${header.argv.join(' ')}` : `memscope run ${header.argv.join(' ')}`;
 }
 
 /** Record tags. */

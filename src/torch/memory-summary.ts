@@ -79,8 +79,12 @@ export function renderMemorySummary(stats: Readonly<Record<string, number>>, dev
   const heading = ` ${' '.repeat(16)} PyTorch CUDA memory summary, device ID ${padEnd(String(device), 17)} `;
   lines.push(deviceTitle === 'CUDA' ? heading : padEnd(` ${' '.repeat(16)} ${deviceTitle} memory summary, device ID ${device}`, heading.length));
   lines.push('-'.repeat(75));
+  const cudaLine = `  ${' '.repeat(9)} CUDA OOMs: ${padEnd(String(get('num_ooms')), 12)} | ${' '.repeat(6)} cudaMalloc retries: ${padEnd(String(get('num_alloc_retries')), 8)}  `;
+  // Another device has neither CUDA's OOM count nor its cudaMalloc retries: its own words, same width.
   lines.push(
-    `  ${' '.repeat(9)} CUDA OOMs: ${padEnd(String(get('num_ooms')), 12)} | ${' '.repeat(6)} cudaMalloc retries: ${padEnd(String(get('num_alloc_retries')), 8)}  `,
+    deviceTitle === 'CUDA'
+      ? cudaLine
+      : padEnd(`  ${' '.repeat(9)} ${deviceTitle} OOMs: ${get('num_ooms')} | device allocation retries: ${get('num_alloc_retries')}`, cudaLine.length),
   );
   lines.push('='.repeat(75));
   lines.push('        Metric         | Cur Usage  | Peak Usage | Tot Alloc  | Tot Freed  ');

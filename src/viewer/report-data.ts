@@ -8,7 +8,7 @@
  * `sum(dt[0..i]) / 1000` ms (or event index, for sources without time), adds
  * `bytes[i]` (negative for a free) to series `series[i]`.
  */
-import { CATEGORIES } from '../capture/types.js';
+import { CATEGORIES, recordedFrom, recordingOption } from '../capture/types.js';
 import { DEFAULT_SITE_RULE, siteFrame, type SiteRule } from '../core/site-rule.js';
 import { findLeaks } from '../capture/leaks.js';
 import type { FlameGraphData } from '../render/flamegraph-data.js';
@@ -478,18 +478,18 @@ export function captureToReport(capture: Capture, file: string, caps: ReportCaps
     truncated = `This capture is truncated: ${capture.truncated.reason} (line ${capture.truncated.line}${capture.truncated.bytesIgnored ? `, ${capture.truncated.bytesIgnored} bytes ignored` : ''}). The report shows what was written up to there.`;
   }
   if (capture.end?.dropped) {
-    notices.push(`${capture.end.dropped.toLocaleString('en-US')} allocations were not recorded individually (--max-entries ${capture.header.maxEntries}); step totals still count them.`);
+    notices.push(`${capture.end.dropped.toLocaleString('en-US')} allocations were not recorded individually (${recordingOption(capture.header, 'maxEntries')} ${capture.header.maxEntries}); step totals still count them.`);
   }
   if (capture.end?.error) notices.push(`The program ended with an error: ${capture.end.error}`);
   if (capture.unmatchedFrees) notices.push(`${capture.unmatchedFrees} frees of storages made before recording began were ignored.`);
   if (count === 0) notices.push('No tensor allocation was recorded: the program never created a TensorFlow.js tensor (or did not load TensorFlow.js).');
-  if (!capture.header.stacks) notices.push('Recorded without --stacks: leaks and allocations are located by layer and kernel only.');
+  if (!capture.header.stacks) notices.push(`Recorded without ${recordingOption(capture.header, 'stacks')}: leaks and allocations are located by layer and kernel only.`);
 
   const script = capture.header.argv[0] ?? 'program';
   return {
     version: REPORT_DATA_VERSION,
     title: `memscope · ${script.split(/[\\/]/).pop()}`,
-    source: { kind: 'capture', file, detail: `memscope run ${capture.header.argv.join(' ')} · ${capture.header.created}` },
+    source: { kind: 'capture', file, detail: `${recordedFrom(capture.header)} · ${capture.header.created}` },
     notices,
     truncated,
     timeUnit: 'ms',

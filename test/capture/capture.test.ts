@@ -76,6 +76,44 @@ function train(steps: number, leak: boolean, kept: StorageRef[] = []) {
 }
 
 describe('capture format', () => {
+  it("a composite kernel (a customGrad scope) is not in the kernel table: its inner kernel's bytes are counted once", () => {
+    const h = harness();
+    const composite = { name: 'fusedMatMul__op', inputs: [], outputs: [], composite: true };
+    const inner = { name: '_FusedMatMul', inputs: [], outputs: [], composite: false };
+    h.rec.onKernelStart(composite, h.ctx);
+    h.rec.onKernelStart(inner, h.ctx);
+    h.ctx.kernel = '_FusedMatMul';
+    h.alloc(256);
+    h.ctx.kernel = null;
+    h.rec.onKernelEnd(inner, h.ctx);
+    h.rec.onKernelEnd(composite, h.ctx);
+    h.rec.finish({ exitCode: 0, error: null });
+    expect(parseCapture(h.text()).kernels).toEqual([{ name: '_FusedMatMul', calls: 1, bytesAllocated: 256, bytesRetained: 256, peakAdded: 256 }]);
+  });
+
+  it("a page's capture (startCapture) names the page and its own options in advice, not memscope run's", async () => {
+    const { captureToReport } = await import('../../src/viewer/report-data.js');
+    const lines = [
+      { format: 'memscope-capture', version: 1, clock: 'ms', created: 'x', argv: ['http://localhost:8080/app.html'], backend: null, stacks: false, maxEntries: 4, recorder: 'browser' },
+      ['s', 1, 'webgl'],
+      ['s', 2, 'Activation'],
+      ['s', 3, 'predict'],
+    ];
+    for (let step = 0; step < 4; step++) {
+      lines.push(['a', step, step, 1, 64, 2, 0, 0, 0, 0, step]);
+      lines.push(['m', step + 0.5, 3]);
+    }
+    lines.push(['e', 9, { events: 8, dropped: 3, exitCode: null, error: null }]);
+    const cap = parseCapture(lines.map((l) => JSON.stringify(l)).join('\n') + '\n');
+    const report = findLeaks(cap);
+    expect(report.coverage).toMatch(/past the capture's startCapture's maxEntries 4 were not recorded/);
+    expect(formatLeaks(report, { stacksRecorded: false, stacksOption: 'startCapture({ stacks: true })' })).toContain("(record with startCapture({ stacks: true }) for the program's line)");
+    const data = captureToReport(cap, 'page.capture.ndjson');
+    expect(data.source.detail).toBe('startCapture in http://localhost:8080/app.html · x');
+    expect(data.notices.join('\n')).toContain('Recorded without startCapture({ stacks: true })');
+    expect(data.notices.join('\n')).not.toMatch(/--stacks|--max-entries|memscope run/);
+  });
+
   it('round-trips allocations, categories, steps, modules and kernels', () => {
     const h = train(4, false);
     h.rec.finish({ exitCode: 0, error: null });

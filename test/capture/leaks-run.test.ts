@@ -49,7 +49,7 @@ describe('memscope leaks on real programs', () => {
     expect(lines[0]).toMatch(/^1 leak over 6 inference steps: 768 B still alive when the program ended\.$/);
     const at = lines.find((l) => l.includes('allocated at'))!;
     expect(at.trim()).toMatch(new RegExp(`^allocated at ${escape(lineOf(script, 'model.predict(xs)'))}\\d+$`));
-    expect(r.stdout).not.toMatch(/unknown site|run with --stacks/);
+    expect(r.stdout).not.toMatch(/unknown site|record with --stacks/);
     // The stack below names the same line, after the folded library frames.
     const stack = lines.slice(lines.findIndex((l) => l.includes('stack:')) + 1).filter((l) => l.trim());
     expect(stack[0]).toMatch(/^\s+\[\d+ frames in .*@tensorflow\/tfjs-layers/);

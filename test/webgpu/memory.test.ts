@@ -48,6 +48,11 @@ describe('memscope/webgpu on a fake GPUDevice', () => {
     const heading = summary.split('\n')[1]!;
     expect(heading).toMatch(/^\| +WebGPU memory summary, device ID 0 +\|$/);
     expect(heading.length).toBe(summary.split('\n')[0]!.length);
+    // WebGPU has no CUDA OOM count or cudaMalloc retries: the counts line says what they are here.
+    const counts = summary.split('\n')[3]!;
+    expect(counts).toMatch(/^\| +WebGPU OOMs: 0 \| device allocation retries: 0 +\|$/);
+    expect(counts.length).toBe(heading.length);
+    expect(summary).not.toMatch(/CUDA|cudaMalloc/);
     expect(summary).toMatch(/\| Allocated memory\s+\|\s+24 B\s+\|\s+24 B\s+\|\s+1024 B\s+\|\s+1000 B\s+\|/);
     // Over 1 MiB (PyTorch's kSmallSize) a resource counts in the large pool.
     const big = device.createBuffer({ size: (1 << 20) + 4, usage: STORAGE });

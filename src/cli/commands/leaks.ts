@@ -3,6 +3,7 @@ import { findLeaks, frameLocation, type LeakReport } from '../../capture/leaks.j
 import { readCaptureFile } from '../../capture/read-node.js';
 import { nonNegativeInt, optionWithDefault, SITE_SKIP_HELP, siteRuleOption, siteSkipOption } from '../options.js';
 import { formatLeaks } from '../../capture/leaks-text.js';
+import { recordingOption } from '../../capture/types.js';
 
 export const EXIT_LEAKS_FOUND = 3;
 
@@ -37,7 +38,7 @@ export function register(program: Command): void {
       if (capture.truncated) process.stderr.write(`memscope: ${file} is truncated: ${capture.truncated.reason} (line ${capture.truncated.line}); using what was written\n`);
       const report = findLeaks(capture, site);
       if (opts.json) process.stdout.write(JSON.stringify(leaksJson(report, file), null, 2) + '\n');
-      else process.stdout.write(formatLeaks(report, { frames, stacksRecorded: capture.header.stacks }));
+      else process.stdout.write(formatLeaks(report, { frames, stacksRecorded: capture.header.stacks, stacksOption: recordingOption(capture.header, 'stacks') }));
       // 3, not 1 (bad input) or 2 (usage): CI can fail a build on leaks alone.
       if (report.groups.length > 0) process.exitCode = EXIT_LEAKS_FOUND;
     });

@@ -70,7 +70,7 @@ export function leaksSection(data: ReportData): void {
     return;
   }
   data.leaks.forEach((g, i) => {
-    const where = location(g.userFrame) || (g.layer ? `layer ${g.layer}` : 'unknown site (record with --stacks)');
+    const where = location(g.userFrame) || (g.layer ? `layer ${g.layer}` : 'unknown site (recorded without stacks)');
     const card = el('div', { class: 'leak', 'data-search': [g.kernel, g.layer, ...g.frames].join(' ').toLowerCase() });
     card.append(el('div', { class: 'leak-head' }, `#${i + 1} ${humanBytes(g.bytes)} in ${g.count} storage${g.count === 1 ? '' : 's'} · kernel ${g.kernel ?? '(none)'} · ${g.device} · ${g.categories.join('/')}`));
     card.append(el('div', {}, 'allocated at ', el('code', { class: 'leak-site' }, where)));
