@@ -91,6 +91,9 @@ describe('attachMemoryPanel in headless Chromium', () => {
       // Styles stay on their side of the shadow root.
       expect(await panel.locator('button.save').evaluate((b) => getComputedStyle(b).color)).not.toBe('rgb(255, 0, 0)');
       expect(await page.locator('#pages-own').evaluate((d) => getComputedStyle(d).position)).toBe('static');
+      // A right-to-left page does not mirror the panel's table.
+      await page.evaluate(() => document.documentElement.setAttribute('dir', 'rtl'));
+      expect(await panel.locator('tbody td').first().evaluate((td) => getComputedStyle(td).direction)).toBe('ltr');
 
       await page.evaluate(() => (globalThis as any).grow());
       await expect.poll(() => text('.allocated')).toBe('9.00 MiB');
