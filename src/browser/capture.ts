@@ -91,6 +91,49 @@ export class CaptureChunks implements CaptureSink {
 }
 
 /**
+ * The script URLs a page's stacks fold as library code. Pages load memscope either from its own
+ * file (a dev server's `node_modules/…`, folded anyway) or bundled: in a vendor chunk apart from
+ * the program, whose file is then library code too and is added; or in one bundle with the
+ * program, where no URL tells the program's frames from TFJS's and memscope's — said once on the
+ * console, as the capture's sites would name library lines.
+ */
+function libraryFramesOf(given: readonly string[], stacks: boolean): string[] {
+  const files = scriptFiles();
+  if (files === null || !stacks) return [...given];
+  const { memscope, caller } = files;
+  if (memscope.includes('node_modules/') || given.some((p) => memscope.includes(p))) return [...given];
+  if (caller !== memscope) return [...given, memscope];
+  if (given.length === 0) {
+    console.warn(
+      `memscope: startCapture runs from the file that holds the program (${memscope}): stack frames cannot tell the program's lines from TFJS's and memscope's, ` +
+        'so leaks may be located inside library code. Bundle the libraries into a chunk of their own (memscope then folds it), or use a dev server; see BROWSER.md.',
+    );
+  }
+  return [...given];
+}
+
+/** The script of this function's code and of its caller's caller (startCapture's caller), by V8's stack API; null elsewhere. */
+function scriptFiles(): { memscope: string; caller: string } | null {
+  const capture = (Error as { captureStackTrace?: (o: object) => void }).captureStackTrace;
+  if (typeof capture !== 'function') return null;
+  const previous = (Error as { prepareStackTrace?: unknown }).prepareStackTrace;
+  (Error as { prepareStackTrace?: unknown }).prepareStackTrace = (_err: unknown, sites: unknown) => sites;
+  try {
+    const holder: { stack?: unknown } = {};
+    capture(holder);
+    const sites = holder.stack as { getFileName(): string | null }[] | undefined;
+    // 0: here, 1: libraryFramesOf, 2: startCapture, 3: the program's call.
+    const memscope = sites?.[0]?.getFileName();
+    const caller = sites?.[3]?.getFileName();
+    return memscope && caller ? { memscope, caller } : null;
+  } catch {
+    return null;
+  } finally {
+    (Error as { prepareStackTrace?: unknown }).prepareStackTrace = previous;
+  }
+}
+
+/**
  * Starts capturing the page's TFJS program. TFJS must be loaded (its engine exists once
  * `@tensorflow/tfjs-core` is imported). Hooks that fail never reach the program: the first
  * failure is reported once on the console and the program continues.
@@ -106,7 +149,7 @@ export function startCapture(options: BrowserCaptureOptions = {}): BrowserCaptur
   const sink = new CaptureChunks();
   const program = options.program ?? (typeof location === 'undefined' ? 'page' : location.href);
   const writer = new CaptureWriter(sink, { created: new Date().toISOString(), argv: [program], backend: null, stacks, maxEntries, recorder: 'browser' });
-  const recorder = new CaptureRecorder(writer, { stacks, maxEntries, internalFrames: options.libraryFrames ?? [] });
+  const recorder = new CaptureRecorder(writer, { stacks, maxEntries, internalFrames: libraryFramesOf(options.libraryFrames ?? [], stacks) });
 
   let warned = false;
   const warn = (err: unknown): void => {

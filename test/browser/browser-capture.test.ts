@@ -94,8 +94,8 @@ describe('memscope/browser capture, read by the Node CLI', () => {
     // Five trainOnBatch steps and five top-level predicts: ten step ends.
     expect({ steps: page.json.steps, stepKind: page.json.stepKind }).toEqual({ steps: 10, stepKind: 'mixed' });
     for (const key of ['kernel', 'layer', 'device', 'categories', 'count', 'bytes', 'perStep', 'liveAtStepEnd'] as const) expect(p[key], key).toEqual(n[key]);
-    // Each kept prediction is a 16×2 float32 tensor; the last step's one has no later step end to outlive.
-    expect(p.bytes).toBe(4 * 16 * 2 * 4);
+    // Each kept prediction is a 16×2 float32 tensor, the last step's one included.
+    expect(p.bytes).toBe(5 * 16 * 2 * 4);
     const line = readFileSync(join(repoRoot, PROGRAM.slice(1)), 'utf8').split('\n').findIndex((l) => l.includes('model.predict(xs)')) + 1;
     expect(line).toBeGreaterThan(0);
     expect(n.site).toMatch(new RegExp(`/test/browser/pages/browser-leaky-loop\\.mjs:${line}:\\d+$`));
@@ -103,6 +103,36 @@ describe('memscope/browser capture, read by the Node CLI', () => {
     // The page's bundle (TFJS and memscope) is folded like Node's installed packages.
     expect(p.stack[0]).toMatch(/^\[\d+ frames in \.vite(, node)?\]$/);
     expect(p.stack[1]).toBe(`train (${p.site})`);
+  });
+
+  it('memscope and TFJS in a vendor chunk of their own, the capture started by the program: the chunk is folded, the leak is at the program\'s line', async () => {
+    const vendor = '/assets/vendor-3f9a.js';
+    const { page, errors } = await openServedPage(browser, { scripts: { [vendor]: bundle }, allow: ['/test/browser/pages/'] });
+    const warnings: string[] = [];
+    page.on('console', (m) => {
+      if (m.type() === 'warning') warnings.push(m.text());
+    });
+    let text: string;
+    try {
+      await page.addScriptTag({ url: vendor });
+      text = await page.evaluate(`(async () => {
+        await tf.setBackend('cpu');
+        const { captureTraining } = await import('/test/browser/pages/browser-vendor-program.mjs');
+        return captureTraining(tf, tfl, memscope);
+      })()`);
+      expect(errors).toEqual([]);
+    } finally {
+      await page.close();
+    }
+    expect(warnings).toEqual([]);
+    const file = join(work, 'vendor.ndjson');
+    writeFileSync(file, text);
+    const { status, json } = await leaksOf(file);
+    expect(status).toBe(3);
+    const [leak] = json.leaks;
+    const line = readFileSync(join(repoRoot, PROGRAM.slice(1)), 'utf8').split('\n').findIndex((l) => l.includes('model.predict(xs)')) + 1;
+    expect(leak!.site).toMatch(new RegExp(`^http://localhost${PROGRAM.replace(/\./g, '\\.')}:${line}:\\d+$`));
+    expect(leak!.stack[0]).toMatch(/^\[\d+ frames in memscope/);
   });
 
   it('the same program disposing its predictions: no leak; `memscope report` renders the page\'s capture', async () => {

@@ -93,7 +93,7 @@ describe('capture format', () => {
 
   it("a page's capture (startCapture) names the page and its own options in advice, not memscope run's", async () => {
     const { captureToReport } = await import('../../src/viewer/report-data.js');
-    const lines = [
+    const lines: unknown[] = [
       { format: 'memscope-capture', version: 1, clock: 'ms', created: 'x', argv: ['http://localhost:8080/app.html'], backend: null, stacks: false, maxEntries: 4, recorder: 'browser' },
       ['s', 1, 'webgl'],
       ['s', 2, 'Activation'],
