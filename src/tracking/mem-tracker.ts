@@ -188,6 +188,11 @@ export class MemTracker implements Disposable {
       this.recorder.dropStoragesNotIn(live);
       this.liveIds = live;
       this.external.forEach((obj, i) => this.resolveExternal(session, obj, i));
+      // A model's or optimizer's variables disposed while no tracker ran (tf.disposeVariables)
+      // are still named by it: resolving them must not count them again.
+      const liveNow = new Set<number>();
+      for (const s of session.liveStorages()) liveNow.add(s.id);
+      this.recorder.dropStoragesNotIn(liveNow);
     } catch (err) {
       this.session = null;
       session.detach();

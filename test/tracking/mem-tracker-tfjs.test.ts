@@ -408,4 +408,26 @@ describe('MemTracker on TFJS models (cpu)', () => {
     tf.dispose([x, w]);
     optimizer.dispose();
   });
+
+  it('restarted after tf.disposeVariables(), or new, a tracker does not count the disposed weights and optimizer state', async () => {
+    const model = mlp('gone');
+    model.compile({ optimizer: tf.train.adam(0.01), loss: 'meanSquaredError' });
+    const xs = tf.randomNormal([6, 8], 0, 1, 'float32', 5);
+    const ys = tf.randomNormal([6, 4], 0, 1, 'float32', 6);
+    const tracker = new MemTracker();
+    tracker.trackExternal(model, xs, ys);
+    await tracker.track(() => model.fit(xs, ys, { batchSize: 6, epochs: 1, verbose: 0 }));
+    expect(tracker.snapshot('current').cpu!.Parameter).toBeGreaterThan(0);
+    tf.disposeVariables();
+    const inputs = (6 * 8 + 6 * 4) * 4;
+    tracker.start();
+    tracker.stop();
+    expect(tracker.snapshot('current').cpu).toMatchObject({ Parameter: 0, Buffer: 0, Optstate: 0, Other: inputs, Total: inputs });
+    const fresh = new MemTracker();
+    fresh.trackExternal(model);
+    fresh.start();
+    fresh.stop();
+    expect(fresh.snapshot('current').cpu?.Total ?? 0).toBe(0);
+    tf.dispose([xs, ys]);
+  });
 });
