@@ -151,7 +151,8 @@ export class CaptureRecorder implements MemoryEventSink {
 
   onStorageAlloc(storage: StorageRef, ctx: EventContext): void {
     this.seen++;
-    const cat = categoryOfAllocation(ctx.phase);
+    // The same data moved to another device keeps its category.
+    const cat = (storage.movedFrom !== undefined ? this.live.get(storage.movedFrom)?.cat : undefined) ?? categoryOfAllocation(ctx.phase);
     const written = this.written < this.maxEntries;
     this.live.set(storage.id, { device: storage.device, bytes: storage.bytes, cat, written });
     const tot = this.deviceTotals(storage.device);

@@ -41,6 +41,12 @@ export interface StorageRef {
    * the adapter first met it, not when the framework allocated it.
    */
   readonly adopted?: boolean;
+  /**
+   * The storage this one replaces on another device (the framework moved the data: TFJS after
+   * `tf.setBackend`). Its onStorageAlloc comes before the old one's onStorageFree, so a sink can
+   * carry what it knew of the old storage (its category) over to this one.
+   */
+  readonly movedFrom?: number;
 }
 
 /** A tensor: a view of one storage. Variables keep their id when `assign` swaps the storage. */

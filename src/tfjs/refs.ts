@@ -122,6 +122,8 @@ export class TfjsStorage implements StorageRef {
     /** The dataId while the storage is live (cleared on free, so nothing is retained after). */
     public dataId: DataId | null,
   ) {}
+  /** The storage on the device the data moved from (StorageRef.movedFrom). */
+  movedFrom: number | undefined = undefined;
   /** Links of the installation's live list (see LiveStorages). */
   prevLive: TfjsStorage | null = null;
   nextLive: TfjsStorage | null = null;

@@ -267,12 +267,20 @@ export class StorageIdentity {
   onMoved(engine: TfEngine, dataId: DataId, from: TfBackend | undefined): void {
     const d = this.dispatch;
     const old = this.storages.get(dataId);
-    if (old !== undefined) this.release(dataId, old);
+    if (old !== undefined) {
+      this.storages.deleteFound(dataId);
+      old.dataId = null;
+      this.live.remove(old);
+    }
     const info = engine.state.tensorInfo.get(dataId);
-    if (info === undefined) return;
-    // The dataId keeps its first backend's number: kept, with a counted id (see deriveIds).
-    const s = this.newStorage(dataId, info.dtype, sizeOf(info.shape), info.shape, old === undefined, info.backend, true);
-    if (d.allocSinks.length > 0) d.emitStorageAlloc(s);
+    // The data's new storage is told before the old one's end, so sinks carry its category over.
+    if (info !== undefined) {
+      // The dataId keeps its first backend's number: kept, with a counted id (see deriveIds).
+      const s = this.newStorage(dataId, info.dtype, sizeOf(info.shape), info.shape, old === undefined, info.backend, true);
+      if (old !== undefined) s.movedFrom = old.id;
+      if (d.allocSinks.length > 0) d.emitStorageAlloc(s);
+    }
+    if (old !== undefined && d.freeSinks.length > 0) d.emitStorageFree(old);
   }
 
   // ---------------------------------------------------------------- assign

@@ -81,6 +81,14 @@ export class MemRecorder implements StorageBatchSink {
   // an unknown one change nothing, as `insert` and `take` see to.
 
   onStorageAlloc(storage: StorageRef, ctx: EventContext): void {
+    if (storage.movedFrom !== undefined) {
+      // The same data on another device keeps its category (a weight stays Parameter after tf.setBackend).
+      const slot = this.storages.find(storage.movedFrom);
+      if (slot >= 0) {
+        this.insert(storage.id, storage.bytes, tagOf(this.device(storage.device).index, categoryOf(this.storages.tagAt(slot))));
+        return;
+      }
+    }
     this.insert(storage.id, storage.bytes, this.allocationTag(storage.device, ctx));
   }
 
