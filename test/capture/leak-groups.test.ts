@@ -121,3 +121,40 @@ describe('the leaks text for a long run', () => {
     expect(formatLeaks(short).split('\n').filter((l) => /^\s+│/.test(l))).toHaveLength(1 + short.groups[0]!.perStep.length);
   });
 });
+
+/**
+ * A capture without stacks of `steps` step() marks: each step keeps one 64-byte Multiply tensor
+ * (never freed), and a `scalarBytes` Multiply storage of the same layer and phase — a framework's
+ * bookkeeping — is made in step 0 and freed in step 15.
+ */
+function leakBesideScalar(steps: number, scalarBytes: number): string {
+  const lines: unknown[] = [
+    { format: 'memscope-capture', version: 1, clock: 'ms', created: '2026-01-01T00:00:00.000Z', argv: ['page'], backend: null, stacks: false, maxEntries: null },
+    ['s', 1, 'Activation'],
+    ['s', 2, 'none'],
+    ['s', 3, 'webgl'],
+    ['s', 4, 'Multiply'],
+    ['s', 5, 'predict'],
+  ];
+  let seq = 0;
+  let t = 1;
+  for (let s = 0; s < steps; s++) {
+    if (s === 0) lines.push(['a', t++, seq++, 3, scalarBytes, 1, 0, 2, 4, 0, s]);
+    if (s === 15) lines.push(['f', t++, 0]);
+    lines.push(['a', t++, seq++, 3, 64, 1, 0, 2, 4, 0, s]);
+    lines.push(['m', t++, 5]);
+  }
+  lines.push(['e', t, { events: seq, dropped: 0, exitCode: 0, error: null }]);
+  return lines.map((l) => JSON.stringify(l)).join('\n') + '\n';
+}
+
+describe('a leak grouped without stacks beside a framework scalar freed mid-run', () => {
+  it('one small free among thirty steps of growth does not hide the leak', () => {
+    const report = findLeaks(parseCapture(leakBesideScalar(30, 4)));
+    expect(report.groups.map((g) => [g.kernel, g.count, g.bytes])).toEqual([['Multiply', 30, 30 * 64]]);
+  });
+
+  it('a free of more than a twentieth of what the group grew still makes it no leak', () => {
+    expect(findLeaks(parseCapture(leakBesideScalar(30, 4096))).groups).toEqual([]);
+  });
+});
