@@ -183,6 +183,8 @@ export interface ReportData {
   readonly leakNote: string | null;
   /** What part of the run the leak verdict covers when a capture dropped allocations (LeakReport.coverage). */
   readonly leakCoverage: string | null;
+  /** The step ends the leak verdict compared (LeakReport.steps: training, inference and marked), as `memscope leaks` counts them. */
+  readonly leakSteps: number;
   readonly segments: ReportSegment[];
   readonly blockStates: string[];
   /** Per-allocation timelines (PyTorch snapshots); null for other sources. */
@@ -505,6 +507,7 @@ export function captureToReport(capture: Capture, file: string, caps: ReportCaps
     leaks,
     leakNote: leakReport.note,
     leakCoverage: leakReport.coverage,
+    leakSteps: leakReport.steps,
     segments: [],
     blockStates: [],
     memory: null,

@@ -73,6 +73,7 @@ function emptyReport(kind: 'snapshot' | 'trace', file: string, detail: string): 
     leaks: [],
     leakNote: 'leak detection needs a memscope capture spanning several training steps (memscope run)',
     leakCoverage: null,
+    leakSteps: 0,
     segments: [],
     blockStates: [],
     memory: null,

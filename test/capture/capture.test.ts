@@ -110,6 +110,8 @@ describe('capture format', () => {
     expect(formatLeaks(report, { stacksRecorded: false, stacksOption: 'startCapture({ stacks: true })' })).toContain("(record with startCapture({ stacks: true }) for the program's line)");
     const data = captureToReport(cap, 'page.capture.ndjson');
     expect(data.source.detail).toBe('startCapture in http://localhost:8080/app.html · x');
+    // The report counts the step ends the verdict compared, as `memscope leaks` does: here, inference calls only.
+    expect([data.leakSteps, report.steps, data.steps.length]).toEqual([4, 4, 0]);
     expect(data.notices.join('\n')).toContain('Recorded without startCapture({ stacks: true })');
     expect(data.notices.join('\n')).not.toMatch(/--stacks|--max-entries|memscope run/);
   });

@@ -66,7 +66,7 @@ export function leaksSection(data: ReportData): void {
   const box = document.getElementById('leaks-body')!;
   if (data.leakCoverage) box.append(el('p', { class: 'muted' }, `Partial capture: ${data.leakCoverage}.`));
   if (data.leaks.length === 0) {
-    box.append(el('p', { class: 'muted' }, data.leakNote ? `No verdict: ${data.leakNote}.` : `No leaks: no unowned storage kept growing across ${data.steps.length} steps.`));
+    box.append(el('p', { class: 'muted' }, data.leakNote ? `No verdict: ${data.leakNote}.` : `No leaks: no unowned storage kept growing across ${data.leakSteps} steps.`));
     return;
   }
   data.leaks.forEach((g, i) => {
