@@ -52,6 +52,8 @@ const MAX_ANNOTATIONS = 100_000;
 export class WebGPURecorder {
   protected readonly deviceList: DeviceRecord[] = [];
   private readonly deviceOf = new WeakMap<object, DeviceRecord>();
+  /** Devices destroyed or lost: what they create afterwards is invalid and holds no memory. */
+  private readonly gone = new WeakSet<DeviceRecord>();
   private readonly resourceOf = new WeakMap<object, ResourceRecord>();
   /** Live resources by id, for the finalizer (which is given only the id). */
   private readonly liveById = new Map<number, ResourceRecord>();
@@ -157,7 +159,10 @@ export class WebGPURecorder {
     const lost = (device as { lost?: unknown }).lost;
     if (lost instanceof Promise) {
       lost.then(
-        () => this.safely('device loss', () => this.freeAll(record, [])),
+        () => this.safely('device loss', () => {
+          this.gone.add(record);
+          this.freeAll(record, []);
+        }),
         () => undefined,
       );
     }
@@ -190,7 +195,8 @@ export class WebGPURecorder {
 
   private created(kind: ResourceKind, device: DeviceLike, descriptor: unknown, result: unknown, above: Function): void {
     const dev = this.deviceOf.get(device);
-    if (!dev || result === null || typeof result !== 'object') return;
+    // A destroyed or lost device makes invalid resources, which hold no memory.
+    if (!dev || this.gone.has(dev) || result === null || typeof result !== 'object') return;
     const res = result as ResourceLike;
     const d = (descriptor ?? {}) as Record<string, unknown>;
     const label = typeof res.label === 'string' ? res.label : typeof d.label === 'string' ? d.label : '';
@@ -269,7 +275,9 @@ export class WebGPURecorder {
 
   private deviceDestroyed(device: object, above: Function): void {
     const dev = this.deviceOf.get(device);
-    if (dev) this.freeAll(dev, this.freeStack(above));
+    if (!dev) return;
+    this.gone.add(dev);
+    this.freeAll(dev, this.freeStack(above));
   }
 
   private freeAll(dev: DeviceRecord, frames: Frame[]): void {

@@ -193,6 +193,9 @@ describe('memscope/webgpu on a fake GPUDevice', () => {
     expect(memory.memoryReserved()).toBe(0);
     expect(memory.maxMemoryReserved()).toBe(504);
     expect(memory.resources()).toEqual([]);
+    // What a destroyed device makes afterwards is an invalid resource, holding no memory.
+    device.createBuffer({ size: 64, usage: STORAGE });
+    expect([memory.memoryAllocated(), memory.memoryReserved(), memory.resources().length]).toEqual([0, 0, 0]);
   });
 
   it('frees every resource of a device when its lost promise resolves', async () => {
@@ -207,6 +210,8 @@ describe('memscope/webgpu on a fake GPUDevice', () => {
     await Promise.resolve();
     expect(memory.memoryReserved()).toBe(0);
     expect(memory.memoryStats()['num_device_free']).toBe(1);
+    device.createBuffer({ size: 64, usage: STORAGE });
+    expect(memory.memoryReserved()).toBe(0);
   });
 
   it('snapshot() and dumpSnapshot() are PyTorch snapshots memscope reads back without warnings', async () => {
