@@ -174,6 +174,14 @@ async function selectBackend(name: string, script: string | undefined): Promise<
   } catch {
     throw new Error(`--backend ${name}: the program cannot load @tensorflow/tfjs-backend-${name}`);
   }
-  if (!(await tf.setBackend(name))) throw new Error(`--backend ${name}: TFJS could not initialise the backend`);
+  // webgl and webgpu load in Node but need a browser's GPU API: said so, not left to TFJS's words.
+  const browserOnly = name === 'webgl' || name === 'webgpu' ? ` (${name} runs in a browser: capture the page with memscope/browser's startCapture)` : '';
+  let ok: boolean;
+  try {
+    ok = await tf.setBackend(name);
+  } catch (err) {
+    throw new Error(`--backend ${name}: TFJS could not initialise the backend: ${err instanceof Error ? err.message : String(err)}${browserOnly}`);
+  }
+  if (!ok) throw new Error(`--backend ${name}: TFJS could not initialise the backend${browserOnly}`);
   await tf.ready();
 }

@@ -143,6 +143,11 @@ describe('memscope run', () => {
     expect(existsSync(join(work, 'bad-backend.ndjson'))).toBe(false);
     const loud = await cli(['run', '-o', join(work, 'loud bad.ndjson'), '--backend', 'nosuch', script]);
     expect(loud.stderr.trim()).toBe('memscope: --backend nosuch: the program cannot load @tensorflow/tfjs-backend-nosuch');
+    // A browser backend loads in Node but cannot start: one line naming the option and where it runs.
+    const gpu = await run('gpu-backend', ['--backend', 'webgpu'], []);
+    expect(gpu.status).toBe(2);
+    expect(gpu.stderr.trim()).toMatch(/^memscope: --backend webgpu: TFJS could not initialise the backend.* \(webgpu runs in a browser: capture the page with memscope\/browser's startCapture\)$/);
+    expect(existsSync(join(work, 'gpu-backend.ndjson'))).toBe(false);
   });
 
   it('the "next:" hint names a capture path with spaces as one shell word', async () => {
