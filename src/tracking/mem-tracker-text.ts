@@ -92,8 +92,9 @@ function moduleTable(stats: ModuleMemStats, unit: Unit): string {
     list.forEach((snap, i) => {
       let first = true;
       for (const [device, dev] of Object.entries(snap)) {
-        if (!shown(dev, unit)) continue;
+        // Memory that rounds to 0 in this unit is still memory tracked: the table's columns stay.
         keys ??= Object.keys(dev);
+        if (!shown(dev, unit)) continue;
         rows.push([first ? `${state} # ${i + 1}` : '', device, ...Object.values(dev).map((b) => formatBytes(b, unit))]);
         first = false;
       }
@@ -102,9 +103,8 @@ function moduleTable(stats: ModuleMemStats, unit: Unit): string {
   const header = `Module:  ${stats.modFqn}`;
   if (keys === null) return `${header}\n${NO_MEMORY}`;
   const k: string[] = keys;
-  return `${header}\n${renderTable(['State & Call', 'Device', ...k], rows, {
-    align: ['left', 'left', ...k.map(() => 'right' as const)],
-  })}`;
+  const table = renderTable(['State & Call', 'Device', ...k], rows, { align: ['left', 'left', ...k.map(() => 'right' as const)] });
+  return `${header}\n${table}${rows.length === 0 ? `\n(every total rounds to 0.00 ${unit})` : ''}`;
 }
 
 /** Every module up to `depth` (the root is depth 1), in natural order of its name. */

@@ -38,14 +38,18 @@ function describe(value: unknown): string {
 }
 
 /** Arrays and plain objects are containers (like PyTorch's tree_flatten); everything else is a leaf. */
-function flatten(values: readonly unknown[], out: unknown[] = []): unknown[] {
-  for (const v of values) {
-    if (Array.isArray(v)) flatten(v, out);
-    else if (v !== null && typeof v === 'object' && Object.getPrototypeOf(v) === Object.prototype) {
-      flatten(Object.values(v), out);
-    } else out.push(v);
-  }
+function flatten(values: readonly unknown[], out: { value: unknown; where: string }[] = [], at = (i: number | string) => `argument ${i}`): { value: unknown; where: string }[] {
+  values.forEach((v, i) => flattenOne(v, at(i), out));
   return out;
+}
+
+/** `v` flattened, each item with where it was given: `argument 0`, `argument 1[2]`, `argument 0 (.inputs.x)`. */
+function flattenOne(v: unknown, where: string, out: { value: unknown; where: string }[]): void {
+  const inside = (key: string): string => (where.endsWith(')') ? `${where.slice(0, -1)}${key})` : `${where} (${key})`);
+  if (Array.isArray(v)) v.forEach((x, k) => flattenOne(x, inside(`[${k}]`), out));
+  else if (v !== null && typeof v === 'object' && Object.getPrototypeOf(v) === Object.prototype) {
+    for (const [key, x] of Object.entries(v)) flattenOne(x, inside(`.${key}`), out);
+  } else out.push({ value: v, where });
 }
 
 /**
@@ -71,6 +75,8 @@ export class MemTracker implements Disposable {
   private session: AdapterSession | null = null;
   /** Everything given to trackExternal; (re)classified at every start(), and at once while tracking. */
   private external: unknown[] = [];
+  /** Where each of `external` was given, for errors (`argument 0 (.inputs)`). */
+  private externalWhere: string[] = [];
   /** Storage ids alive when tracking started; only read while start() resolves external objects. */
   private liveIds: Set<number> | null = null;
   /** Whether a model was given to trackExternal and resolved; without one no weight is Parameter. */
@@ -95,17 +101,15 @@ export class MemTracker implements Disposable {
    */
   trackExternal(...external: unknown[]): void {
     const flat = flatten(external);
-    flat.forEach((obj, i) => {
+    for (const { value: obj, where } of flat) {
       if (obj === null || (typeof obj !== 'object' && typeof obj !== 'function')) {
-        throw new MemscopeError(
-          'bad-external',
-          `trackExternal: argument ${i} is ${describe(obj)}; expected a model, an optimizer or a tensor`,
-        );
+        throw new MemscopeError('bad-external', `trackExternal: ${where} is ${describe(obj)}; expected a model, an optimizer or a tensor`);
       }
-    });
+    }
     const first = this.external.length;
-    this.external.push(...flat);
-    if (this.session !== null) flat.forEach((obj, i) => this.resolveExternal(this.session!, obj, first + i));
+    this.external.push(...flat.map((f) => f.value));
+    this.externalWhere.push(...flat.map((f) => f.where));
+    if (this.session !== null) flat.forEach(({ value }, i) => this.resolveExternal(this.session!, value, first + i));
   }
 
   private resolveExternal(session: AdapterSession, obj: unknown, index: number): void {
@@ -147,12 +151,13 @@ export class MemTracker implements Disposable {
       return;
     }
     // Reported once: the object is not kept for the next start().
+    const where = this.externalWhere[index] ?? `argument ${index}`;
     const at = this.external.indexOf(obj);
-    if (at >= 0) this.external.splice(at, 1);
-    throw new MemscopeError(
-      'bad-external',
-      `trackExternal: argument ${index} is ${describe(obj)}, which is not a ${this.adapter.name} model, optimizer or tensor`,
-    );
+    if (at >= 0) {
+      this.external.splice(at, 1);
+      this.externalWhere.splice(at, 1);
+    }
+    throw new MemscopeError('bad-external', `trackExternal: ${where} is ${describe(obj)}, which is not a ${this.adapter.name} model, optimizer or tensor`);
   }
 
   /**

@@ -167,6 +167,11 @@ function signedBytes(bytes: number): string {
 export function formatOpSummary(summary: OpTraceSummary): string {
   const rule = '-'.repeat(48);
   const lines: string[] = [rule];
+  if (summary.numRecords === 0) {
+    // A tracker that never ran has no device and no reserved figures to name.
+    lines.push('No operator calls recorded (the tracker has not run).', rule);
+    return lines.join('\n');
+  }
   lines.push(
     `Device ${summary.device}: ${summary.numRecords} operator calls, ${summary.numOperators} operators, ` +
       `peak allocated ${humanBytes(summary.peakAllocated)}`,

@@ -304,6 +304,21 @@ describe('MemTracker on TFJS models (cpu)', () => {
     run.dispose();
   });
 
+  it('module tables of memory that rounds to 0 in the unit keep their columns and say so, not "No memory tracked."', async () => {
+    const model = tfl.sequential({ name: 'tiny', layers: [tfl.layers.dense({ inputShape: [3], units: 2 })] });
+    model.compile({ optimizer: 'sgd', loss: 'meanSquaredError' });
+    const xs = tf.ones([4, 3]);
+    const ys = tf.ones([4, 2]);
+    const tracker = new MemTracker();
+    tracker.trackExternal(model, xs, ys);
+    await tracker.track(() => model.fit(xs, ys, { epochs: 1, verbose: 0 }));
+    const table = tracker.formatModulewiseSnapshots({ units: 'GiB', tabulate: true });
+    expect(table).not.toContain('No memory tracked.');
+    expect(table).toContain('State & Call');
+    expect(table).toContain('(every total rounds to 0.00 GiB)');
+    tf.dispose([xs, ys]);
+  });
+
   it('rejects bad units, types and external objects with MemscopeError', () => {
     const tracker = new MemTracker();
     expect(() => tracker.displaySnapshot('current', { units: 'kb' as never })).toThrow(MemscopeError);
@@ -312,6 +327,9 @@ describe('MemTracker on TFJS models (cpu)', () => {
     tracker.trackExternal(new Map());
     expect(() => tracker.start()).toThrow(/argument 0 is a Map, which is not a tfjs model, optimizer or tensor/);
     expect(tracker.tracking).toBe(false);
+    // Inside a plain object or a list, the error names where.
+    expect(() => tracker.trackExternal({ foo: 1 })).toThrow(/^trackExternal: argument 0 \(\.foo\) is number 1; expected a model/);
+    expect(() => tracker.trackExternal(tf.scalar(1), [{ inputs: ['x'] }])).toThrow(/^trackExternal: argument 1 \(\[0\]\.inputs\[0\]\) is /);
   });
 
   it("propagates the user's exception unchanged, stops, and restores every patch", () => {

@@ -326,4 +326,10 @@ describe('MemoryTracker on a real TFJS model (cpu)', () => {
     xs.dispose();
     ys.dispose();
   });
+
+  it('a tracker that never ran says so in its summary, with no blank device or reserved labels', () => {
+    const text = new MemoryTracker().summaryString(3);
+    expect(text).toContain('No operator calls recorded (the tracker has not run).');
+    expect(text).not.toMatch(/Device :|Reserved memory: \n/);
+  });
 });
