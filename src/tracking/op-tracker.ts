@@ -109,7 +109,9 @@ export class MemoryTracker implements Disposable {
       onStorageAlloc: (storage) => {
         if (storage.device !== this.#device || this.#counted.has(storage)) return;
         this.#counted.add(storage);
-        this.#allocated += this.#round(storage.bytes);
+        const bytes = this.#round(storage.bytes);
+        this.#allocated += bytes;
+        if (storage.adopted) this.#countFromStart(bytes);
       },
       onStorageFree: (storage) => {
         // A storage made before monitoring that the adapter did not list is not ours to subtract.
@@ -350,6 +352,18 @@ export class MemoryTracker implements Disposable {
   #mark(name: MarkerName, ctx: EventContext): void {
     // Every marker is kept (PyTorch keeps one per name, so a second step overwrote the first).
     this.#markers.push({ name, index: this.#records.length, step: this.#stepOf(ctx) });
+  }
+
+  /**
+   * A storage made before monitoring began, met only now (the first kernel that reads it): it was
+   * allocated all along, as PyTorch's memory_allocated() counts it, so the baseline and every
+   * record so far hold it too, and no operator's delta is charged with it.
+   */
+  #countFromStart(bytes: number): void {
+    const inReserved = this.#reservedMode === 'allocated';
+    const b = this.#baseline;
+    this.#baseline = { allocated: b.allocated + bytes, active: b.active + bytes, reserved: b.reserved + (inReserved ? bytes : 0) };
+    this.#records = this.#records.map((r) => ({ ...r, allocated: r.allocated + bytes, active: r.active + bytes, reserved: r.reserved + (inReserved ? bytes : 0) }));
   }
 
   #assertIdle(what: string): void {
