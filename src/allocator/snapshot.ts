@@ -36,7 +36,8 @@ export interface SnapshotSegment {
 export interface SnapshotDict {
   segments: SnapshotSegment[];
   device_traces: TraceEntry[][];
-  allocator_settings: SnapshotAllocatorSettings;
+  /** The caching allocator's settings; absent for a device that has no such allocator (WebGPU). */
+  allocator_settings?: SnapshotAllocatorSettings;
   external_annotations: unknown[];
   /** memscope/webgpu's 'webgpu' (src/torch/device-type.ts); absent in CUDA snapshots, as in PyTorch's. */
   device_type?: string;
@@ -102,10 +103,9 @@ export function encodeSnapshotPickle(s: SnapshotDict): Uint8Array {
   return writePickle({
     segments: s.segments.map((seg) => ({ ...seg, segment_pool_id: makeTuple([...seg.segment_pool_id]) })),
     device_traces: s.device_traces,
-    allocator_settings: {
-      ...s.allocator_settings,
-      garbage_collection_threshold: pyFloat(s.allocator_settings.garbage_collection_threshold),
-    },
+    ...(s.allocator_settings === undefined
+      ? {}
+      : { allocator_settings: { ...s.allocator_settings, garbage_collection_threshold: pyFloat(s.allocator_settings.garbage_collection_threshold) } }),
     external_annotations: s.external_annotations,
     ...(s.device_type === undefined ? {} : { device_type: s.device_type }),
   });

@@ -9,7 +9,6 @@
  */
 import { MemscopeError } from '../core/errors.js';
 import { encodeSnapshotPickle, type SnapshotDict, type SnapshotSegment } from '../allocator/snapshot.js';
-import { DEFAULT_SETTINGS, toSnapshotSettings } from '../allocator/settings.js';
 import { nestedStats, type NestedMemoryStats } from '../allocator/stats.js';
 import { renderMemorySummary } from '../torch/memory-summary.js';
 import type { ResourceKind, ResourceRecord } from './device-record.js';
@@ -196,7 +195,7 @@ export class WebGPUMemory extends WebGPURecorder {
     return {
       segments,
       device_traces: this.deviceList.map((d) => d.traceEntries()),
-      allocator_settings: toSnapshotSettings(DEFAULT_SETTINGS),
+      // No allocator_settings: those are PyTorch's CUDA caching allocator's, which WebGPU has none of.
       external_annotations: [...this.annotations],
       device_type: 'webgpu',
     };

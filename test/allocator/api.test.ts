@@ -214,8 +214,8 @@ describe('history and snapshots', () => {
   it('snapshot() follows PyTorch schema: sorted segments with sizes summed from their blocks', () => {
     const snap = knownSequence().snapshot();
     expect(Object.keys(snap)).toEqual(['segments', 'device_traces', 'allocator_settings', 'external_annotations']);
-    expect(snap.allocator_settings.max_split_size).toBe(64 * MiB);
-    expect(snap.allocator_settings.PYTORCH_CUDA_ALLOC_CONF).toBe('max_split_size_mb:64');
+    expect(snap.allocator_settings!.max_split_size).toBe(64 * MiB);
+    expect(snap.allocator_settings!.PYTORCH_CUDA_ALLOC_CONF).toBe('max_split_size_mb:64');
     expect(snap.segments.map((s) => [s.segment_type, s.total_size / MiB, s.allocated_size, s.blocks.map((b) => b.state)])).toEqual([
       ['small', 2, 1024, ['active_allocated', 'inactive']],
       ['large', 20, 8 * MiB, ['active_allocated', 'active_allocated', 'inactive']],
