@@ -114,7 +114,7 @@ export function attachTfjsWebGPU(options: TfjsWebGPUOptions): TfjsWebGPUAttribut
       const usage = typeof args[acquire === 'acquireBuffer' ? 1 : 3] === 'number' ? (args[acquire === 'acquireBuffer' ? 1 : 3] as number) : 0;
       const resource = memory.withAttribution({ framework: TFJS_WEBGPU, ...attribution({ usage }) }, () => Reflect.apply(originalAcquire, this, args) as object);
       try {
-        memory.markInUse(resource);
+        memory.markInUse(resource, patchedAcquire);
         memory.tag(resource, { framework: TFJS_WEBGPU, ...attribution(resource as { usage?: number }) });
       } catch {
         // Bookkeeping never reaches the program.

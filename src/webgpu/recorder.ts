@@ -344,16 +344,20 @@ export class WebGPURecorder {
     this.setInUse(resource, false, 'pooled');
   }
 
-  /** A framework's pool handed the buffer out again: allocated. */
-  markInUse(resource: object): void {
-    this.setInUse(resource, true, 'in-use');
+  /**
+   * A framework's pool handed the buffer out again: allocated. The trace's `alloc` carries the
+   * stack of this call (above `caller`, when the framework's own wrapper names itself), as a
+   * creation's does: a buffer the pool hands out is where the program's memory went.
+   */
+  markInUse(resource: object, caller?: Function): void {
+    this.setInUse(resource, true, 'in-use', caller ?? this.markInUse);
   }
 
-  private setInUse(resource: object, inUse: boolean, type: 'pooled' | 'in-use'): void {
+  private setInUse(resource: object, inUse: boolean, type: 'pooled' | 'in-use', above?: Function): void {
     const record = this.resourceOf.get(resource);
     if (!record || record.freedBy !== undefined || record.inUse === inUse) return;
     const dev = this.deviceList[record.device]!;
-    dev.setInUse(record, inUse, []);
+    dev.setInUse(record, inUse, inUse && above !== undefined && this.history.enabled === 'all' ? this.stack(above) : []);
     this.emit(type, dev, record);
   }
 

@@ -198,6 +198,20 @@ describe('memscope/webgpu on a fake GPUDevice', () => {
     expect([memory.memoryAllocated(), memory.memoryReserved(), memory.resources().length]).toEqual([0, 0, 0]);
   });
 
+  it("a pool's buffer handed out again is traced with the stack that took it, as a creation is", async () => {
+    const { memory, device } = await setup();
+    memory.recordMemoryHistory({ maxEntries: 100 });
+    const pooled = device.createBuffer({ size: 256, usage: STORAGE });
+    memory.markPooled(pooled);
+    function takeFromPool(): void {
+      memory.markInUse(pooled);
+    }
+    takeFromPool();
+    const entries = memory.snapshot().device_traces[0]!;
+    expect(entries.map((e) => e.action)).toEqual(['segment_alloc', 'alloc', 'free_requested', 'free_completed', 'alloc']);
+    expect((entries.at(-1)!.frames ?? []).map((f) => f.name)).toContain('takeFromPool');
+  });
+
   it('frees every resource of a device when its lost promise resolves', async () => {
     memory = installWebGPU({ classes: fakeClasses() });
     let lose!: (info: unknown) => void;
