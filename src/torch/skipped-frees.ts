@@ -8,7 +8,7 @@
  * have written, next to the one it did. Which actions a trace skipped is not in the file; this is
  * the only reading of such a trace in which memory adds up.
  */
-import type { BlockTable, Segment, TraceTable } from './snapshot.js';
+import { traceTableOf, type BlockTable, type Segment, type TraceTable } from './snapshot.js';
 
 const FREE_REQUESTED = 'free_requested';
 const FREE_COMPLETED = 'free_completed';
@@ -99,21 +99,14 @@ function freesARetainedAlloc(t: TraceTable, free: number, alloc: number): boolea
 
 /** `t`'s rows `rows` in order (a row may repeat), with the action codes `actions`. */
 function gather(t: TraceTable, rows: readonly number[], actions: readonly number[]): TraceTable {
-  const f64 = (c: Float64Array): Float64Array => Float64Array.from(rows, (r) => c[r]!);
-  const i32 = (c: Int32Array): Int32Array => Int32Array.from(rows, (r) => c[r]!);
-  return {
-    device: t.device,
-    count: rows.length,
-    action: Uint8Array.from(actions),
-    addr: f64(t.addr),
-    size: f64(t.size),
-    stream: f64(t.stream),
-    timeUs: f64(t.timeUs),
-    stack: i32(t.stack),
-    compileContext: t.compileContext ? i32(t.compileContext) : null,
-    userMetadata: t.userMetadata ? i32(t.userMetadata) : null,
-    deviceFree: t.deviceFree ? f64(t.deviceFree) : null,
-  };
+  return traceTableOf(
+    t.device,
+    rows.length,
+    Uint8Array.from(actions),
+    t,
+    (c) => Float64Array.from(rows, (r) => c[r]!),
+    (c) => Int32Array.from(rows, (r) => c[r]!),
+  );
 }
 
 /** Addresses of the blocks of each device pending their free (`active_pending_free`) in the snapshot. */

@@ -8,7 +8,7 @@ import { MemscopeError } from '../core/errors.js';
 import { isTuple, makeTuple } from './pickle/builder.js';
 import { toPlain, type PickleValue, type PlainValue } from './pickle/reader.js';
 import { I32Column, nodeFor, NodeKind, RawDict, RawList, safeInt, SEGMENT_KEY_BIT, SEGMENT_KEYS, SnapshotTables, TRACE_KEYS } from './snapshot-tables.js';
-import type { BlockTable, Segment, TraceTable } from './snapshot.js';
+import { traceTableOf, type BlockTable, type Segment, type TraceNumberColumns, type TraceTable } from './snapshot.js';
 
 /** Block keys PyTorch writes: today's, and `history` (PyTorch 2.0, which had no `address` or `frames`). */
 const BLOCK_KEYS = new Set<unknown>(['address', 'size', 'requested_size', 'state', 'frames', 'history']);
@@ -375,33 +375,21 @@ export class Assembler {
     const t = this.t;
     // Columns are final only now: generic entries may have been appended above.
     const action = t.tAction.data;
-    const cols = {
+    const cols: TraceNumberColumns = {
       addr: t.tAddr.data,
       size: t.tSize.data,
       stream: t.tStream.data,
-      time: t.tTime.data,
+      timeUs: t.tTime.data,
       stack: t.tStack.data,
-      compile: t.tCompile?.data ?? null,
-      user: t.tUser?.data ?? null,
+      compileContext: t.tCompile?.data ?? null,
+      userMetadata: t.tUser?.data ?? null,
       deviceFree: t.tDeviceFree?.data ?? null,
     };
     return spans.map(({ first, n, rows }, device) => {
       // Consecutive rows (the normal case): views, no copy. Otherwise gather.
       const f64 = (c: Float64Array): Float64Array => (rows === null ? c.subarray(first, first + n) : gatherF64(c, rows));
       const i32 = (c: Int32Array): Int32Array => (rows === null ? c.subarray(first, first + n) : Int32Array.from(rows, (r) => c[r]!));
-      return {
-        device,
-        count: n,
-        action: rows === null ? action.subarray(first, first + n) : Uint8Array.from(rows, (r) => action[r]!),
-        addr: f64(cols.addr),
-        size: f64(cols.size),
-        stream: f64(cols.stream),
-        timeUs: f64(cols.time),
-        stack: i32(cols.stack),
-        compileContext: cols.compile ? i32(cols.compile) : null,
-        userMetadata: cols.user ? i32(cols.user) : null,
-        deviceFree: cols.deviceFree ? f64(cols.deviceFree) : null,
-      };
+      return traceTableOf(device, n, rows === null ? action.subarray(first, first + n) : Uint8Array.from(rows, (r) => action[r]!), cols, f64, i32);
     });
   }
 

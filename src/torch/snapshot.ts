@@ -167,6 +167,36 @@ export interface TraceEventView {
   readonly deviceFree: number | null;
 }
 
+/** A trace table's number columns: what `traceTableOf` picks rows from. */
+export type TraceNumberColumns = Pick<TraceTable, 'addr' | 'size' | 'stream' | 'timeUs' | 'stack' | 'compileContext' | 'userMetadata' | 'deviceFree'>;
+
+/**
+ * A trace table of `count` rows made from `columns` by `f64` and `i32`, which pick the rows (a
+ * view of a run, or a gather): every place that builds a TraceTable lists its columns here once.
+ */
+export function traceTableOf(
+  device: number,
+  count: number,
+  action: Uint8Array,
+  columns: TraceNumberColumns,
+  f64: (c: Float64Array) => Float64Array,
+  i32: (c: Int32Array) => Int32Array,
+): TraceTable {
+  return {
+    device,
+    count,
+    action,
+    addr: f64(columns.addr),
+    size: f64(columns.size),
+    stream: f64(columns.stream),
+    timeUs: f64(columns.timeUs),
+    stack: i32(columns.stack),
+    compileContext: columns.compileContext ? i32(columns.compileContext) : null,
+    userMetadata: columns.userMetadata ? i32(columns.userMetadata) : null,
+    deviceFree: columns.deviceFree ? f64(columns.deviceFree) : null,
+  };
+}
+
 export function stackFrameIds(snapshot: MemorySnapshot, stack: number): Int32Array {
   const { offsets, frameIds } = snapshot.stacks;
   return frameIds.subarray(offsets[stack]!, offsets[stack + 1]!);
